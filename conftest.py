@@ -1,0 +1,5 @@
+"""Root conftest: registers the shared fixture modules for every test directory."""
+
+pytest_plugins = [
+    "tests.fixtures.nats",
+]

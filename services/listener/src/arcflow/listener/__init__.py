@@ -1,0 +1,1 @@
+"""arcflow listener service."""
