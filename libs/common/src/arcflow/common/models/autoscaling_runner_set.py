@@ -1,0 +1,142 @@
+"""AutoscalingRunnerSet (ARS): upstream's spec plus ``runnerVariants`` (spec §1.1, §6.1)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from arcflow.common.constants import KIND_ARS
+from arcflow.common.models.base import KubeModel, KubeObject, PodTemplate, ResourceMeta, RunnerCount
+from arcflow.common.models.config import (
+    GitHubServerTLSConfig,
+    MetricsConfig,
+    ProxyConfig,
+    VaultConfig,
+)
+
+#: A variant name is a DNS label (it ends up in object names and label values).
+VARIANT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+VARIANT_NAME_MAX_LENGTH = 63
+#: Bounds the CEL uniqueness rule's cost (quadratic in the list length) for the API server.
+MAX_RUNNER_VARIANTS = 256
+
+if TYPE_CHECKING:
+    from arcflow.common.models.variants import EffectiveVariant
+
+
+class RunnerVariant(KubeModel):
+    """One runner pod shape, registered as its own GitHub runner scale set.
+
+    Every field but ``name`` falls back to the AutoscalingRunnerSet's top-level value when
+    unset; an explicit empty ``runnerScaleSetLabels`` list means "no extra labels".
+    """
+
+    name: str = Field(
+        default="",
+        json_schema_extra={"pattern": VARIANT_NAME_PATTERN, "maxLength": VARIANT_NAME_MAX_LENGTH},
+    )
+    """Variant name: a DNS label, unique in the set. Children are named ``<ars>-<name>``."""
+    runner_scale_set_labels: list[str] | None = None
+    """Extra scale set labels; unset inherits the top-level labels, ``[]`` means none."""
+    template: PodTemplate | None = None
+    """Runner pod template; unset inherits the top-level template."""
+    min_runners: RunnerCount | None = None
+    """Minimum idle runners; unset inherits the top-level value (0 when that is unset too)."""
+    max_runners: RunnerCount | None = None
+    """Maximum runners; unset inherits the top-level value (unbounded when that is unset too)."""
+
+    model_config = KubeModel.model_config | {
+        "json_schema_extra": {
+            "required": ["name"],
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.minRunners) || !has(self.maxRunners)"
+                    " || self.minRunners <= self.maxRunners",
+                    "message": "maxRunners must be greater than or equal to minRunners",
+                }
+            ],
+        }
+    }
+
+
+class AutoscalingRunnerSetSpec(KubeModel):
+    """Desired state of an AutoscalingRunnerSet (upstream fields plus runnerVariants)."""
+
+    github_config_url: str = ""
+    """GitHub URL of the enterprise, organization or repository the runners register with."""
+    github_config_secret: str = ""
+    """Name of the Secret with GitHub credentials (or a vault key when vaultConfig is set)."""
+    runner_group: str = ""
+    """Runner group name; empty means the default group."""
+    runner_scale_set_name: str = ""
+    """GitHub runner scale set name; empty means the AutoscalingRunnerSet name."""
+    runner_scale_set_labels: list[str] | None = None
+    """Extra labels registered on the runner scale set."""
+    proxy: ProxyConfig | None = None
+    github_server_tls: GitHubServerTLSConfig | None = Field(default=None, alias="githubServerTLS")
+    vault_config: VaultConfig | None = None
+    template: PodTemplate = Field(default_factory=dict)
+    """Runner pod template; the runner container must be named ``runner``."""
+    autoscaling_listener_metadata: ResourceMeta | None = Field(
+        default=None, alias="autoscalingListener"
+    )
+    """Labels and annotations for the AutoscalingListener."""
+    listener_metrics: MetricsConfig | None = None
+    listener_template: PodTemplate | None = None
+    """Merged into the listener pod."""
+    listener_service_account_metadata: ResourceMeta | None = None
+    listener_role_metadata: ResourceMeta | None = None
+    listener_role_binding_metadata: ResourceMeta | None = None
+    listener_config_secret_metadata: ResourceMeta | None = None
+    ephemeral_runner_set_metadata: ResourceMeta | None = None
+    ephemeral_runner_metadata: ResourceMeta | None = None
+    ephemeral_runner_config_secret_metadata: ResourceMeta | None = None
+    max_runners: RunnerCount | None = None
+    """Maximum runners; unset means unbounded."""
+    min_runners: RunnerCount | None = None
+    """Minimum idle runners; unset means 0."""
+    runner_variants: list[RunnerVariant] | None = Field(
+        default=None,
+        json_schema_extra={
+            "maxItems": MAX_RUNNER_VARIANTS,
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(x, self.exists_one(y, y.name == x.name))",
+                    "message": "runnerVariants names must be unique",
+                }
+            ],
+        },
+    )
+    """arcflow extension: several runner pod shapes behind one listener."""
+
+    def effective_variants(self) -> list[EffectiveVariant]:
+        """The variants with every fallback resolved (see ``effective_variants``)."""
+        from arcflow.common.models.variants import effective_variants
+
+        return effective_variants(self)
+
+
+class AutoscalingRunnerSetStatus(KubeModel):
+    """Observed state; upstream always serialises these, arcflow writes only what it sets."""
+
+    current_runners: int = 0
+    phase: str = ""
+    """``Pending``, ``Running`` or ``Outdated``."""
+    pending_ephemeral_runners: int = 0
+    running_ephemeral_runners: int = 0
+    failed_ephemeral_runners: int = 0
+
+
+class AutoscalingRunnerSet(KubeObject):
+    """A set of GitHub Actions runners that scales with the jobs queued for it."""
+
+    api_version: Literal["actions.github.com/v1alpha1"] = "actions.github.com/v1alpha1"
+    kind: Literal["AutoscalingRunnerSet"] = KIND_ARS
+    spec: AutoscalingRunnerSetSpec = Field(default_factory=AutoscalingRunnerSetSpec)
+    status: AutoscalingRunnerSetStatus | None = None
+
+    @property
+    def scale_set_base_name(self) -> str:
+        """GitHub scale set name of the default variant: runnerScaleSetName or the ARS name."""
+        return self.spec.runner_scale_set_name or self.name

@@ -1,0 +1,325 @@
+"""Validation of AutoscalingRunnerSets beyond what the CRD schema can express.
+
+Every rule reports a :class:`FieldError` with the path of the offending field, and all errors
+are collected (a user fixes a manifest in one pass, not one error per apply). The rules follow
+the upstream chart (spec §5.2) and the runnerVariants chart helper (spec §6.4), applied to the
+object itself so they hold whoever created it.
+
+Length limits and why:
+
+* ``metadata.name`` and the base scale set name (``runnerScaleSetName``, or the ARS name) are
+  limited to 45 characters: the listener is named ``<ars>-<8 chars>-listener`` and that name is
+  used as a label value (at most 63 characters), and the upstream chart applies 45 to the
+  scale set name.
+* A named variant's EphemeralRunnerSet is ``<ars>-<variant>``: at most 63 characters, because
+  it becomes a label value on the runners.
+* A named variant's GitHub scale set name is ``<base>-<variant>``. GitHub does not document a
+  limit; we chose 128 characters as a conservative bound (the other rules already keep it
+  under 45 + 1 + 63 = 109 characters, so this only catches otherwise invalid specs).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from arcflow.common.constants import UNBOUNDED_MAX_RUNNERS
+from arcflow.common.github_url import InvalidGitHubConfigUrlError, parse_github_config_url
+from arcflow.common.models import KINDS, AutoscalingRunnerSet, InvalidManifestError, KubeModel
+from arcflow.common.naming import ephemeral_runner_set_name, scale_set_name
+
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+MAX_OBJECT_LABEL_VALUE = 63
+MAX_BASE_SCALE_SET_NAME = 45
+MAX_VARIANT_SCALE_SET_NAME = 128
+MAX_SCALE_SET_LABEL = 255
+SUPPORTED_VAULT_TYPES = ("azure_key_vault",)
+
+_DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem in a manifest: where (``spec.runnerVariants[1].name``) and what."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def validate_autoscaling_runner_set(ars: AutoscalingRunnerSet) -> list[FieldError]:
+    """All rule violations of ``ars`` (empty when valid), in a stable order."""
+    errors: list[FieldError] = []
+    errors += _check_names(ars)
+    errors += _check_github(ars)
+    errors += _check_labels("spec.runnerScaleSetLabels", ars.spec.runner_scale_set_labels)
+    errors += _check_runner_counts(ars)
+    errors += _check_variants(ars)
+    return errors
+
+
+def validate_manifest(doc: Any) -> list[FieldError]:
+    """Validate a manifest dict of one of the four kinds without raising.
+
+    Schema problems (wrong types, wrong kind, unknown spec fields) come first; for an
+    AutoscalingRunnerSet that parses, the rules of :func:`validate_autoscaling_runner_set`
+    follow.
+    """
+    if not isinstance(doc, dict):
+        return [FieldError("", f"a manifest must be a mapping, got {type(doc).__name__}")]
+    kind = doc.get("kind")
+    model = KINDS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        allowed = ", ".join(KINDS)
+        return [FieldError("kind", f"unknown kind {kind!r}; expected one of {allowed}")]
+    try:
+        parsed = model.from_manifest(doc)
+    except InvalidManifestError as exc:
+        return [FieldError(path, message) for path, message in exc.problems]
+    errors = _unknown_fields(parsed.spec, "spec") if hasattr(parsed, "spec") else []
+    if isinstance(parsed, AutoscalingRunnerSet):
+        errors += validate_autoscaling_runner_set(parsed)
+    return errors
+
+
+# --- rules -------------------------------------------------------------------------------
+
+
+def _check_names(ars: AutoscalingRunnerSet) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if not ars.name:
+        errors.append(FieldError("metadata.name", "is required: name the AutoscalingRunnerSet"))
+    elif len(ars.name) > MAX_BASE_SCALE_SET_NAME:
+        errors.append(
+            FieldError(
+                "metadata.name",
+                f"{ars.name!r} is {len(ars.name)} characters; at most "
+                f"{MAX_BASE_SCALE_SET_NAME} are allowed (the listener name "
+                "'<name>-<hash>-listener' must fit in 63)",
+            )
+        )
+    explicit = ars.spec.runner_scale_set_name
+    if explicit and len(explicit) > MAX_BASE_SCALE_SET_NAME:
+        errors.append(
+            FieldError(
+                "spec.runnerScaleSetName",
+                f"{explicit!r} is {len(explicit)} characters; a runner scale set name may "
+                f"have at most {MAX_BASE_SCALE_SET_NAME}",
+            )
+        )
+    return errors
+
+
+def _check_github(ars: AutoscalingRunnerSet) -> list[FieldError]:
+    errors: list[FieldError] = []
+    url = ars.spec.github_config_url
+    if not url:
+        errors.append(
+            FieldError(
+                "spec.githubConfigUrl",
+                "is required: the URL of a GitHub enterprise, organization or repository, "
+                "e.g. https://github.com/my-org",
+            )
+        )
+    else:
+        try:
+            parse_github_config_url(url)
+        except InvalidGitHubConfigUrlError:
+            errors.append(
+                FieldError(
+                    "spec.githubConfigUrl",
+                    f"{url!r} is not a GitHub config URL; use https://<host>/<org>, "
+                    "https://<host>/<org>/<repo> or https://<host>/enterprises/<enterprise>",
+                )
+            )
+    if not ars.spec.github_config_secret:
+        errors.append(
+            FieldError(
+                "spec.githubConfigSecret",
+                "is required: the name of the Secret holding the GitHub credentials "
+                "(or the vault key when vaultConfig is set)",
+            )
+        )
+    vault = ars.spec.vault_config
+    if vault is not None and vault.type and vault.type not in SUPPORTED_VAULT_TYPES:
+        errors.append(
+            FieldError(
+                "spec.vaultConfig.type",
+                f"unsupported vault type {vault.type!r}; the only supported type is "
+                f"{SUPPORTED_VAULT_TYPES[0]!r}",
+            )
+        )
+    return errors
+
+
+def _check_labels(path: str, labels: list[str] | None) -> list[FieldError]:
+    errors: list[FieldError] = []
+    for index, label in enumerate(labels or []):
+        if not label:
+            errors.append(
+                FieldError(
+                    f"{path}[{index}]",
+                    "is empty; each scale set label must be a non-empty string of less than "
+                    f"{MAX_SCALE_SET_LABEL + 1} characters",
+                )
+            )
+        elif len(label) > MAX_SCALE_SET_LABEL:
+            errors.append(
+                FieldError(
+                    f"{path}[{index}]",
+                    f"is {len(label)} characters; each scale set label must have less than "
+                    f"{MAX_SCALE_SET_LABEL + 1} characters",
+                )
+            )
+    return errors
+
+
+def _check_non_negative(path: str, value: int | None) -> list[FieldError]:
+    if value is not None and value < 0:
+        return [FieldError(path, f"is {value}; it must be greater than or equal to 0")]
+    return []
+
+
+def _check_runner_counts(ars: AutoscalingRunnerSet) -> list[FieldError]:
+    spec = ars.spec
+    errors = _check_non_negative("spec.minRunners", spec.min_runners)
+    errors += _check_non_negative("spec.maxRunners", spec.max_runners)
+    if errors:
+        return errors  # a negative count is the real problem; comparing adds only noise
+    if (
+        spec.min_runners is not None
+        and spec.max_runners is not None
+        and spec.min_runners > spec.max_runners
+    ):
+        errors.append(
+            FieldError(
+                "spec.maxRunners",
+                f"is {spec.max_runners}, less than spec.minRunners ({spec.min_runners}); "
+                "maxRunners must be greater than or equal to minRunners",
+            )
+        )
+    return errors
+
+
+def _check_variants(ars: AutoscalingRunnerSet) -> list[FieldError]:
+    errors: list[FieldError] = []
+    seen: dict[str, int] = {}
+    base = ars.scale_set_base_name
+    for index, variant in enumerate(ars.spec.runner_variants or []):
+        path = f"spec.runnerVariants[{index}]"
+        name = variant.name
+        if not name:
+            errors.append(
+                FieldError(f"{path}.name", "is required: each runner variant needs a name")
+            )
+        elif not _DNS_LABEL.match(name):
+            errors.append(
+                FieldError(
+                    f"{path}.name",
+                    f"{name!r} is not a DNS label; use lower case letters, digits and '-', "
+                    "starting and ending with a letter or digit",
+                )
+            )
+        elif name in seen:
+            errors.append(
+                FieldError(
+                    f"{path}.name",
+                    f"{name!r} is already used by spec.runnerVariants[{seen[name]}]; "
+                    "variant names must be unique",
+                )
+            )
+        else:
+            seen[name] = index
+            errors += _check_variant_name_lengths(f"{path}.name", ars.name, base, name)
+        errors += _check_labels(f"{path}.runnerScaleSetLabels", variant.runner_scale_set_labels)
+        errors += _check_non_negative(f"{path}.minRunners", variant.min_runners)
+        errors += _check_non_negative(f"{path}.maxRunners", variant.max_runners)
+        errors += _check_variant_min_max(ars, index)
+    return errors
+
+
+def _check_variant_name_lengths(
+    path: str, ars_name: str, base: str, variant: str
+) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if ars_name:
+        ers_name = ephemeral_runner_set_name(ars_name, variant)
+        if len(ers_name) > MAX_OBJECT_LABEL_VALUE:
+            errors.append(
+                FieldError(
+                    path,
+                    f"{variant!r} makes the EphemeralRunnerSet name {ers_name!r} "
+                    f"{len(ers_name)} characters, more than {MAX_OBJECT_LABEL_VALUE}; "
+                    "use a shorter variant name",
+                )
+            )
+    if base:
+        full = scale_set_name(base, variant)
+        if len(full) > MAX_VARIANT_SCALE_SET_NAME:
+            errors.append(
+                FieldError(
+                    path,
+                    f"{variant!r} makes the runner scale set name {len(full)} characters, "
+                    f"more than {MAX_VARIANT_SCALE_SET_NAME}; use a shorter variant name",
+                )
+            )
+    return errors
+
+
+def _check_variant_min_max(ars: AutoscalingRunnerSet, index: int) -> list[FieldError]:
+    """min <= max on the effective values; reported only when the variant sets one of them."""
+    spec = ars.spec
+    variant = (spec.runner_variants or [])[index]
+    if variant.min_runners is None and variant.max_runners is None:
+        return []  # both inherited: the top-level check already covers them
+    effective_min = variant.min_runners if variant.min_runners is not None else spec.min_runners
+    effective_max = variant.max_runners if variant.max_runners is not None else spec.max_runners
+    low = 0 if effective_min is None else effective_min
+    high = UNBOUNDED_MAX_RUNNERS if effective_max is None else effective_max
+    if low <= high or low < 0 or high < 0:
+        return []  # negative counts are reported on their own
+    path = f"spec.runnerVariants[{index}]"
+    min_source = "" if variant.min_runners is not None else ", inherited from spec.minRunners"
+    max_source = "" if variant.max_runners is not None else ", inherited from spec.maxRunners"
+    field = "maxRunners" if variant.max_runners is not None else "minRunners"
+    return [
+        FieldError(
+            f"{path}.{field}",
+            f"minRunners ({low}{min_source}) is greater than maxRunners ({high}{max_source}); "
+            "maxRunners must be greater than or equal to minRunners",
+        )
+    ]
+
+
+# --- schema errors -------------------------------------------------------------------------
+
+
+def _unknown_fields(model: Any, path: str) -> list[FieldError]:
+    """Keys the schema does not know under spec (a typo like ``minRunner``).
+
+    The API server would silently drop them (structural pruning), so tell the user now.
+    Pod templates are plain dicts and are not inspected.
+    """
+    errors: list[FieldError] = []
+    if isinstance(model, KubeModel):
+        known = sorted(f.alias or n for n, f in type(model).model_fields.items())
+        for key in model.model_extra or {}:
+            errors.append(
+                FieldError(
+                    f"{path}.{key}",
+                    f"unknown field; known fields here are: {', '.join(known)}",
+                )
+            )
+        for name, field in type(model).model_fields.items():
+            errors += _unknown_fields(getattr(model, name), f"{path}.{field.alias or name}")
+    elif isinstance(model, list):
+        for index, item in enumerate(model):
+            errors += _unknown_fields(item, f"{path}[{index}]")
+    elif isinstance(model, dict):
+        for key, value in model.items():
+            if isinstance(value, KubeModel):
+                errors += _unknown_fields(value, f"{path}.{key}")
+    return errors
