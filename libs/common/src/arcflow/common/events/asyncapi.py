@@ -1,0 +1,216 @@
+"""The AsyncAPI 3.0 document of arcflow's persisted events, built from the models (pure).
+
+Built from the pydantic JSON schemas and the subject/stream table rather than from faststream's
+generator: our consumers receive raw messages (to dead-letter malformed ones), so faststream
+sees no payload type on them, and producers publish through ``publish_event``. The table below
+is the single place that says which event types travel on which subject.
+``scripts/generate_asyncapi.py`` writes it to ``docs/asyncapi.json``; a test keeps it current.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pydantic.json_schema import models_json_schema
+
+from arcflow.common.events.catalog import (
+    EVENT_TYPES,
+    DeadLetter,
+    JobsBatch,
+    K8sObjectChanged,
+    ObjectWritten,
+    RegistrationFailed,
+    RunnerLifecycle,
+    ScaleDecision,
+    ScaleSetAssigned,
+    ScaleSetDeleted,
+    SpecInvalid,
+)
+from arcflow.common.events.envelope import EventBase
+from arcflow.common.nats.jetstream import CONSUMERS, KV_BUCKETS, STREAMS, stream_for_subject
+
+_TOKEN_NOTE: Final = "encoded token: '' -> '_', '.' -> '~'"
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelDoc:
+    """One subject family: its address template, events, producer and meaning."""
+
+    key: str
+    address: str
+    parameters: tuple[tuple[str, str], ...]
+    events: tuple[type[EventBase], ...]
+    producer: str
+    description: str
+
+
+CHANNELS: Final[tuple[ChannelDoc, ...]] = (
+    ChannelDoc(
+        "k8s",
+        "arc.k8s.{resource}.{namespace}.{name}",
+        (
+            ("resource", "lower-case plural resource, e.g. autoscalingrunnersets, pods"),
+            ("namespace", f"object namespace ({_TOKEN_NOTE})"),
+            ("name", f"object name ({_TOKEN_NOTE})"),
+        ),
+        (K8sObjectChanged,),
+        "watcher",
+        "A watched Kubernetes object changed (metadata only: never spec or data).",
+    ),
+    ChannelDoc(
+        "scalesets",
+        "arc.scalesets.{namespace}.{ars}.{variant}",
+        (),
+        (ScaleSetAssigned, ScaleSetDeleted),
+        "registrar",
+        "A variant's GitHub runner scale set was assigned (created/updated) or deleted.",
+    ),
+    ChannelDoc(
+        "jobs",
+        "arc.jobs.{namespace}.{ars}.{variant}",
+        (),
+        (JobsBatch,),
+        "listener (session pump)",
+        "One GitHub message per scale set: statistics and job messages, no secrets.",
+    ),
+    ChannelDoc(
+        "scale",
+        "arc.scale.{namespace}.{ars}.{variant}",
+        (),
+        (ScaleDecision,),
+        "listener (worker)",
+        "A worker computed the desired replicas and patched its EphemeralRunnerSet.",
+    ),
+    ChannelDoc(
+        "audit",
+        "arc.audit.{namespace}.{ars}.{variant}",
+        (),
+        (ObjectWritten, RunnerLifecycle),
+        "reconciler",
+        "Every object the reconciler created, patched or deleted, and runner phase changes.",
+    ),
+    ChannelDoc(
+        "errors",
+        "arc.errors.{namespace}.{ars}",
+        (),
+        (SpecInvalid, RegistrationFailed),
+        "reconciler, registrar",
+        "An ARS spec is invalid, or a scale set could not be registered.",
+    ),
+    ChannelDoc(
+        "dlq",
+        "arc.dlq.{original}",
+        (("original", "the full original subject, e.g. arc.jobs.arc.big._"),),
+        (DeadLetter,),
+        "any consumer",
+        "A message no handler could process: reason, delivery count, redacted payload.",
+    ),
+)
+
+_KEY_PARAMS: Final = (
+    ("namespace", f"ARS namespace ({_TOKEN_NOTE})"),
+    ("ars", f"AutoscalingRunnerSet name ({_TOKEN_NOTE})"),
+    ("variant", f"runner variant, '_' for the default variant ({_TOKEN_NOTE})"),
+)
+
+
+def _schemas() -> tuple[dict[str, Any], dict[str, Any]]:
+    refs, top = models_json_schema(
+        [(cls, "validation") for cls in EVENT_TYPES],
+        ref_template="#/components/schemas/{model}",
+    )
+    schemas: dict[str, Any] = dict(top.get("$defs", {}))
+    names = {cls: refs[(cls, "validation")]["$ref"].rsplit("/", 1)[-1] for cls in EVENT_TYPES}
+    return schemas, {cls.__name__: name for cls, name in names.items()}
+
+
+def _event_type(cls: type[EventBase]) -> str:
+    return str(cls.model_fields["type"].default)
+
+
+def build_asyncapi_document() -> dict[str, Any]:
+    """The AsyncAPI 3.0.0 document (deterministic, JSON-serialisable)."""
+    schemas, schema_names = _schemas()
+    messages: dict[str, Any] = {}
+    for cls in EVENT_TYPES:
+        messages[cls.__name__] = {
+            "name": _event_type(cls),
+            "title": cls.__name__,
+            "summary": (cls.__doc__ or "").strip().splitlines()[0],
+            "contentType": "application/json",
+            "headers": {"$ref": "#/components/schemas/NatsHeaders"},
+            "payload": {"$ref": f"#/components/schemas/{schema_names[cls.__name__]}"},
+        }
+    schemas["NatsHeaders"] = {
+        "type": "object",
+        "properties": {
+            "Nats-Msg-Id": {
+                "type": "string",
+                "description": "De-duplication id: '<type>:<fact key>' or the event id",
+            },
+            "Arcflow-Event-Type": {"type": "string", "description": "The event's type"},
+            "traceparent": {"type": "string", "description": "W3C trace context"},
+            "tracestate": {"type": "string", "description": "W3C trace state"},
+        },
+    }
+    channels: dict[str, Any] = {}
+    operations: dict[str, Any] = {}
+    for channel in CHANNELS:
+        params = channel.parameters or _KEY_PARAMS
+        if channel.key == "errors":
+            params = _KEY_PARAMS[:2]
+        stream = stream_for_subject(f"arc.{channel.key}.x").name
+        channels[channel.key] = {
+            "address": channel.address,
+            "description": f"{channel.description} JetStream stream {stream}.",
+            "parameters": {name: {"description": text} for name, text in params},
+            "messages": {
+                cls.__name__: {"$ref": f"#/components/messages/{cls.__name__}"}
+                for cls in channel.events
+            },
+        }
+        operations[f"publish_{channel.key}"] = {
+            "action": "send",
+            "summary": f"published by {channel.producer}",
+            "channel": {"$ref": f"#/channels/{channel.key}"},
+            "messages": [
+                {"$ref": f"#/channels/{channel.key}/messages/{cls.__name__}"}
+                for cls in channel.events
+            ],
+        }
+    for consumer in CONSUMERS:
+        key = consumer.filter_subject.split(".")[1]
+        operations[f"consume_{consumer.durable.replace('-', '_')}"] = {
+            "action": "receive",
+            "summary": f"durable pull consumer {consumer.durable} on {consumer.stream}, "
+            f"filter {consumer.filter_subject}, max_deliver {consumer.max_deliver}",
+            "channel": {"$ref": f"#/channels/{key}"},
+        }
+    return {
+        "asyncapi": "3.0.0",
+        "info": {
+            "title": "arcflow events",
+            "version": "1",
+            "description": (
+                "Events arcflow services persist in NATS JetStream. Streams: "
+                + ", ".join(f"{s.name} ({', '.join(s.subjects)})" for s in STREAMS)
+                + ". KV buckets: "
+                + ", ".join(b.bucket for b in KV_BUCKETS)
+                + ". See docs/events.md."
+            ),
+        },
+        "defaultContentType": "application/json",
+        "servers": {
+            "nats": {"host": "localhost:4222", "protocol": "nats", "description": "JetStream"}
+        },
+        "channels": channels,
+        "operations": operations,
+        "components": {"messages": messages, "schemas": schemas},
+    }
+
+
+def render_asyncapi_json() -> str:
+    """The document as stable, pretty JSON text (what ``docs/asyncapi.json`` holds)."""
+    return json.dumps(build_asyncapi_document(), indent=2, sort_keys=True) + "\n"

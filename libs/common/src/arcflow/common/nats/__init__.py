@@ -1,0 +1,102 @@
+"""NATS for arcflow services: settings, JetStream declarations, publishing, reliable consuming.
+
+Typical service start-up::
+
+    settings = NatsSettings(name="reconciler")
+    broker = make_broker(settings)
+    EventConsumer(CONSUMER_RECONCILER_K8S, handle, service="reconciler").attach(broker)
+    async with broker:
+        await ensure_jetstream(jetstream_of(broker))
+        await broker.start()
+        ...
+        await publish_event(broker, subjects.audit_subject(ns, ars, variant), event)
+"""
+
+from arcflow.common.nats.consume import (
+    Delivery,
+    EventConsumer,
+    EventHandler,
+    Outcome,
+    PermanentEventError,
+    build_dead_letter,
+)
+from arcflow.common.nats.jetstream import (
+    CONSUMER_RECONCILER_K8S,
+    CONSUMER_RECONCILER_SCALESETS,
+    CONSUMER_REGISTRAR_ARS,
+    CONSUMERS,
+    DUPLICATE_WINDOW_SECONDS,
+    KV_BUCKETS,
+    KV_SCALESETS,
+    KV_WATCH,
+    STREAM_AUDIT,
+    STREAM_DLQ,
+    STREAM_ERRORS,
+    STREAM_JOBS,
+    STREAM_K8S,
+    STREAM_SCALE,
+    STREAM_SCALESETS,
+    STREAMS,
+    ConsumerSpec,
+    JetStreamLayout,
+    KvBucketSpec,
+    StreamSpec,
+    auditor_consumer,
+    ensure_bucket,
+    ensure_consumer,
+    ensure_jetstream,
+    ensure_stream,
+    listener_jobs_consumer,
+    stream_for_subject,
+)
+from arcflow.common.nats.publish import (
+    EVENT_TYPE_HEADER,
+    MSG_ID_HEADER,
+    PublishTarget,
+    publish_event,
+)
+from arcflow.common.nats.settings import NatsSettings, NatsSettingsError, jetstream_of, make_broker
+
+__all__ = [
+    "CONSUMERS",
+    "CONSUMER_RECONCILER_K8S",
+    "CONSUMER_RECONCILER_SCALESETS",
+    "CONSUMER_REGISTRAR_ARS",
+    "DUPLICATE_WINDOW_SECONDS",
+    "EVENT_TYPE_HEADER",
+    "KV_BUCKETS",
+    "KV_SCALESETS",
+    "KV_WATCH",
+    "MSG_ID_HEADER",
+    "STREAMS",
+    "STREAM_AUDIT",
+    "STREAM_DLQ",
+    "STREAM_ERRORS",
+    "STREAM_JOBS",
+    "STREAM_K8S",
+    "STREAM_SCALE",
+    "STREAM_SCALESETS",
+    "ConsumerSpec",
+    "Delivery",
+    "EventConsumer",
+    "EventHandler",
+    "JetStreamLayout",
+    "KvBucketSpec",
+    "NatsSettings",
+    "NatsSettingsError",
+    "Outcome",
+    "PermanentEventError",
+    "PublishTarget",
+    "StreamSpec",
+    "auditor_consumer",
+    "build_dead_letter",
+    "ensure_bucket",
+    "ensure_consumer",
+    "ensure_jetstream",
+    "ensure_stream",
+    "jetstream_of",
+    "listener_jobs_consumer",
+    "make_broker",
+    "publish_event",
+    "stream_for_subject",
+]

@@ -1,0 +1,331 @@
+"""The reliable consumer: explicit ack, bounded retries with backoff, dead letters, never a crash.
+
+Why faststream (``PullSub`` + ``durable`` + ``faststream.AckPolicy.MANUAL``) rather than a
+hand-written nats-py fetch loop: services already run a faststream ``NatsBroker`` (connection,
+reconnects, graceful shutdown, AsyncAPI), so a consumer is one more subscriber on it. With
+MANUAL acks faststream never acks or naks on its own; :meth:`EventConsumer.process` owns the
+decision using the raw nats-py message (delivery count from the JetStream metadata, the
+original bytes for dead letters, ``nak(delay)``, ``term``). ``process`` takes a plain nats-py
+``Msg``, so code outside faststream can reuse it with ``js.pull_subscribe`` as well.
+
+Rules, per message:
+
+1. parse (:func:`~arcflow.common.events.parse_event`); malformed or schema-invalid -> dead
+   letter at once (retrying cannot fix bytes);
+2. an event of a type this consumer does not handle -> ack and skip;
+3. call the handler inside a consumer span (child of the trace context in the headers);
+   success -> ack;
+4. :class:`PermanentEventError` -> dead letter at once;
+5. any other exception -> ``nak`` with exponential delay, until attempt ``max_deliver``
+   fails -> dead letter;
+6. a delivery beyond ``max_deliver`` (the process died mid-attempt) -> dead letter.
+
+A dead letter is a :class:`~arcflow.common.events.DeadLetter` event on ``arc.dlq.<subject>``
+(redacted, truncated payload; reason; delivery count), logged without the payload; then the
+original is ``term``-ed. If the dead letter cannot be published the original is nak-ed so
+nothing is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from faststream import AckPolicy
+from faststream.nats import JStream, NatsBroker, PullSub
+from faststream.nats.annotations import NatsMessage
+from nats.aio.msg import Msg
+from opentelemetry import trace
+
+from arcflow.common import subjects
+from arcflow.common.events import (
+    DEADLETTER_PAYLOAD_LIMIT,
+    DeadLetter,
+    EventBase,
+    EventKeys,
+    MalformedEventError,
+    parse_event,
+)
+from arcflow.common.nats.jetstream import ConsumerSpec
+from arcflow.common.nats.publish import MSG_ID_HEADER, PublishTarget, publish_event
+from arcflow.common.telemetry.redaction import redact_text
+from arcflow.common.telemetry.tracing import extract_trace_context, trace_headers_of
+
+log = logging.getLogger(__name__)
+_tracer = trace.get_tracer("arcflow.common.nats")
+
+
+class PermanentEventError(Exception):
+    """Raised by a handler when retrying cannot help: the message goes to the DLQ at once."""
+
+
+class Outcome(StrEnum):
+    """What the consumer did with one delivery."""
+
+    ACKED = "acked"
+    RETRY = "retry"
+    SKIPPED = "skipped"
+    DEAD_LETTERED = "dead_lettered"
+    DROPPED = "dropped"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Facts about the delivery a handler is processing (for logging and idempotency)."""
+
+    subject: str
+    delivery_count: int
+    stream_sequence: int | None
+    msg_id: str | None
+    headers: Mapping[str, str]
+
+
+EventHandler = Callable[[EventBase, Delivery], Awaitable[None]]
+
+
+def _delivery_of(msg: Msg) -> Delivery:
+    try:
+        metadata = msg.metadata
+        count, seq = int(metadata.num_delivered), int(metadata.sequence.stream)
+    except Exception:  # not a JetStream message (faststream's in-memory broker)
+        count, seq = 1, None
+    headers = dict(msg.headers or {})
+    return Delivery(
+        subject=msg.subject,
+        delivery_count=count,
+        stream_sequence=seq,
+        msg_id=headers.get(MSG_ID_HEADER),
+        headers=headers,
+    )
+
+
+def _keys_from_subject(subject: str) -> EventKeys:
+    try:
+        parsed = subjects.parse_subject(subject)
+    except subjects.InvalidSubjectTokenError:
+        return EventKeys()
+    return EventKeys(namespace=parsed.namespace, ars=parsed.ars, variant=parsed.variant)
+
+
+def _merge_keys(base: EventKeys, override: EventKeys | None) -> EventKeys:
+    if override is None:
+        return base
+    return base.model_copy(update=override.model_dump(exclude_none=True))
+
+
+def build_dead_letter(
+    *,
+    source: str,
+    consumer: str | None,
+    subject: str,
+    payload: bytes,
+    reason: str,
+    delivery_count: int,
+    original_msg_id: str | None = None,
+    keys: EventKeys | None = None,
+) -> DeadLetter:
+    """The dead-letter event for a message (pure): redacted reason and payload, 8 KiB max."""
+    text = payload[:DEADLETTER_PAYLOAD_LIMIT].decode("utf-8", errors="replace")
+    return DeadLetter(
+        source=source,
+        keys=_merge_keys(_keys_from_subject(subject), keys),
+        original_subject=subject,
+        reason=redact_text(reason),
+        delivery_count=delivery_count,
+        consumer=consumer,
+        original_msg_id=original_msg_id,
+        payload=redact_text(text),
+        payload_size=len(payload),
+        payload_truncated=len(payload) > DEADLETTER_PAYLOAD_LIMIT,
+    )
+
+
+class EventConsumer:
+    """A durable JetStream consumer that turns events into handler calls reliably.
+
+    Build one per :class:`~arcflow.common.nats.jetstream.ConsumerSpec`, then
+    :meth:`attach` it to the service's broker before ``broker.start()``::
+
+        consumer = EventConsumer(CONSUMER_RECONCILER_K8S, handle, service="reconciler")
+        consumer.attach(broker)
+
+    ``event_types`` limits which event classes reach the handler (others are acked and
+    skipped). ``dead_letter_target`` defaults to the broker given to :meth:`attach`.
+    """
+
+    def __init__(
+        self,
+        spec: ConsumerSpec,
+        handler: EventHandler,
+        *,
+        service: str,
+        event_types: tuple[type[EventBase], ...] | None = None,
+        dead_letter_target: PublishTarget | None = None,
+    ) -> None:
+        self.spec = spec
+        self.handler = handler
+        self.service = service
+        self.event_types = event_types
+        self.dead_letter_target = dead_letter_target
+
+    def attach(
+        self, broker: NatsBroker, *, batch_size: int = 16, fetch_timeout: float = 1.0
+    ) -> Any:
+        """Register the durable pull subscriber on ``broker``; returns faststream's subscriber.
+
+        The stream is referenced, not declared (``ensure_jetstream`` owns declarations); the
+        durable consumer is created from the spec if it does not exist yet.
+        """
+        if self.dead_letter_target is None:
+            self.dead_letter_target = broker
+
+        async def on_message(message: NatsMessage) -> None:
+            await self.process(message.raw_message)
+
+        on_message.__name__ = f"consume_{self.spec.durable.replace('-', '_')}"
+        on_message.__doc__ = self.spec.description
+        subscriber = broker.subscriber(
+            self.spec.filter_subject,
+            stream=JStream(self.spec.stream, declare=False),
+            durable=self.spec.durable,
+            config=self.spec.to_config(),
+            pull_sub=PullSub(batch_size=batch_size, timeout=fetch_timeout),
+            ack_policy=AckPolicy.MANUAL,
+            title=f"{self.spec.durable}:{self.spec.filter_subject}",
+            description=self.spec.description or None,
+        )
+        return subscriber(on_message)
+
+    async def process(self, msg: Msg) -> Outcome:
+        """Handle one raw delivery end to end; never raises except on cancellation."""
+        delivery = _delivery_of(msg)
+        try:
+            return await self._process(msg, delivery)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # our own failure (e.g. the ack itself): let JetStream redeliver
+            log.exception(
+                "consumer failed to settle a message; it will be redelivered",
+                extra={"consumer": self.spec.durable, "subject": delivery.subject},
+            )
+            return Outcome.RETRY
+
+    async def _process(self, msg: Msg, delivery: Delivery) -> Outcome:
+        if delivery.delivery_count > self.spec.max_deliver:
+            return await self._dead_letter(
+                msg,
+                delivery,
+                f"delivered {delivery.delivery_count} times, over max_deliver "
+                f"{self.spec.max_deliver} (a previous attempt did not finish)",
+            )
+        try:
+            event = parse_event(msg.data)
+        except MalformedEventError as exc:
+            return await self._dead_letter(msg, delivery, f"malformed event: {exc}")
+        if self.event_types is not None and not isinstance(event, self.event_types):
+            await msg.ack()
+            return Outcome.SKIPPED
+
+        parent = extract_trace_context(delivery.headers or trace_headers_of(event.trace))
+        with _tracer.start_as_current_span(
+            f"consume {delivery.subject}",
+            context=parent,
+            kind=trace.SpanKind.CONSUMER,
+            attributes={"event.type": event.type, "consumer": self.spec.durable},
+        ):
+            try:
+                await self.handler(event, delivery)
+            except PermanentEventError as exc:
+                return await self._dead_letter(
+                    msg, delivery, f"permanent failure: {exc}", keys=event.keys
+                )
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+                if delivery.delivery_count >= self.spec.max_deliver:
+                    return await self._dead_letter(
+                        msg,
+                        delivery,
+                        f"handler failed attempt {delivery.delivery_count} of "
+                        f"{self.spec.max_deliver}; last error: {reason}",
+                        keys=event.keys,
+                    )
+                delay = self.spec.retry_delay(delivery.delivery_count)
+                log.warning(
+                    "handler failed; will retry",
+                    extra={
+                        "consumer": self.spec.durable,
+                        "subject": delivery.subject,
+                        "event_type": event.type,
+                        "event_id": event.id,
+                        "delivery_count": delivery.delivery_count,
+                        "retry_in_seconds": delay,
+                        "error": redact_text(reason),
+                    },
+                )
+                await msg.nak(delay=delay)
+                return Outcome.RETRY
+        await msg.ack()
+        return Outcome.ACKED
+
+    async def _dead_letter(
+        self, msg: Msg, delivery: Delivery, reason: str, keys: EventKeys | None = None
+    ) -> Outcome:
+        if delivery.subject.startswith(f"{subjects.PREFIX}.{subjects.DOMAIN_DLQ}."):
+            # A dead letter that cannot be handled is not dead-lettered again (no loops).
+            log.error(
+                "dead letter could not be handled; dropped",
+                extra={"consumer": self.spec.durable, "subject": delivery.subject},
+            )
+            await msg.term()
+            return Outcome.DROPPED
+        dead = build_dead_letter(
+            source=self.service,
+            consumer=self.spec.durable,
+            subject=delivery.subject,
+            payload=bytes(msg.data),
+            reason=reason,
+            delivery_count=delivery.delivery_count,
+            original_msg_id=delivery.msg_id,
+            keys=keys,
+        )
+        if delivery.stream_sequence is not None:
+            # Deterministic id: dead-lettering the same stored message twice stores one letter.
+            dead = dead.model_copy(
+                update={"id": f"dlq-{self.spec.stream}-{delivery.stream_sequence}"}
+            )
+        target = self.dead_letter_target
+        try:
+            if target is None:
+                raise RuntimeError("no dead-letter target: attach() the consumer to a broker")
+            await publish_event(target, subjects.dlq_subject(delivery.subject), dead)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.error(
+                "could not publish dead letter; message will be redelivered",
+                extra={
+                    "consumer": self.spec.durable,
+                    "subject": delivery.subject,
+                    "reason": dead.reason,
+                    "error": redact_text(f"{type(exc).__name__}: {exc}"),
+                },
+            )
+            await msg.nak(delay=self.spec.retry_delay(delivery.delivery_count))
+            return Outcome.RETRY
+        log.error(
+            "message dead-lettered",
+            extra={
+                "consumer": self.spec.durable,
+                "subject": delivery.subject,
+                "dlq_subject": subjects.dlq_subject(delivery.subject),
+                "reason": dead.reason,
+                "delivery_count": delivery.delivery_count,
+                "payload_size": dead.payload_size,
+            },
+        )
+        await msg.term()
+        return Outcome.DEAD_LETTERED

@@ -1,0 +1,72 @@
+"""NATS settings from the environment, and authenticated connections to a real server."""
+
+from __future__ import annotations
+
+import nats
+import pytest
+
+from arcflow.common.nats import NatsSettings, NatsSettingsError, jetstream_of, make_broker
+from arcflow.devstack.nats_server import NatsServer
+
+
+def test_settings_read_the_environment_and_hide_the_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ARCFLOW_NATS_URL", "nats://a:4222, nats://b:4222")
+    monkeypatch.setenv("ARCFLOW_NATS_USER", "reconciler")
+    monkeypatch.setenv("ARCFLOW_NATS_PASSWORD", "s3cr3t-pw")
+    monkeypatch.setenv("ARCFLOW_NATS_NAME", "reconciler-0")
+    settings = NatsSettings()
+    assert settings.servers == ["nats://a:4222", "nats://b:4222"]
+    assert "s3cr3t-pw" not in repr(settings)
+    assert "s3cr3t-pw" not in str(settings.model_dump())
+    options = settings.connect_options()
+    assert options["user"] == "reconciler"
+    assert options["password"] == "s3cr3t-pw"
+    assert options["name"] == "reconciler-0"
+    assert "tls" not in options
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"tls_cert": "/c.pem"}, "tls_cert and tls_key"),
+        ({"creds_file": "/x.creds", "user": "u"}, "either creds_file"),
+        ({"password": "p"}, "without user"),
+    ],
+)
+def test_inconsistent_settings_are_rejected(kwargs: dict[str, str], match: str) -> None:
+    with pytest.raises(NatsSettingsError, match=match):
+        NatsSettings(**kwargs).connect_options()  # type: ignore[arg-type]
+
+
+def test_empty_url_is_rejected() -> None:
+    with pytest.raises(ValueError, match="at least one server"):
+        NatsSettings(url=" , ")
+
+
+def test_tls_scheme_builds_a_context_and_creds_file_is_passed() -> None:
+    options = NatsSettings(
+        url="tls://nats:4222", creds_file="/etc/nats/svc.creds"
+    ).connect_options()
+    assert options["tls"] is not None
+    assert options["user_credentials"] == "/etc/nats/svc.creds"
+
+
+@pytest.mark.integration
+async def test_user_password_authenticate_with_nats_py_and_faststream() -> None:
+    with NatsServer(extra_args=["--user", "svc", "--pass", "pw-123"]) as server:
+        good = NatsSettings(url=server.url, user="svc", password="pw-123")  # type: ignore[arg-type]
+        nc = await nats.connect(**good.connect_options())
+        try:
+            assert nc.is_connected
+        finally:
+            await nc.close()
+        broker = make_broker(good)
+        async with broker:
+            await broker.connect()
+            info = await jetstream_of(broker).account_info()
+            assert info is not None
+        bad = NatsSettings(url=server.url, user="svc", password="wrong", max_reconnect_attempts=0)  # type: ignore[arg-type]
+        with pytest.raises(Exception, match=r"(?i)authorization"):
+            await nats.connect(**bad.connect_options(), allow_reconnect=False)

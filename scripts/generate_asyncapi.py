@@ -1,0 +1,41 @@
+"""Write docs/asyncapi.json from the event models.
+
+Run: ``.venv/bin/python scripts/generate_asyncapi.py``.
+
+``--check`` exits 1 when the file is out of date instead of writing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from arcflow.common.events.asyncapi import render_asyncapi_json
+
+DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "asyncapi.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--check", action="store_true", help="fail if the file is stale")
+    args = parser.parse_args(argv)
+    text = render_asyncapi_json()
+    current = args.output.read_text() if args.output.exists() else None
+    if args.check:
+        if current != text:
+            print(
+                f"{args.output} is out of date: run scripts/generate_asyncapi.py", file=sys.stderr
+            )
+            return 1
+        return 0
+    if current != text:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text)
+        print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
