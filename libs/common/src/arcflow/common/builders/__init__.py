@@ -1,0 +1,97 @@
+"""Pure builders of every Kubernetes object arcflow writes (manifest dicts in, dicts out).
+
+The reconciler sends exactly what these return; ``arcflow plan`` prints it. No I/O here:
+credentials, CA bundles and ids are arguments.
+"""
+
+from arcflow.common.builders.common import (
+    BuildError,
+    ScaleSetIdError,
+    decode_scale_set_ids,
+    decode_secret_data,
+    encode_scale_set_ids,
+    encode_secret_data,
+    filter_and_merge_labels,
+    github_url_labels,
+    merge_annotations,
+    owner_reference,
+    scale_set_id_for_variant,
+    scale_set_ids_from_annotations,
+)
+from arcflow.common.builders.listener import (
+    ListenerScaleSet,
+    build_autoscaling_listener,
+    build_listener_config,
+    build_listener_config_secret,
+    build_listener_pod,
+    build_listener_proxy_secret,
+    build_listener_role,
+    build_listener_role_binding,
+    build_listener_service_account,
+    decode_listener_scale_sets,
+    encode_listener_scale_sets,
+    listener_ephemeral_runner_set_names,
+    listener_name_for,
+    listener_pod_spec,
+    listener_role_rules,
+    listener_scale_sets_of,
+    merge_listener_pod_with_template,
+)
+from arcflow.common.builders.plan import desired_runner_sets, listener_scale_sets, plan_objects
+from arcflow.common.builders.proxy import ProxyCredentials, proxy_env, proxy_secret_data
+from arcflow.common.builders.runner_set import (
+    build_ephemeral_runner,
+    build_ephemeral_runner_set,
+    build_ephemeral_runner_spec,
+    build_jit_secret,
+    build_runner_pod,
+    build_runner_proxy_secret,
+    jit_secret_data,
+)
+from arcflow.common.builders.settings import BuildSettings
+
+__all__ = [
+    "BuildError",
+    "BuildSettings",
+    "ListenerScaleSet",
+    "ProxyCredentials",
+    "ScaleSetIdError",
+    "build_autoscaling_listener",
+    "build_ephemeral_runner",
+    "build_ephemeral_runner_set",
+    "build_ephemeral_runner_spec",
+    "build_jit_secret",
+    "build_listener_config",
+    "build_listener_config_secret",
+    "build_listener_pod",
+    "build_listener_proxy_secret",
+    "build_listener_role",
+    "build_listener_role_binding",
+    "build_listener_service_account",
+    "build_runner_pod",
+    "build_runner_proxy_secret",
+    "decode_listener_scale_sets",
+    "decode_scale_set_ids",
+    "decode_secret_data",
+    "desired_runner_sets",
+    "encode_listener_scale_sets",
+    "encode_scale_set_ids",
+    "encode_secret_data",
+    "filter_and_merge_labels",
+    "github_url_labels",
+    "jit_secret_data",
+    "listener_ephemeral_runner_set_names",
+    "listener_name_for",
+    "listener_pod_spec",
+    "listener_role_rules",
+    "listener_scale_sets",
+    "listener_scale_sets_of",
+    "merge_annotations",
+    "merge_listener_pod_with_template",
+    "owner_reference",
+    "plan_objects",
+    "proxy_env",
+    "proxy_secret_data",
+    "scale_set_id_for_variant",
+    "scale_set_ids_from_annotations",
+]

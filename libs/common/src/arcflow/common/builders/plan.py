@@ -1,0 +1,116 @@
+"""Every object the reconciler writes for one ARS, in one stable order.
+
+The reconciler and ``arcflow plan`` both call :func:`plan_objects`, so what the CLI prints is
+exactly what a cluster would receive (minus credentials, which the CLI never has).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from arcflow.common.builders.common import ScaleSetIdError
+from arcflow.common.builders.listener import (
+    ListenerScaleSet,
+    build_autoscaling_listener,
+    build_listener_config_secret,
+    build_listener_pod,
+    build_listener_proxy_secret,
+    build_listener_role,
+    build_listener_role_binding,
+    build_listener_service_account,
+)
+from arcflow.common.builders.proxy import ProxyCredentials
+from arcflow.common.builders.runner_set import build_ephemeral_runner_set, build_runner_proxy_secret
+from arcflow.common.builders.settings import BuildSettings
+from arcflow.common.listener_config import GitHubCredentials
+from arcflow.common.models.autoscaling_runner_set import AutoscalingRunnerSet
+from arcflow.common.models.variants import EffectiveVariant, is_multi_variant
+from arcflow.common.naming import ephemeral_runner_set_name
+
+
+def _id_for(ids: Mapping[str, int], variant: EffectiveVariant) -> int:
+    label = "the default variant" if variant.is_default else f"variant {variant.name!r}"
+    if variant.name not in ids:
+        raise ScaleSetIdError(f"{label} has no runner scale set id")
+    value = ids[variant.name]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ScaleSetIdError(f"{label} has runner scale set id {value!r}; it must be > 0")
+    return value
+
+
+def listener_scale_sets(
+    ars: AutoscalingRunnerSet, ids: Mapping[str, int]
+) -> list[ListenerScaleSet] | None:
+    """The annotation tuples in variant mode (effective min/max, unset max -> MaxInt32);
+    ``None`` for a set without variants so its listener stays byte-identical to upstream's."""
+    if not is_multi_variant(ars.spec):
+        return None
+    return [
+        ListenerScaleSet(
+            variant_name=v.name,
+            runner_scale_set_id=_id_for(ids, v),
+            ephemeral_runner_set_name=ephemeral_runner_set_name(ars.name, v.name),
+            min_runners=v.min_runners,
+            max_runners=v.max_runners,
+        )
+        for v in ars.spec.effective_variants()
+    ]
+
+
+def desired_runner_sets(
+    ars: AutoscalingRunnerSet, ids: Mapping[str, int], settings: BuildSettings
+) -> list[dict[str, Any]]:
+    """One EphemeralRunnerSet per effective variant, in declared order."""
+    return [
+        build_ephemeral_runner_set(ars, v, _id_for(ids, v), settings)
+        for v in ars.spec.effective_variants()
+    ]
+
+
+def plan_objects(
+    ars: AutoscalingRunnerSet,
+    ids: Mapping[str, int],
+    settings: BuildSettings,
+    credentials: GitHubCredentials | None = None,
+    *,
+    proxy_credentials: Mapping[str, ProxyCredentials] | None = None,
+    server_root_ca: str = "",
+) -> list[dict[str, Any]]:
+    """ERS per variant (+ their proxy Secrets), AutoscalingListener, ServiceAccount, Role,
+    RoleBinding, listener proxy Secret (when a proxy is set), config Secret, listener Pod.
+
+    ``ids`` maps variant name (``""`` for the default) to its scale set id. Without
+    ``credentials`` the config Secret carries ``<redacted>`` instead of a token.
+    """
+    runner_sets = desired_runner_sets(ars, ids, settings)
+    objects: list[dict[str, Any]] = list(runner_sets)
+    for ers in runner_sets:
+        runner_proxy = build_runner_proxy_secret(ers, proxy_credentials)
+        if runner_proxy is not None:
+            objects.append(runner_proxy)
+    listener = build_autoscaling_listener(
+        ars, runner_sets[0], settings, listener_scale_sets(ars, ids)
+    )
+    service_account = build_listener_service_account(listener, settings)
+    role = build_listener_role(listener, settings)
+    role_binding = build_listener_role_binding(listener, settings)
+    objects.extend([listener, service_account, role, role_binding])
+    listener_proxy = build_listener_proxy_secret(listener, proxy_credentials)
+    if listener_proxy is not None:
+        objects.append(listener_proxy)
+    config_secret = build_listener_config_secret(
+        listener, settings, credentials, server_root_ca=server_root_ca
+    )
+    objects.append(config_secret)
+    objects.append(
+        build_listener_pod(
+            listener,
+            settings,
+            config_secret=config_secret,
+            service_account=service_account,
+            role=role,
+            role_binding=role_binding,
+        )
+    )
+    return objects
