@@ -2,4 +2,5 @@
 
 pytest_plugins = [
     "tests.fixtures.nats",
+    "tests.fixtures.kube",
 ]

@@ -1,0 +1,579 @@
+"""A thin async Kubernetes client over kubernetes_asyncio, working on plain manifests.
+
+Why ``ApiClient.call_api`` and not the typed ``CustomObjectsApi``/``CoreV1Api`` methods:
+- builders produce dicts; typed core APIs would round-trip them through generated models,
+  which rename keys to snake_case and drop fields they do not know (runnerVariants, anything
+  newer than the client);
+- one code path for every kind (custom, core, rbac) means one place that sets the patch
+  ``Content-Type`` (``CustomObjectsApi`` defaults to json-patch, which a real API server
+  rejects for a dict body) and one error mapping;
+- the built-in ``Watch`` helper silently reconnects and retries 410 once with the same stale
+  resourceVersion; the watcher must see 410 as a typed error to re-list, so we read the
+  stream ourselves.
+We still use kubernetes_asyncio for kubeconfig / in-cluster loading, auth (bearer tokens,
+exec plugins, client certificates) and its aiohttp session.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Literal
+
+import aiohttp
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.config import load_incluster_config, load_kube_config
+
+from arcflow.common.kube.errors import (
+    KubeApiError,
+    KubeConnectionError,
+    error_from_status,
+)
+from arcflow.common.kube.ratelimit import TokenBucket
+from arcflow.common.kube.resources import EVENT, REGISTRY, Resource, ResourceRegistry
+from arcflow.common.kube.selectors import format_label_selector
+from arcflow.common.kube.settings import KubeSettings
+
+Manifest = dict[str, Any]
+ResourceRef = Resource | str
+LabelSelector = str | Mapping[str, str] | None
+PropagationPolicy = Literal["Background", "Foreground", "Orphan"]
+EventType = Literal["Normal", "Warning"]
+WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+_JSON = "application/json"
+_EVENT_MESSAGE_LIMIT = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One change from a watch: ``type`` and the object as the server sent it."""
+
+    type: WatchEventType
+    object: Manifest
+
+    @property
+    def resource_version(self) -> str | None:
+        rv = self.object.get("metadata", {}).get("resourceVersion")
+        return str(rv) if rv is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class ListResult:
+    """A list response: the items (with ``kind``/``apiVersion`` filled in) and the list's
+    resourceVersion, the point from which a watch resumes without missing anything."""
+
+    items: list[Manifest]
+    resource_version: str
+
+
+def _selector_param(selector: LabelSelector) -> str | None:
+    if selector is None:
+        return None
+    if isinstance(selector, str):
+        return selector or None
+    return format_label_selector(selector) or None
+
+
+def _with_type(obj: Manifest, resource: Resource) -> Manifest:
+    """Core list items come without ``kind``/``apiVersion``; put them back."""
+    obj.setdefault("kind", resource.kind)
+    obj.setdefault("apiVersion", resource.api_version)
+    return obj
+
+
+class WatchStream:
+    """An open watch: async-iterate for :class:`WatchEvent`; use ``async with`` to close it.
+
+    Iteration ends when the server ends the stream (``timeoutSeconds``, a restart, a broken
+    connection): resume with a new watch from :attr:`resource_version`. A resourceVersion
+    older than the server's history raises :class:`ResourceVersionExpired`: re-list.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        namespace: str | None,
+        label_selector: str | None,
+        resource_version: str | None,
+        timeout_seconds: int | None,
+        field_selector: str | None,
+    ) -> None:
+        self._client = client
+        self._resource = resource
+        self._namespace = namespace
+        self._label_selector = label_selector
+        self._field_selector = field_selector
+        self._timeout_seconds = timeout_seconds
+        self.resource_version = resource_version
+        self._response: aiohttp.ClientResponse | None = None
+        self._closed = False
+
+    async def _open(self) -> aiohttp.ClientResponse:
+        query: list[tuple[str, str]] = [("watch", "1"), ("allowWatchBookmarks", "true")]
+        if self.resource_version:
+            query.append(("resourceVersion", self.resource_version))
+        if self._label_selector:
+            query.append(("labelSelector", self._label_selector))
+        if self._field_selector:
+            query.append(("fieldSelector", self._field_selector))
+        if self._timeout_seconds is not None:
+            query.append(("timeoutSeconds", str(self._timeout_seconds)))
+        connect = self._client.request_timeout
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=connect,
+            sock_connect=connect,
+            sock_read=(self._timeout_seconds + connect) if self._timeout_seconds else None,
+        )
+        path = self._resource.path(self._namespace)
+        response = await self._client._send("GET", path, query, None, _JSON, timeout)
+        if response.status >= 400:
+            try:
+                body = await _read_json(response)
+            finally:
+                response.release()
+            raise error_from_status(response.status, body)
+        return response
+
+    def __aiter__(self) -> WatchStream:
+        return self
+
+    async def __anext__(self) -> WatchEvent:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            if self._response is None:
+                self._response = await self._open()
+            while True:
+                try:
+                    line = await self._response.content.readline()
+                except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError):
+                    line = b""
+                except TimeoutError:
+                    line = b""
+                if not line:
+                    await self.aclose()
+                    raise StopAsyncIteration
+                if line.strip():
+                    break
+            event = self._parse(line)
+        except BaseException:
+            await self.aclose()
+            raise
+        return event
+
+    def _parse(self, line: bytes) -> WatchEvent:
+        try:
+            raw = json.loads(line)
+        except ValueError as exc:
+            raise KubeApiError(f"watch sent a line that is not JSON: {exc}") from None
+        if not isinstance(raw, dict) or "type" not in raw or "object" not in raw:
+            if isinstance(raw, dict) and "code" in raw:
+                raise error_from_status(int(raw["code"]), raw)
+            raise KubeApiError("watch sent an event without 'type' and 'object'")
+        event_type = str(raw["type"]).upper()
+        obj = raw["object"] if isinstance(raw["object"], dict) else {}
+        if event_type == "ERROR":
+            code = obj.get("code")
+            raise error_from_status(int(code) if isinstance(code, int) else 500, obj)
+        if event_type not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+            raise KubeApiError(f"watch sent an unknown event type {event_type!r}")
+        if event_type != "BOOKMARK":
+            _with_type(obj, self._resource)
+        event = WatchEvent(event_type, obj)  # type: ignore[arg-type]
+        if event.resource_version:
+            self.resource_version = event.resource_version
+        return event
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._response is not None:
+            self._response.close()
+            self._response = None
+
+    async def __aenter__(self) -> WatchStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+async def _read_json(response: aiohttp.ClientResponse) -> Any:
+    raw = await response.read()
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+class KubeClient:
+    """Get, list, create, patch, replace, delete and watch manifests of any registered kind.
+
+    ``resource`` arguments take a :class:`Resource` or a kind name from the registry
+    (``"Pod"``, ``"EphemeralRunnerSet"``).
+    """
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        registry: ResourceRegistry = REGISTRY,
+        rate_limiter: TokenBucket | None = None,
+        request_timeout: float = 30.0,
+        user_agent: str = "arcflow",
+    ) -> None:
+        self._api = api_client
+        self._api.user_agent = user_agent
+        self.registry = registry
+        self.rate_limiter = rate_limiter
+        self.request_timeout = request_timeout
+
+    def __repr__(self) -> str:
+        # Never the configuration: it holds tokens and key paths.
+        return f"KubeClient(host={self.host!r})"
+
+    @property
+    def host(self) -> str:
+        return str(self._api.configuration.host)
+
+    @classmethod
+    async def from_settings(cls, settings: KubeSettings | None = None) -> KubeClient:
+        """Load kubeconfig (or the in-cluster service account) and build a client."""
+        settings = settings or KubeSettings()
+        configuration = Configuration()
+        if settings.in_cluster:
+            load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            await load_kube_config(
+                config_file=settings.kubeconfig,
+                context=settings.context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        return cls(
+            ApiClient(configuration),
+            rate_limiter=TokenBucket(settings.qps, settings.burst),
+            request_timeout=settings.request_timeout,
+        )
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    def resource(self, ref: ResourceRef) -> Resource:
+        return ref if isinstance(ref, Resource) else self.registry.by_kind(ref)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        body: Any,
+        content_type: str,
+        client_timeout: aiohttp.ClientTimeout | None = None,
+    ) -> aiohttp.ClientResponse:
+        if self.rate_limiter is not None:
+            await self.rate_limiter.acquire()
+        request_timeout = client_timeout or aiohttp.ClientTimeout(total=self.request_timeout)
+        try:
+            response: aiohttp.ClientResponse = await self._api.call_api(
+                path,
+                method,
+                query_params=list(query),
+                header_params={"Content-Type": content_type, "Accept": _JSON},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=request_timeout,
+            )
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise KubeConnectionError(
+                f"{method} {path} failed: {type(exc).__name__}: {exc}"
+            ) from None
+        return response
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = _JSON,
+    ) -> Any:
+        response = await self._send(method, path, query, body, content_type)
+        try:
+            payload = await _read_json(response)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise KubeConnectionError(
+                f"{method} {path} failed reading the response: {type(exc).__name__}"
+            ) from None
+        finally:
+            response.release()
+        if response.status >= 400:
+            raise error_from_status(response.status, payload)
+        return payload
+
+    def _namespace_of(
+        self, resource: Resource, namespace: str | None, manifest: Manifest
+    ) -> str | None:
+        if not resource.namespaced:
+            return None
+        ns = namespace or manifest.get("metadata", {}).get("namespace")
+        if not ns:
+            raise ValueError(f"{resource.kind} is namespaced: give a namespace")
+        return str(ns)
+
+    # --- reads ------------------------------------------------------------------------
+
+    async def get(self, resource: ResourceRef, name: str, namespace: str | None = None) -> Manifest:
+        res = self.resource(resource)
+        obj: Manifest = await self._request("GET", res.path(namespace, name))
+        return _with_type(obj, res)
+
+    async def list(
+        self,
+        resource: ResourceRef,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        field_selector: str | None = None,
+    ) -> ListResult:
+        """List objects; ``namespace=None`` lists across all namespaces."""
+        res = self.resource(resource)
+        query: list[tuple[str, str]] = []
+        if (selector := _selector_param(label_selector)) is not None:
+            query.append(("labelSelector", selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        payload = await self._request("GET", res.path(namespace), query=query)
+        items = [_with_type(item, res) for item in payload.get("items") or []]
+        rv = str(payload.get("metadata", {}).get("resourceVersion", ""))
+        return ListResult(items=items, resource_version=rv)
+
+    def watch(
+        self,
+        resource: ResourceRef,
+        *,
+        namespace: str | None = None,
+        label_selector: LabelSelector = None,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
+        field_selector: str | None = None,
+    ) -> WatchStream:
+        """Open a watch (lazily, on first iteration). Without ``resource_version`` the server
+        first sends ADDED for every existing object; with one, only changes after it."""
+        return WatchStream(
+            self,
+            self.resource(resource),
+            namespace,
+            _selector_param(label_selector),
+            resource_version,
+            timeout_seconds,
+            field_selector,
+        )
+
+    # --- writes -----------------------------------------------------------------------
+
+    async def create(self, manifest: Manifest, *, namespace: str | None = None) -> Manifest:
+        """Create from a manifest (its ``apiVersion``/``kind`` pick the resource)."""
+        res = self.registry.for_manifest(manifest)
+        ns = self._namespace_of(res, namespace, manifest)
+        obj: Manifest = await self._request("POST", res.path(ns), body=manifest)
+        return _with_type(obj, res)
+
+    async def replace(self, manifest: Manifest, *, namespace: str | None = None) -> Manifest:
+        """PUT the whole object; carry ``metadata.resourceVersion`` for a conditional write."""
+        res = self.registry.for_manifest(manifest)
+        ns = self._namespace_of(res, namespace, manifest)
+        name = manifest.get("metadata", {}).get("name")
+        if not name:
+            raise ValueError("replace needs metadata.name")
+        obj: Manifest = await self._request("PUT", res.path(ns, name), body=manifest)
+        return _with_type(obj, res)
+
+    async def patch_merge(
+        self,
+        resource: ResourceRef,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+    ) -> Manifest:
+        """RFC 7386 merge patch (``null`` deletes a key; lists are replaced whole). Put
+        ``metadata.resourceVersion`` in the patch to make it conditional (409 if stale)."""
+        res = self.resource(resource)
+        obj: Manifest = await self._request(
+            "PATCH", res.path(namespace, name), body=dict(patch), content_type=MERGE_PATCH
+        )
+        return _with_type(obj, res)
+
+    async def patch_status(
+        self,
+        resource: ResourceRef,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+    ) -> Manifest:
+        """Merge-patch ``.status`` through the status subresource."""
+        res = self.resource(resource)
+        body: dict[str, Any] = {"status": dict(status)}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
+        obj: Manifest = await self._request(
+            "PATCH", res.path(namespace, name, "status"), body=body, content_type=MERGE_PATCH
+        )
+        return _with_type(obj, res)
+
+    async def patch_json(
+        self,
+        resource: ResourceRef,
+        name: str,
+        operations: Sequence[Mapping[str, Any]],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> Manifest:
+        """RFC 6902 JSON patch; a ``test`` op makes it conditional (e.g. on a finalizer list)."""
+        res = self.resource(resource)
+        obj: Manifest = await self._request(
+            "PATCH",
+            res.path(namespace, name, subresource),
+            body=[dict(op) for op in operations],
+            content_type=JSON_PATCH,
+        )
+        return _with_type(obj, res)
+
+    async def delete(
+        self,
+        resource: ResourceRef,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation_policy: PropagationPolicy = "Background",
+        resource_version: str | None = None,
+        uid: str | None = None,
+    ) -> Manifest | None:
+        """Delete; with finalizers the object only gets a deletionTimestamp. Preconditions on
+        ``resource_version``/``uid`` make it conditional (409 if they no longer hold)."""
+        res = self.resource(resource)
+        options: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation_policy,
+        }
+        preconditions = {
+            key: value
+            for key, value in (("resourceVersion", resource_version), ("uid", uid))
+            if value is not None
+        }
+        if preconditions:
+            options["preconditions"] = preconditions
+        payload = await self._request("DELETE", res.path(namespace, name), body=options)
+        return payload if isinstance(payload, dict) else None
+
+    async def emit_event(
+        self,
+        obj: Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        type: EventType = "Normal",
+        component: str = "arcflow",
+    ) -> Manifest:
+        """Record a core/v1 Event about ``obj`` (what ``kubectl describe`` shows)."""
+        return await self.create(build_event(obj, reason, message, type=type, component=component))
+
+
+def build_event(
+    obj: Mapping[str, Any],
+    reason: str,
+    message: str,
+    *,
+    type: EventType = "Normal",
+    component: str = "arcflow",
+    now: datetime | None = None,
+) -> Manifest:
+    """The core/v1 Event manifest for ``obj`` (pure; named ``<object>.<hex time>`` as kubelet
+    and client-go do, so names are unique and sort by time)."""
+    if type not in ("Normal", "Warning"):
+        raise ValueError(f"event type must be Normal or Warning, got {type!r}")
+    if not reason:
+        raise ValueError("event reason must not be empty")
+    metadata = obj.get("metadata") or {}
+    name = metadata.get("name")
+    if not name:
+        raise ValueError("the involved object needs metadata.name")
+    namespace = metadata.get("namespace") or "default"
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    involved = {
+        "apiVersion": obj.get("apiVersion", ""),
+        "kind": obj.get("kind", ""),
+        "name": name,
+        "namespace": metadata.get("namespace", ""),
+        "uid": metadata.get("uid", ""),
+        "resourceVersion": metadata.get("resourceVersion", ""),
+    }
+    return {
+        "apiVersion": EVENT.api_version,
+        "kind": EVENT.kind,
+        "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
+        "involvedObject": {k: v for k, v in involved.items() if v},
+        "reason": reason,
+        "message": message[:_EVENT_MESSAGE_LIMIT],
+        "type": type,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": component,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
+async def iterate(stream: WatchStream) -> AsyncIterator[WatchEvent]:
+    """Async-generator view of a stream that always closes it (handy in ``asyncio.timeout``)."""
+    async with stream:
+        async for event in stream:
+            yield event
+
+
+__all__ = [
+    "JSON_PATCH",
+    "MERGE_PATCH",
+    "KubeClient",
+    "ListResult",
+    "Manifest",
+    "WatchEvent",
+    "WatchStream",
+    "build_event",
+]

