@@ -1,0 +1,23 @@
+"""A faithful, stateful simulator of GitHub + the Actions runner scale-set service.
+
+See docs/actions-simulator.md; the protocol it speaks is spec/actions-protocol.md §1-6.
+"""
+
+from arcflow.devstack.actions_sim.engine import JitConfigError, RunnerConnection
+from arcflow.devstack.actions_sim.faults import FaultRule
+from arcflow.devstack.actions_sim.model import JobState, RunnerStatus, TypeNames
+from arcflow.devstack.actions_sim.server import ActionsSimulator, RequestRecord, RunnerRun
+from arcflow.devstack.actions_sim.tokens import GitHubAppCredentials
+
+__all__ = [
+    "ActionsSimulator",
+    "FaultRule",
+    "GitHubAppCredentials",
+    "JitConfigError",
+    "JobState",
+    "RequestRecord",
+    "RunnerConnection",
+    "RunnerRun",
+    "RunnerStatus",
+    "TypeNames",
+]
