@@ -1,0 +1,130 @@
+"""Every write to Kubernetes goes through :class:`Writer`, which also publishes the audit event.
+
+``object.written`` (action, kind, namespace, name, why, ars, variant, uid) lands on
+``arc.audit.<ns>.<ars>.<variant>``; an auditor subscribes with a wildcard. The event carries
+names and reasons only, never an object body, so a Secret's data can never leak into a stream.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nats.js import JetStreamContext
+
+from arcflow.common import subjects
+from arcflow.common.events import EventKeys, ObjectWritten, WriteAction
+from arcflow.common.kube import KubeClient, NotFoundError
+from arcflow.common.nats import publish_event
+from arcflow.common.telemetry import redact_text
+from arcflow.reconciler.metrics import ReconcilerMetrics
+
+log = logging.getLogger(__name__)
+SOURCE = "reconciler"
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The ARS (and variant) a write belongs to: the audit subject's keys."""
+
+    namespace: str
+    ars: str
+    variant: str = ""
+
+
+class Writer:
+    """Create, patch and delete through the KubeClient, auditing each successful write."""
+
+    def __init__(
+        self, kube: KubeClient, js: JetStreamContext | None, metrics: ReconcilerMetrics
+    ) -> None:
+        self.kube = kube
+        self._js = js
+        self._metrics = metrics
+        self.published = 0
+
+    async def audit(
+        self, action: WriteAction, obj: Mapping[str, Any], scope: Scope, why: str
+    ) -> None:
+        meta = obj.get("metadata") or {}
+        kind = str(obj.get("kind", ""))
+        self._metrics.writes.add(1, {"action": action, "kind": kind})
+        event = ObjectWritten(
+            source=SOURCE,
+            keys=EventKeys(namespace=scope.namespace, ars=scope.ars, variant=scope.variant),
+            action=action,
+            kind=kind,
+            namespace=str(meta.get("namespace", "")),
+            name=str(meta.get("name", "")),
+            why=why,
+            ars=scope.ars,
+            variant=scope.variant,
+            uid=meta.get("uid") or None,
+        )
+        log.info(
+            "object %s",
+            action,
+            extra={"kind": kind, "name": event.name, "namespace": event.namespace, "why": why},
+        )
+        if self._js is None:
+            return
+        try:
+            await publish_event(
+                self._js, subjects.audit_subject(scope.namespace, scope.ars, scope.variant), event
+            )
+            self.published += 1
+        except Exception as exc:  # the write happened; a lost audit line must not undo it
+            log.warning(
+                "could not publish audit event",
+                extra={"error": redact_text(f"{type(exc).__name__}: {exc}"), "kind": kind},
+            )
+
+    async def create(self, manifest: Mapping[str, Any], scope: Scope, why: str) -> dict[str, Any]:
+        created = await self.kube.create(dict(manifest))
+        await self.audit("created", created, scope, why)
+        return created
+
+    async def patch(
+        self,
+        kind: str,
+        name: str,
+        namespace: str,
+        patch: Mapping[str, Any],
+        scope: Scope,
+        why: str,
+    ) -> dict[str, Any]:
+        patched = await self.kube.patch_merge(kind, name, patch, namespace=namespace)
+        await self.audit("patched", patched, scope, why)
+        return patched
+
+    async def patch_status(
+        self,
+        kind: str,
+        name: str,
+        namespace: str,
+        status: Mapping[str, Any],
+        scope: Scope,
+        why: str,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        patched = await self.kube.patch_status(
+            kind, name, status, namespace=namespace, resource_version=resource_version
+        )
+        await self.audit("patched", patched, scope, why)
+        return patched
+
+    async def delete(
+        self, obj: Mapping[str, Any], scope: Scope, why: str, *, uid: str | None = None
+    ) -> bool:
+        """Delete ``obj`` (kind/name/namespace from it); ``False`` when it was already gone."""
+        meta = obj.get("metadata") or {}
+        try:
+            await self.kube.delete(
+                str(obj["kind"]), str(meta["name"]), namespace=meta.get("namespace"), uid=uid
+            )
+        except NotFoundError:
+            return False
+        await self.audit("deleted", obj, scope, why)
+        return True

@@ -1,0 +1,1 @@
+"""One module per controller: ARS, AutoscalingListener, EphemeralRunnerSet, EphemeralRunner."""

@@ -1,0 +1,478 @@
+"""AutoscalingRunnerSet controller (spec §3.1, §3.4, §6.2, with the §8 traps fixed).
+
+One pass: validate (invalid -> status condition + Kubernetes Event, children untouched) ->
+finalizer -> scale set id annotations from the registrar's KV records -> one
+EphemeralRunnerSet per variant (create / drain-gated drift patch / orphan delete) -> exactly
+one AutoscalingListener, found by its spec back-reference -> status summed over the variants.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arcflow.common.builders import (
+    BuildError,
+    build_autoscaling_listener,
+    desired_runner_sets,
+    encode_scale_set_ids,
+    listener_scale_sets,
+)
+from arcflow.common.constants import (
+    ANNOTATION_CLEANUP_PREFIX,
+    ANNOTATION_INTEGRITY_HASH,
+    ANNOTATION_RUNNER_GROUP_NAME,
+    ANNOTATION_SCALE_SET_ID,
+    ANNOTATION_SCALE_SET_IDS,
+    ANNOTATION_SCALE_SET_NAME,
+    FINALIZER_ARS,
+    FINALIZER_CLEANUP_PROTECTION,
+    LABEL_SCALE_SET_NAME,
+    LABEL_SCALE_SET_NAMESPACE,
+)
+from arcflow.common.events import utc_now
+from arcflow.common.kube import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER_SET,
+    ForbiddenError,
+    NotFoundError,
+    build_event,
+)
+from arcflow.common.models import AutoscalingRunnerSet, is_multi_variant
+from arcflow.common.validation import validate_manifest
+from arcflow.reconciler.audit import Scope
+from arcflow.reconciler.controllers.base import (
+    Context,
+    Manifest,
+    annotations_of,
+    contains,
+    finalizer_patch,
+    finalizers_of,
+    is_deleting,
+    labels_of,
+    merge_patch_to,
+    meta,
+)
+from arcflow.reconciler.scalesets import ScaleSetAssignment
+from arcflow.reconciler.workqueue import Key, Result
+
+CONDITION_SPEC_VALID = "SpecValid"
+REASON_INVALID = "InvalidSpec"
+REASON_VALID = "Valid"
+PHASE_PENDING = "Pending"
+PHASE_RUNNING = "Running"
+WAIT_SECONDS = 1.0
+WAIT_FOR_IDS_SECONDS = 5.0
+
+# cleanup-* annotation suffix -> kind of the Helm-created object it names (§3.4 step 4 order).
+_HELM_DEPENDENTS = (
+    ("kubernetes-mode-role-binding-name", "RoleBinding"),
+    ("kubernetes-mode-role-name", "Role"),
+    ("kubernetes-mode-service-account-name", "ServiceAccount"),
+    ("no-permission-service-account-name", "ServiceAccount"),
+    ("github-secret-name", "Secret"),
+    ("manager-role-binding", "RoleBinding"),
+    ("manager-role-name", "Role"),
+)
+
+
+def id_annotations(
+    ars: AutoscalingRunnerSet, assignments: dict[str, ScaleSetAssignment]
+) -> dict[str, str | None]:
+    """ARS annotations mirroring the registrar's ids (``None`` = remove the key).
+
+    The scalar keys carry the default variant, or in variant mode the *first* variant (as
+    upstream mirrors it); the JSON map exists only in variant mode.
+    """
+    variants = ars.spec.effective_variants()
+    first = assignments[variants[0].name]
+    wanted: dict[str, str | None] = {
+        ANNOTATION_SCALE_SET_ID: str(first.scale_set_id),
+        ANNOTATION_SCALE_SET_NAME: first.scale_set_name,
+        ANNOTATION_RUNNER_GROUP_NAME: first.runner_group_name,
+    }
+    if is_multi_variant(ars.spec):
+        wanted[ANNOTATION_SCALE_SET_IDS] = encode_scale_set_ids(
+            {v.name: assignments[v.name].scale_set_id for v in variants}
+        )
+    else:
+        wanted[ANNOTATION_SCALE_SET_IDS] = None
+    return wanted
+
+
+def annotations_need_patch(current: dict[str, str], wanted: dict[str, str | None]) -> bool:
+    return any(current.get(k) != v for k, v in wanted.items())
+
+
+def sum_status(runner_sets: list[Manifest]) -> dict[str, int]:
+    """The ARS counts: each EphemeralRunnerSet's status summed over the variants."""
+    total = {"current": 0, "pending": 0, "running": 0, "failed": 0}
+    for ers in runner_sets:
+        status = ers.get("status") or {}
+        total["current"] += int(status.get("currentReplicas") or 0)
+        total["pending"] += int(status.get("pendingEphemeralRunners") or 0)
+        total["running"] += int(status.get("runningEphemeralRunners") or 0)
+        total["failed"] += int(status.get("failedEphemeralRunners") or 0)
+    return total
+
+
+def variant_of(ers: Manifest, ars: AutoscalingRunnerSet) -> str:
+    name = str(meta(ers).get("name", ""))
+    prefix = f"{ars.name}-"
+    return name[len(prefix) :] if name.startswith(prefix) else ""
+
+
+async def listeners_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:
+    """Every AutoscalingListener whose spec points back at this ARS (§8.6: not by name)."""
+    listed = await ctx.kube.list(AUTOSCALING_LISTENER, namespace=ctx.controller_namespace)
+    return [
+        al
+        for al in listed.items
+        if (al.get("spec") or {}).get("autoscalingRunnerSetNamespace") == namespace
+        and (al.get("spec") or {}).get("autoscalingRunnerSetName") == name
+    ]
+
+
+async def runner_sets_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:
+    """Every EphemeralRunnerSet of this ARS, all variants, found by labels (§8.9)."""
+    listed = await ctx.kube.list(
+        EPHEMERAL_RUNNER_SET,
+        namespace=namespace,
+        label_selector={LABEL_SCALE_SET_NAME: name, LABEL_SCALE_SET_NAMESPACE: namespace},
+    )
+    return listed.items
+
+
+async def reconcile_ars(ctx: Context, key: Key) -> Result:
+    try:
+        doc = await ctx.kube.get(AUTOSCALING_RUNNER_SET, key.name, key.namespace)
+    except NotFoundError:
+        return Result.done()
+    scope = Scope(key.namespace, key.name)
+    if is_deleting(doc):
+        return await _clean_up(ctx, doc, scope)
+
+    problems = validate_manifest(doc)
+    if problems:
+        message = "; ".join(str(p) for p in problems)
+        await _set_spec_condition(ctx, doc, scope, valid=False, message=message)
+        return Result.done()
+    await _set_spec_condition(ctx, doc, scope, valid=True, message="")
+
+    if FINALIZER_ARS not in finalizers_of(doc):
+        doc = await ctx.writer.patch(
+            AUTOSCALING_RUNNER_SET.kind,
+            key.name,
+            key.namespace,
+            finalizer_patch(doc, [*finalizers_of(doc), FINALIZER_ARS]),
+            scope,
+            "add the AutoscalingRunnerSet finalizer",
+        )
+    ars = AutoscalingRunnerSet.from_manifest(doc)
+
+    variants = [v.name for v in ars.spec.effective_variants()]
+    if ctx.ids is None:
+        raise RuntimeError("no scale set id source configured")
+    assignments = await ctx.ids.assignments(key.namespace, key.name, variants)
+    missing = [v for v in variants if v not in assignments]
+    if missing:
+        await _patch_status(ctx, doc, scope, phase=PHASE_PENDING, counts=None)
+        return Result.again(WAIT_FOR_IDS_SECONDS)
+
+    wanted_annotations = id_annotations(ars, assignments)
+    if annotations_need_patch(annotations_of(doc), wanted_annotations):
+        doc = await ctx.writer.patch(
+            AUTOSCALING_RUNNER_SET.kind,
+            key.name,
+            key.namespace,
+            {
+                "metadata": {
+                    "annotations": wanted_annotations,
+                    "resourceVersion": meta(doc).get("resourceVersion"),
+                }
+            },
+            scope,
+            "mirror the registrar's scale set ids into annotations",
+        )
+        ars = AutoscalingRunnerSet.from_manifest(doc)
+
+    ids = {v: assignments[v].scale_set_id for v in variants}
+    try:
+        desired = desired_runner_sets(ars, ids, ctx.build)
+        tuples = listener_scale_sets(ars, ids)
+        desired_al = build_autoscaling_listener(ars, desired[0], ctx.build, tuples)
+    except BuildError as exc:
+        await _set_spec_condition(ctx, doc, scope, valid=False, message=str(exc))
+        return Result.done()
+
+    waiting, draining, live = await _converge_runner_sets(ctx, ars, desired)
+    settled = not waiting and not draining
+    listener_ready = await _converge_listener(ctx, ars, desired_al, draining=draining)
+
+    counts = sum_status(live)
+    phase = PHASE_RUNNING if settled and listener_ready else PHASE_PENDING
+    await _patch_status(ctx, doc, scope, phase=phase, counts=counts)
+    if waiting or draining or not listener_ready:
+        return Result.again(WAIT_SECONDS)
+    return Result.done()
+
+
+async def _converge_runner_sets(
+    ctx: Context, ars: AutoscalingRunnerSet, desired: list[Manifest]
+) -> tuple[bool, bool, list[Manifest]]:
+    """Create / patch / delete the EphemeralRunnerSets; returns (waiting, draining, live)."""
+    live = await runner_sets_of(ctx, ars.namespace, ars.name)
+    by_name = {str(meta(e).get("name")): e for e in live}
+    wanted_names = {str(meta(d)["name"]) for d in desired}
+    waiting = draining = False
+    result: list[Manifest] = []
+    for want in desired:
+        name = str(meta(want)["name"])
+        scope = Scope(ars.namespace, ars.name, variant_of(want, ars))
+        current = by_name.get(name)
+        if current is None:
+            created = await ctx.writer.create(want, scope, "EphemeralRunnerSet of a variant")
+            ctx.enqueue(Key("ers", ars.namespace, name))
+            result.append(created)
+            continue
+        result.append(current)
+        if is_deleting(current):
+            waiting = True  # a removed-then-re-added variant: wait for the old one to go
+            continue
+        updated, drains = await _converge_one_runner_set(ctx, scope, current, want)
+        draining = draining or drains
+        if updated is not None:
+            result[-1] = updated
+            ctx.enqueue(Key("ers", ars.namespace, name))
+    for name, current in by_name.items():
+        if name in wanted_names:
+            continue
+        if not is_deleting(current):
+            await ctx.writer.delete(
+                current,
+                Scope(ars.namespace, ars.name, variant_of(current, ars)),
+                "variant removed from the AutoscalingRunnerSet",
+            )
+            ctx.enqueue(Key("ers", ars.namespace, name))
+        waiting = True
+    return waiting, draining, result
+
+
+async def _converge_one_runner_set(
+    ctx: Context, scope: Scope, current: Manifest, want: Manifest
+) -> tuple[Manifest | None, bool]:
+    """Drift handling of one EphemeralRunnerSet; returns (patched object or None, draining)."""
+    name = str(meta(current)["name"])
+    current_spec = current.get("spec") or {}
+    want_spec = want.get("spec") or {}
+    spec_drift = annotations_of(current).get(ANNOTATION_INTEGRITY_HASH) != annotations_of(want).get(
+        ANNOTATION_INTEGRITY_HASH
+    )
+    if spec_drift:
+        status = current.get("status") or {}
+        busy = int(status.get("runningEphemeralRunners") or 0) + int(
+            status.get("pendingEphemeralRunners") or 0
+        )
+        if busy > 0:
+            # Drain gate (§3.1 step 10, §8.5): the listener goes (no new jobs) and idle
+            # runners are scaled away (patchID 0 forces it), then the spec is patched.
+            if current_spec.get("replicas") or current_spec.get("patchID"):
+                patched = await ctx.writer.patch(
+                    EPHEMERAL_RUNNER_SET.kind,
+                    name,
+                    scope.namespace,
+                    {"spec": {"replicas": None, "patchID": 0}},
+                    scope,
+                    "drain before a runner spec change: scale idle runners to zero",
+                )
+                return patched, True
+            return None, True
+    metadata_drift = (
+        not contains(labels_of(current), labels_of(want))
+        or not contains(annotations_of(current), annotations_of(want))
+        or current_spec.get("ephemeralRunnerMetadata") != want_spec.get("ephemeralRunnerMetadata")
+    )
+    if not spec_drift and not metadata_drift:
+        return None, False
+    patch: dict[str, Any] = {
+        "metadata": {
+            "labels": labels_of(want),
+            "annotations": annotations_of(want),
+            "resourceVersion": meta(current).get("resourceVersion"),
+        },
+        "spec": {
+            "ephemeralRunnerMetadata": want_spec.get("ephemeralRunnerMetadata"),
+        },
+    }
+    if spec_drift:
+        patch["spec"]["ephemeralRunnerSpec"] = merge_patch_to(
+            current_spec.get("ephemeralRunnerSpec") or {}, want_spec.get("ephemeralRunnerSpec")
+        )
+    why = "runner spec changed" if spec_drift else "labels/annotations changed"
+    patched = await ctx.writer.patch(
+        EPHEMERAL_RUNNER_SET.kind, name, scope.namespace, patch, scope, why
+    )
+    return patched, False
+
+
+def _listener_differs(live: Manifest, want: Manifest) -> bool:
+    return (
+        live.get("spec") != want.get("spec")
+        or labels_of(live) != labels_of(want)
+        or annotations_of(live) != annotations_of(want)
+    )
+
+
+async def _converge_listener(
+    ctx: Context, ars: AutoscalingRunnerSet, want: Manifest, *, draining: bool
+) -> bool:
+    """Exactly one AutoscalingListener per ARS; returns whether it exists as desired."""
+    scope = Scope(ars.namespace, ars.name)
+    want_name = str(meta(want)["name"])
+    ready = False
+    for live in await listeners_of(ctx, ars.namespace, ars.name):
+        name = str(meta(live).get("name"))
+        if is_deleting(live):
+            continue
+        if draining:
+            why = "drain: no new jobs until the runner spec change is applied"
+        elif name != want_name:
+            why = "orphaned listener (runnerGroup or githubConfigUrl changed its name)"
+        elif _listener_differs(live, want):
+            why = "listener spec, labels or annotations changed: recreate"
+        else:
+            ready = True
+            continue
+        await ctx.writer.delete(live, scope, why)
+        ctx.enqueue(Key("al", str(meta(live).get("namespace")), name))
+    if ready or draining:
+        return ready
+    existing = await listeners_of(ctx, ars.namespace, ars.name)
+    if any(meta(a).get("name") == want_name for a in existing):
+        return False  # the old one is still going away
+    await ctx.writer.create(want, scope, "the AutoscalingListener of the set")
+    ctx.enqueue(Key("al", ctx.controller_namespace, want_name))
+    return True
+
+
+async def _patch_status(
+    ctx: Context, doc: Manifest, scope: Scope, *, phase: str, counts: dict[str, int] | None
+) -> None:
+    status = doc.get("status") or {}
+    wanted: dict[str, Any] = {"phase": phase}
+    if counts is not None:
+        wanted.update(
+            currentRunners=counts["current"],
+            pendingEphemeralRunners=counts["pending"],
+            runningEphemeralRunners=counts["running"],
+            failedEphemeralRunners=counts["failed"],
+        )
+    if all(status.get(k) == v for k, v in wanted.items()):
+        return
+    await ctx.writer.patch_status(
+        AUTOSCALING_RUNNER_SET.kind,
+        scope.ars,
+        scope.namespace,
+        wanted,
+        scope,
+        f"status: phase {phase}, counts summed over variants",
+    )
+
+
+async def _set_spec_condition(
+    ctx: Context, doc: Manifest, scope: Scope, *, valid: bool, message: str
+) -> None:
+    """Keep the ``SpecValid`` condition current; an Event only when it turns (in)valid."""
+    status = doc.get("status") or {}
+    conditions: list[dict[str, Any]] = list(status.get("conditions") or [])
+    current = next((c for c in conditions if c.get("type") == CONDITION_SPEC_VALID), None)
+    want_status = "True" if valid else "False"
+    if valid and current is None:
+        return  # never invalid: no condition to clear
+    if (
+        current is not None
+        and current.get("status") == want_status
+        and (valid or current.get("message") == message)
+    ):
+        return
+    condition = {
+        "type": CONDITION_SPEC_VALID,
+        "status": want_status,
+        "reason": REASON_VALID if valid else REASON_INVALID,
+        "message": message,
+        "observedGeneration": meta(doc).get("generation"),
+        "lastTransitionTime": utc_now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    others = [c for c in conditions if c.get("type") != CONDITION_SPEC_VALID]
+    await ctx.writer.patch_status(
+        AUTOSCALING_RUNNER_SET.kind,
+        scope.ars,
+        scope.namespace,
+        {"conditions": [*others, condition]},
+        scope,
+        "spec is valid again" if valid else "spec is invalid",
+    )
+    event = build_event(
+        doc,
+        REASON_VALID if valid else REASON_INVALID,
+        "spec is valid" if valid else f"spec is invalid, nothing is created: {message}",
+        type="Normal" if valid else "Warning",
+        component="arcflow-reconciler",
+    )
+    created = await ctx.kube.create(event)
+    await ctx.writer.audit("created", created, scope, "Kubernetes Event about the spec")
+
+
+async def _clean_up(ctx: Context, doc: Manifest, scope: Scope) -> Result:
+    """Deletion order (§3.4): listener, then every variant's ERS, then Helm dependents'
+    finalizers, then ours. Scale sets are the registrar's to delete."""
+    if FINALIZER_ARS not in finalizers_of(doc):
+        return Result.done()
+    pending = False
+    for al in await listeners_of(ctx, scope.namespace, scope.ars):
+        pending = True
+        if not is_deleting(al):
+            await ctx.writer.delete(al, scope, "AutoscalingRunnerSet deleted: listener first")
+            ctx.enqueue(Key("al", str(meta(al).get("namespace")), str(meta(al).get("name"))))
+    if pending:
+        return Result.again(WAIT_SECONDS)
+    for ers in await runner_sets_of(ctx, scope.namespace, scope.ars):
+        pending = True
+        if not is_deleting(ers):
+            await ctx.writer.delete(ers, scope, "AutoscalingRunnerSet deleted")
+        ctx.enqueue(Key("ers", scope.namespace, str(meta(ers).get("name"))))
+    if pending:
+        return Result.again(WAIT_SECONDS)
+    await _release_helm_dependents(ctx, doc, scope)
+    await ctx.writer.patch(
+        AUTOSCALING_RUNNER_SET.kind,
+        scope.ars,
+        scope.namespace,
+        finalizer_patch(doc, [f for f in finalizers_of(doc) if f != FINALIZER_ARS]),
+        scope,
+        "children gone: release the AutoscalingRunnerSet",
+    )
+    return Result.done()
+
+
+async def _release_helm_dependents(ctx: Context, doc: Manifest, scope: Scope) -> None:
+    annotations = annotations_of(doc)
+    for suffix, kind in _HELM_DEPENDENTS:
+        name = annotations.get(f"{ANNOTATION_CLEANUP_PREFIX}{suffix}")
+        if not name:
+            continue
+        try:
+            obj = await ctx.kube.get(kind, name, scope.namespace)
+        except (NotFoundError, ForbiddenError):
+            continue
+        finalizers = finalizers_of(obj)
+        if FINALIZER_CLEANUP_PROTECTION not in finalizers:
+            continue
+        await ctx.writer.patch(
+            kind,
+            name,
+            scope.namespace,
+            finalizer_patch(obj, [f for f in finalizers if f != FINALIZER_CLEANUP_PROTECTION]),
+            scope,
+            "release Helm-created dependent of a deleted AutoscalingRunnerSet",
+        )

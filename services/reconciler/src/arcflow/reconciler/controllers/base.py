@@ -1,0 +1,172 @@
+"""What every controller shares: its dependencies and small pure helpers on manifests."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from arcflow.common.builders import BuildSettings
+from arcflow.common.builders.proxy import ProxyCredentials
+from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
+from arcflow.common.listener_config import GitHubCredentials
+from arcflow.reconciler.audit import Writer
+from arcflow.reconciler.metrics import ReconcilerMetrics
+from arcflow.reconciler.rpc import RegistrarClient
+from arcflow.reconciler.scalesets import ScaleSetIds
+from arcflow.reconciler.workqueue import Key
+
+Manifest = dict[str, Any]
+
+
+@dataclass
+class Context:
+    """Dependencies of the controllers (one per reconciler process)."""
+
+    kube: KubeClient
+    writer: Writer
+    build: BuildSettings
+    ids: ScaleSetIds | None
+    registrar: RegistrarClient | None
+    metrics: ReconcilerMetrics
+    enqueue: Callable[[Key], None]
+
+    @property
+    def controller_namespace(self) -> str:
+        return self.build.controller_namespace
+
+
+async def get_or_none(
+    kube: KubeClient, resource: Resource | str, name: str, namespace: str
+) -> Manifest | None:
+    """The object, or ``None`` when it does not exist."""
+    try:
+        return await kube.get(resource, name, namespace)
+    except NotFoundError:
+        return None
+
+
+def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
+    value = obj.get("metadata")
+    return value if isinstance(value, dict) else {}
+
+
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict(meta(obj).get("labels") or {})
+
+
+def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict(meta(obj).get("annotations") or {})
+
+
+def is_deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
+def finalizers_of(obj: Mapping[str, Any]) -> list[str]:
+    return list(meta(obj).get("finalizers") or [])
+
+
+def finalizer_patch(obj: Mapping[str, Any], finalizers: list[str]) -> dict[str, Any]:
+    """Merge patch replacing the finalizer list, conditional on the read resourceVersion."""
+    return {
+        "metadata": {"finalizers": finalizers, "resourceVersion": meta(obj).get("resourceVersion")}
+    }
+
+
+def contains(actual: Mapping[str, str] | None, wanted: Mapping[str, str] | None) -> bool:
+    """Every wanted key is present with the wanted value (extra keys are someone else's)."""
+    actual = actual or {}
+    return all(actual.get(k) == v for k, v in (wanted or {}).items())
+
+
+def owned_by(obj: Mapping[str, Any], owner_uid: str) -> bool:
+    return any(ref.get("uid") == owner_uid for ref in meta(obj).get("ownerReferences") or [])
+
+
+def controller_owner(obj: Mapping[str, Any], kind: str) -> str | None:
+    for ref in meta(obj).get("ownerReferences") or []:
+        if ref.get("kind") == kind and ref.get("controller"):
+            return str(ref.get("name"))
+    return None
+
+
+def decode_data(secret: Mapping[str, Any]) -> dict[str, str]:
+    return {k: base64.b64decode(v).decode("utf-8") for k, v in (secret.get("data") or {}).items()}
+
+
+class CredentialsError(RuntimeError):
+    """The GitHub config Secret is missing or unusable (message names keys, never values)."""
+
+
+async def read_github_credentials(
+    kube: KubeClient, namespace: str, secret_name: str
+) -> GitHubCredentials:
+    """The credentials the listener's config.json embeds, from the ARS namespace's Secret."""
+    try:
+        secret = await kube.get(SECRET, secret_name, namespace)
+    except NotFoundError:
+        raise CredentialsError(f"Secret {namespace}/{secret_name} not found") from None
+    data = decode_data(secret)
+    token = data.get("github_token", "")
+    app_id = data.get("github_app_id", "")
+    if token:
+        return GitHubCredentials.model_validate({"github_token": token})
+    if app_id:
+        raw_installation = data.get("github_app_installation_id", "")
+        try:
+            installation = int(raw_installation)
+        except ValueError:
+            raise CredentialsError(
+                f"Secret {namespace}/{secret_name}: github_app_installation_id is not an integer"
+            ) from None
+        return GitHubCredentials.model_validate(
+            {
+                "github_app_id": app_id,
+                "github_app_installation_id": installation,
+                "github_app_private_key": data.get("github_app_private_key", ""),
+            }
+        )
+    raise CredentialsError(
+        f"Secret {namespace}/{secret_name} has neither github_token nor github_app_id"
+    )
+
+
+async def read_proxy_credentials(
+    kube: KubeClient, namespace: str, proxy: Mapping[str, Any] | None
+) -> dict[str, ProxyCredentials]:
+    """``credentialSecretRef`` name -> username/password, read in the ARS namespace."""
+    found: dict[str, ProxyCredentials] = {}
+    for field in ("http", "https"):
+        ref = ((proxy or {}).get(field) or {}).get("credentialSecretRef")
+        if not ref or ref in found:
+            continue
+        try:
+            secret = await kube.get(SECRET, ref, namespace)
+        except NotFoundError:
+            raise CredentialsError(f"proxy credential Secret {namespace}/{ref} not found") from None
+        data = decode_data(secret)
+        found[ref] = ProxyCredentials.model_validate(
+            {"username": data.get("username", ""), "password": data.get("password", "")}
+        )
+    return found
+
+
+def merge_patch_to(old: Any, new: Any) -> Any:
+    """The RFC 7386 merge patch that turns ``old`` into ``new`` (keys removed become null).
+
+    A plain ``{"spec": desired}`` merge patch would keep keys the desired object dropped.
+    """
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    patch: dict[str, Any] = {}
+    for key in old:
+        if key not in new:
+            patch[key] = None
+    for key, value in new.items():
+        if key not in old:
+            patch[key] = value
+        elif old[key] != value:
+            patch[key] = merge_patch_to(old[key], value)
+    return patch

@@ -1,0 +1,262 @@
+"""AutoscalingListener controller (spec §3.3, §6.2): RBAC bundle, Secrets and listener Pod.
+
+ServiceAccount, Role (over every variant's ERS), RoleBinding and proxy Secret are patched in
+place when they drift; the config Secret's *data* is refreshed too (§8.8); the listener Pod is
+recreated when its integrity hash changes (any input changed) or when it terminated or was
+evicted (``restartPolicy: Never``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arcflow.common.builders import (
+    build_listener_config_secret,
+    build_listener_pod,
+    build_listener_proxy_secret,
+    build_listener_role,
+    build_listener_role_binding,
+    build_listener_service_account,
+)
+from arcflow.common.constants import (
+    ANNOTATION_INTEGRITY_HASH,
+    FINALIZER_AL,
+    LISTENER_CONTAINER,
+)
+from arcflow.common.kube import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    CONFIG_MAP,
+    POD,
+    ROLE,
+    ROLE_BINDING,
+    SECRET,
+    SERVICE_ACCOUNT,
+    Resource,
+)
+from arcflow.common.naming import listener_config_secret_name, listener_proxy_secret_name
+from arcflow.reconciler.audit import Scope
+from arcflow.reconciler.controllers.base import (
+    Context,
+    Manifest,
+    annotations_of,
+    contains,
+    finalizer_patch,
+    finalizers_of,
+    get_or_none,
+    is_deleting,
+    labels_of,
+    meta,
+    read_github_credentials,
+    read_proxy_credentials,
+)
+from arcflow.reconciler.metrics import upstream_labels
+from arcflow.reconciler.workqueue import Key, Result
+
+WAIT_SECONDS = 1.0
+
+
+async def _get(ctx: Context, resource: Resource, name: str, namespace: str) -> Manifest | None:
+    return await get_or_none(ctx.kube, resource, name, namespace)
+
+
+def _scope_of(al: Manifest) -> Scope:
+    spec = al.get("spec") or {}
+    return Scope(
+        str(spec.get("autoscalingRunnerSetNamespace", "")),
+        str(spec.get("autoscalingRunnerSetName", "")),
+    )
+
+
+async def reconcile_listener(ctx: Context, key: Key) -> Result:
+    al = await _get(ctx, AUTOSCALING_LISTENER, key.name, key.namespace)
+    if al is None:
+        return Result.done()
+    scope = _scope_of(al)
+    if is_deleting(al):
+        return await _clean_up(ctx, al, scope)
+    if FINALIZER_AL not in finalizers_of(al):
+        al = await ctx.writer.patch(
+            AUTOSCALING_LISTENER.kind,
+            key.name,
+            key.namespace,
+            finalizer_patch(al, [*finalizers_of(al), FINALIZER_AL]),
+            scope,
+            "add the AutoscalingListener finalizer",
+        )
+    ars = await _get(ctx, AUTOSCALING_RUNNER_SET, scope.ars, scope.namespace)
+    if ars is None:
+        await ctx.writer.delete(al, scope, "its AutoscalingRunnerSet is gone")
+        return Result.again(WAIT_SECONDS)
+
+    service_account = build_listener_service_account(al, ctx.build)
+    role = build_listener_role(al, ctx.build)
+    role_binding = build_listener_role_binding(al, ctx.build)
+    await _ensure_metadata_object(ctx, service_account, scope, compare=())
+    await _ensure_metadata_object(ctx, role, scope, compare=("rules",))
+    await _ensure_metadata_object(ctx, role_binding, scope, compare=("subjects",))
+
+    spec = al.get("spec") or {}
+    proxy_credentials = await read_proxy_credentials(ctx.kube, scope.namespace, spec.get("proxy"))
+    proxy_secret = build_listener_proxy_secret(al, proxy_credentials)
+    if proxy_secret is not None:
+        await _ensure_secret(ctx, proxy_secret, scope, "listener proxy settings")
+
+    credentials = None
+    if not (spec.get("vaultConfig") or {}).get("type"):
+        credentials = await read_github_credentials(
+            ctx.kube, scope.namespace, str(spec.get("githubConfigSecret", ""))
+        )
+    config_secret = build_listener_config_secret(
+        al, ctx.build, credentials, server_root_ca=await _server_root_ca(ctx, spec, scope)
+    )
+    await _ensure_secret(ctx, config_secret, scope, "listener config.json")
+
+    pod = build_listener_pod(
+        al,
+        ctx.build,
+        config_secret=config_secret,
+        service_account=service_account,
+        role=role,
+        role_binding=role_binding,
+    )
+    return await _ensure_pod(ctx, al, pod, scope)
+
+
+async def _server_root_ca(ctx: Context, spec: dict[str, Any], scope: Scope) -> str:
+    ref = (
+        ((spec.get("githubServerTLS") or {}).get("certificateFrom") or {}).get("configMapKeyRef")
+    ) or {}
+    if not ref.get("name"):
+        return ""
+    config_map = await ctx.kube.get(CONFIG_MAP, str(ref["name"]), scope.namespace)
+    value = (config_map.get("data") or {}).get(str(ref.get("key", "")))
+    if value is None:
+        raise RuntimeError(
+            f"ConfigMap {scope.namespace}/{ref['name']} has no key {ref.get('key')!r}"
+        )
+    return str(value)
+
+
+async def _ensure_metadata_object(
+    ctx: Context, want: Manifest, scope: Scope, *, compare: tuple[str, ...]
+) -> Manifest:
+    """Create, or patch labels/annotations (and the ``compare`` top-level fields) on drift."""
+    kind = str(want["kind"])
+    name = str(meta(want)["name"])
+    namespace = str(meta(want)["namespace"])
+    live = await _get(ctx, ctx.kube.resource(kind), name, namespace)
+    if live is None:
+        return await ctx.writer.create(want, scope, f"listener {kind}")
+    drift = [f for f in compare if live.get(f) != want.get(f)]
+    if (
+        not drift
+        and contains(labels_of(live), labels_of(want))
+        and contains(annotations_of(live), annotations_of(want))
+    ):
+        return live
+    patch: dict[str, Any] = {
+        "metadata": {"labels": labels_of(want), "annotations": annotations_of(want)}
+    }
+    for field in drift:
+        patch[field] = want.get(field)
+    return await ctx.writer.patch(kind, name, namespace, patch, scope, f"listener {kind} drifted")
+
+
+async def _ensure_secret(ctx: Context, want: Manifest, scope: Scope, what: str) -> None:
+    """Create, or patch data *and* metadata when either differs (never stale config)."""
+    name = str(meta(want)["name"])
+    namespace = str(meta(want)["namespace"])
+    live = await _get(ctx, SECRET, name, namespace)
+    if live is None:
+        await ctx.writer.create(want, scope, what)
+        return
+    if (
+        (live.get("data") or {}) == (want.get("data") or {})
+        and contains(labels_of(live), labels_of(want))
+        and contains(annotations_of(live), annotations_of(want))
+    ):
+        return
+    stale = {k: None for k in (live.get("data") or {}) if k not in (want.get("data") or {})}
+    patch = {
+        "metadata": {"labels": labels_of(want), "annotations": annotations_of(want)},
+        "data": {**stale, **(want.get("data") or {})},
+    }
+    await ctx.writer.patch("Secret", name, namespace, patch, scope, f"{what} changed: refresh data")
+
+
+def _listener_container_state(pod: Manifest) -> dict[str, Any] | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == LISTENER_CONTAINER:
+            state: dict[str, Any] = status.get("state") or {}
+            return state
+    return None
+
+
+async def _ensure_pod(ctx: Context, al: Manifest, want: Manifest, scope: Scope) -> Result:
+    name = str(meta(want)["name"])
+    namespace = str(meta(want)["namespace"])
+    gauge = upstream_labels(name, namespace, labels_of(al))
+    live = await _get(ctx, POD, name, namespace)
+    if live is None:
+        await ctx.writer.create(want, scope, "listener pod")
+        ctx.metrics.running_listeners.set(0, gauge)
+        return Result.done()
+    if is_deleting(live):
+        ctx.metrics.running_listeners.set(0, gauge)
+        return Result.again(WAIT_SECONDS)
+    live_hash = annotations_of(live).get(ANNOTATION_INTEGRITY_HASH)
+    why = None
+    if live_hash != annotations_of(want).get(ANNOTATION_INTEGRITY_HASH):
+        why = "listener inputs changed (integrity hash): recreate the pod"
+    elif (live.get("status") or {}).get("reason") == "Evicted":
+        why = "listener pod was evicted: recreate"
+    else:
+        state = _listener_container_state(live)
+        if state is not None and state.get("terminated") is not None:
+            why = "listener container terminated: recreate (restartPolicy Never)"
+        elif state is not None and state.get("running") is not None:
+            ctx.metrics.running_listeners.set(1, gauge)
+            return Result.done()
+    if why is None:
+        return Result.done()  # not started yet: its status change brings us back
+    ctx.metrics.running_listeners.set(0, gauge)
+    await ctx.writer.delete(live, scope, why)
+    return Result.again(WAIT_SECONDS)
+
+
+async def _clean_up(ctx: Context, al: Manifest, scope: Scope) -> Result:
+    """Pod, config Secret, proxy Secret, RoleBinding, Role, ServiceAccount; then the finalizer."""
+    if FINALIZER_AL not in finalizers_of(al):
+        return Result.done()
+    name = str(meta(al)["name"])
+    namespace = str(meta(al)["namespace"])
+    targets: list[tuple[Resource, str, str]] = [
+        (POD, name, namespace),
+        (SECRET, listener_config_secret_name(name), namespace),
+        (SECRET, listener_proxy_secret_name(name), namespace),
+        (ROLE_BINDING, name, scope.namespace),
+        (ROLE, name, scope.namespace),
+        (SERVICE_ACCOUNT, name, namespace),
+    ]
+    remaining = False
+    for resource, obj_name, obj_namespace in targets:
+        live = await _get(ctx, resource, obj_name, obj_namespace)
+        if live is None:
+            continue
+        remaining = True
+        if not is_deleting(live):
+            await ctx.writer.delete(live, scope, "AutoscalingListener deleted")
+    if remaining:
+        return Result.again(WAIT_SECONDS)
+    ctx.metrics.running_listeners.set(0, upstream_labels(name, namespace, labels_of(al)))
+    await ctx.writer.patch(
+        AUTOSCALING_LISTENER.kind,
+        name,
+        namespace,
+        finalizer_patch(al, [f for f in finalizers_of(al) if f != FINALIZER_AL]),
+        scope,
+        "listener resources gone: release the AutoscalingListener",
+    )
+    ctx.enqueue(Key("ars", scope.namespace, scope.ars))
+    return Result.done()

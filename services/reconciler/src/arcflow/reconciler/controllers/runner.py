@@ -1,0 +1,305 @@
+"""EphemeralRunner controller (spec §3.6): JIT Secret via the registrar RPC, runner Pod.
+
+The JIT config travels only registrar -> reconciler (core NATS reply) -> Secret ``<er>``; it is
+never logged, audited or put on a stream (audit events carry names only).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from arcflow.common.builders import build_jit_secret, build_runner_pod
+from arcflow.common.constants import (
+    FINALIZER_ER,
+    FINALIZER_ER_REGISTRATION,
+    KIND_ERS,
+    RUNNER_CONTAINER,
+    RUNNER_OUTDATED_EXIT_CODE,
+)
+from arcflow.common.kube import EPHEMERAL_RUNNER, POD, SECRET, InvalidError
+from arcflow.reconciler.audit import Scope
+from arcflow.reconciler.controllers.base import (
+    Context,
+    Manifest,
+    controller_owner,
+    decode_data,
+    finalizer_patch,
+    finalizers_of,
+    get_or_none,
+    is_deleting,
+    meta,
+)
+from arcflow.reconciler.controllers.runner_set import scope_of
+from arcflow.reconciler.rpc import RegistrarClient, RunnerExistsError
+from arcflow.reconciler.workqueue import Key, Result
+
+MAX_FAILURES = 5
+FAILURE_BACKOFF_SECONDS = (0, 5, 10, 20, 40, 80)
+JOB_RUNNING_RECHECK_SECONDS = 30.0
+WAIT_SECONDS = 1.0
+DONE_PHASES = ("Succeeded", "Failed", "Outdated")
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _registrar(ctx: Context) -> RegistrarClient:
+    if ctx.registrar is None:
+        raise RuntimeError("no registrar client configured")
+    return ctx.registrar
+
+
+async def _get(ctx: Context, kind: Any, name: str, namespace: str) -> Manifest | None:
+    return await get_or_none(ctx.kube, kind, name, namespace)
+
+
+def runner_container_state(pod: Manifest) -> dict[str, Any] | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == RUNNER_CONTAINER:
+            state: dict[str, Any] = status.get("state") or {}
+            return state
+    return None
+
+
+def backoff_remaining(failures: dict[str, str], now: datetime) -> float:
+    """Seconds left before the next pod may be created (0/5/10/20/40/80 s by failure count)."""
+    if not failures:
+        return 0.0
+    delay = FAILURE_BACKOFF_SECONDS[min(len(failures), len(FAILURE_BACKOFF_SECONDS) - 1)]
+    last = max(datetime.fromisoformat(v.replace("Z", "+00:00")) for v in failures.values())
+    return max(0.0, (last.timestamp() + delay) - now.timestamp())
+
+
+async def reconcile_runner(ctx: Context, key: Key) -> Result:
+    er = await _get(ctx, EPHEMERAL_RUNNER, key.name, key.namespace)
+    if er is None:
+        return Result.done()
+    scope = scope_of(er)
+    status = er.get("status") or {}
+    if is_deleting(er):
+        return await _clean_up(ctx, er, scope)
+    if status.get("phase") in DONE_PHASES:
+        await _delete_pod_and_secret(ctx, er, scope, "runner is done")
+        return Result.done()
+    missing = [f for f in (FINALIZER_ER, FINALIZER_ER_REGISTRATION) if f not in finalizers_of(er)]
+    if missing:
+        er = await ctx.writer.patch(
+            EPHEMERAL_RUNNER.kind,
+            key.name,
+            key.namespace,
+            finalizer_patch(er, [*finalizers_of(er), *missing]),
+            scope,
+            "add the EphemeralRunner finalizers",
+        )
+
+    secret = await _get(ctx, SECRET, key.name, key.namespace)
+    if secret is None:
+        secret = await _create_jit_secret(ctx, er, scope)
+        if secret is None:
+            return Result.again(WAIT_SECONDS)
+    jit_data = decode_data(secret)
+
+    if int(status.get("runnerId") or 0) == 0:
+        try:
+            registered_id = int(jit_data.get("runnerId", ""))
+        except ValueError:
+            await ctx.writer.delete(secret, scope, "JIT Secret has no usable runnerId")
+            return Result.again(WAIT_SECONDS)
+        er = await ctx.writer.patch_status(
+            EPHEMERAL_RUNNER.kind,
+            key.name,
+            key.namespace,
+            {"runnerId": registered_id, "runnerName": jit_data.get("runnerName", key.name)},
+            scope,
+            "runner registered",
+        )
+        status = er.get("status") or {}
+
+    failures: dict[str, str] = dict(status.get("failures") or {})
+    if len(failures) > MAX_FAILURES:
+        await ctx.writer.delete(er, scope, f"runner pod failed more than {MAX_FAILURES} times")
+        return Result.done()
+
+    pod = await _get(ctx, POD, key.name, key.namespace)
+    if pod is None:
+        remaining = backoff_remaining(failures, datetime.now(UTC))
+        if remaining > 0:
+            return Result.again(remaining)
+        try:
+            await ctx.writer.create(build_runner_pod(er, jit_data, ctx.build), scope, "runner pod")
+        except InvalidError as exc:
+            await ctx.writer.patch_status(
+                EPHEMERAL_RUNNER.kind,
+                key.name,
+                key.namespace,
+                {
+                    "phase": "Failed",
+                    "reason": "InvalidPod",
+                    "message": f"Failed to create the pod: {exc}",
+                },
+                scope,
+                "runner pod is invalid",
+            )
+        return Result.done()
+    return await _follow_pod(ctx, er, pod, scope)
+
+
+async def _create_jit_secret(ctx: Context, er: Manifest, scope: Scope) -> Manifest | None:
+    name = str(meta(er)["name"])
+    spec = er.get("spec") or {}
+    scale_set_id = int(spec.get("runnerScaleSetId") or 0)
+    work_folder = ""
+    for container in (spec.get("spec") or {}).get("containers") or []:
+        if container.get("name") == RUNNER_CONTAINER:
+            work_folder = str(container.get("workingDir") or "")
+    registrar = _registrar(ctx)
+    try:
+        jit = await registrar.generate_jit_config(
+            scope.namespace, scope.ars, scale_set_id, name, work_folder
+        )
+    except RunnerExistsError:
+        existing = await registrar.get_runner(scope.namespace, scope.ars, name)
+        if existing is None:
+            return None
+        if existing.runner_scale_set_id in (0, scale_set_id):
+            await registrar.remove_runner(scope.namespace, scope.ars, existing.id)
+            return None
+        await ctx.writer.delete(er, scope, "runner name registered in another scale set")
+        return None
+    secret = build_jit_secret(
+        er,
+        ctx.build,
+        encoded_jit_config=jit.encoded_jit_config.get_secret_value(),
+        runner_id=jit.runner_id,
+        runner_name=jit.runner_name,
+    )
+    return await ctx.writer.create(secret, scope, "JIT config of the runner")
+
+
+async def _follow_pod(ctx: Context, er: Manifest, pod: Manifest, scope: Scope) -> Result:
+    name = str(meta(er)["name"])
+    namespace = str(meta(er)["namespace"])
+    pod_status = pod.get("status") or {}
+    state = runner_container_state(pod)
+    terminated = (state or {}).get("terminated")
+    if pod_status.get("phase") == "Failed" and terminated is None:
+        return await _pod_failed(ctx, er, pod, scope)
+    if terminated is not None:
+        exit_code = int(terminated.get("exitCode") or 0)
+        if exit_code == 0:
+            await ctx.writer.delete(er, scope, "runner finished its job")
+            return Result.done()
+        if exit_code == RUNNER_OUTDATED_EXIT_CODE:
+            await ctx.writer.patch_status(
+                EPHEMERAL_RUNNER.kind,
+                name,
+                namespace,
+                {"phase": "Outdated", "reason": "Outdated", "message": "Runner is deprecated"},
+                scope,
+                "runner image is outdated",
+            )
+            return Result.done()
+        return await _pod_failed(ctx, er, pod, scope)
+    if state is None:
+        return Result.done()
+    phase = pod_status.get("phase") or "Pending"
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in pod_status.get("conditions") or []
+    )
+    status = er.get("status") or {}
+    wanted = {
+        "phase": phase if phase in ("Pending", "Running") else status.get("phase", "Pending"),
+        "ready": ready,
+        "reason": str(pod_status.get("reason") or ""),
+        "message": str(pod_status.get("message") or ""),
+    }
+    if any(status.get(k) != v for k, v in wanted.items()):
+        await ctx.writer.patch_status(
+            EPHEMERAL_RUNNER.kind, name, namespace, wanted, scope, f"runner pod is {phase}"
+        )
+        owner = controller_owner(er, KIND_ERS)
+        if owner:
+            ctx.enqueue(Key("ers", namespace, str(owner)))
+    return Result.done()
+
+
+async def _pod_failed(ctx: Context, er: Manifest, pod: Manifest, scope: Scope) -> Result:
+    """``deleteEphemeralRunnerOrPod``: a runner with a job goes; otherwise retry its pod."""
+    name = str(meta(er)["name"])
+    namespace = str(meta(er)["namespace"])
+    if (er.get("status") or {}).get("jobId"):
+        await ctx.writer.delete(er, scope, "runner pod failed during a job")
+        return Result.done()
+    await ctx.writer.delete(pod, scope, "runner pod failed: retry with backoff")
+    failures = dict((er.get("status") or {}).get("failures") or {})
+    failures[str(meta(pod).get("uid", ""))] = _now()
+    pod_status = pod.get("status") or {}
+    await ctx.writer.patch_status(
+        EPHEMERAL_RUNNER.kind,
+        name,
+        namespace,
+        {
+            "failures": failures,
+            "ready": False,
+            "reason": str(pod_status.get("reason") or ""),
+            "message": str(pod_status.get("message") or ""),
+        },
+        scope,
+        "record a runner pod failure",
+    )
+    return Result.again(WAIT_SECONDS)
+
+
+async def _delete_pod_and_secret(ctx: Context, er: Manifest, scope: Scope, why: str) -> bool:
+    name = str(meta(er)["name"])
+    namespace = str(meta(er)["namespace"])
+    remaining = False
+    for kind in (POD, SECRET):
+        obj = await _get(ctx, kind, name, namespace)
+        if obj is not None:
+            remaining = True
+            await ctx.writer.delete(obj, scope, why)
+    return remaining
+
+
+async def _clean_up(ctx: Context, er: Manifest, scope: Scope) -> Result:
+    finalizers = finalizers_of(er)
+    if FINALIZER_ER not in finalizers:
+        return Result.done()
+    if FINALIZER_ER_REGISTRATION in finalizers:
+        registered = int((er.get("status") or {}).get("runnerId") or 0)
+        if registered == 0:
+            secret = await _get(ctx, SECRET, str(meta(er)["name"]), str(meta(er)["namespace"]))
+            if secret is not None:
+                try:
+                    registered = int(decode_data(secret).get("runnerId", "0"))
+                except ValueError:
+                    registered = 0
+        if registered > 0:
+            outcome = await _registrar(ctx).remove_runner(scope.namespace, scope.ars, registered)
+            if outcome == "job_still_running":
+                return Result.again(JOB_RUNNING_RECHECK_SECONDS)
+        er = await ctx.writer.patch(
+            EPHEMERAL_RUNNER.kind,
+            str(meta(er)["name"]),
+            str(meta(er)["namespace"]),
+            finalizer_patch(er, [f for f in finalizers if f != FINALIZER_ER_REGISTRATION]),
+            scope,
+            "runner removed from the service",
+        )
+    await _delete_pod_and_secret(ctx, er, scope, "EphemeralRunner deleted")
+    await ctx.writer.patch(
+        EPHEMERAL_RUNNER.kind,
+        str(meta(er)["name"]),
+        str(meta(er)["namespace"]),
+        finalizer_patch(er, [f for f in finalizers_of(er) if f != FINALIZER_ER]),
+        scope,
+        "release the EphemeralRunner",
+    )
+    owner = controller_owner(er, KIND_ERS)
+    if owner:
+        ctx.enqueue(Key("ers", str(meta(er)["namespace"]), str(owner)))
+    return Result.done()

@@ -1,0 +1,292 @@
+"""EphemeralRunnerSet controller (spec §3.5): patchID-gated scaling of EphemeralRunners.
+
+Scale only when ``spec.patchID`` is 0 (forced) or differs from the newest runner's
+``patch-id`` (a new request): a stale or duplicate listener patch changes nothing. Busy runners
+are never removed; idle ones only on a forced (``patchID == 0``) scale-down, and only after the
+registrar removed them from the service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arcflow.common.builders import build_ephemeral_runner, build_runner_proxy_secret
+from arcflow.common.constants import (
+    ANNOTATION_INTEGRITY_HASH,
+    ANNOTATION_PATCH_ID,
+    FINALIZER_ERS,
+    LABEL_RUNNER_VARIANT,
+    LABEL_SCALE_SET_NAME,
+    LABEL_SCALE_SET_NAMESPACE,
+)
+from arcflow.common.hashing import ephemeral_runner_set_integrity_hash
+from arcflow.common.kube import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, SECRET, NotFoundError
+from arcflow.common.naming import runner_proxy_secret_name
+from arcflow.reconciler.audit import Scope
+from arcflow.reconciler.controllers.base import (
+    Context,
+    Manifest,
+    annotations_of,
+    finalizer_patch,
+    finalizers_of,
+    is_deleting,
+    labels_of,
+    meta,
+    owned_by,
+    read_proxy_credentials,
+)
+from arcflow.reconciler.workqueue import Key, Result
+
+WAIT_SECONDS = 1.0
+BUSY_RECHECK_SECONDS = 5.0
+
+
+def scope_of(obj: Manifest) -> Scope:
+    labels = labels_of(obj)
+    return Scope(
+        labels.get(LABEL_SCALE_SET_NAMESPACE) or str(meta(obj).get("namespace", "")),
+        labels.get(LABEL_SCALE_SET_NAME, ""),
+        labels.get(LABEL_RUNNER_VARIANT, ""),
+    )
+
+
+def bucket_runners(runners: list[Manifest]) -> dict[str, list[Manifest]]:
+    """Upstream's buckets: deleting, running, finished, failed, outdated, pending."""
+    buckets: dict[str, list[Manifest]] = {
+        k: [] for k in ("deleting", "running", "finished", "failed", "outdated", "pending")
+    }
+    for er in runners:
+        phase = (er.get("status") or {}).get("phase", "")
+        if is_deleting(er):
+            buckets["deleting"].append(er)
+        elif phase == "Running":
+            buckets["running"].append(er)
+        elif phase == "Succeeded":
+            buckets["finished"].append(er)
+        elif phase == "Failed":
+            buckets["failed"].append(er)
+        elif phase == "Outdated":
+            buckets["outdated"].append(er)
+        else:
+            buckets["pending"].append(er)
+    return buckets
+
+
+def latest_patch_id(runners: list[Manifest]) -> int:
+    latest = 0
+    for er in runners:
+        try:
+            latest = max(latest, int(annotations_of(er).get(ANNOTATION_PATCH_ID, "0")))
+        except ValueError:
+            continue
+    return latest
+
+
+def should_scale(patch_id: int, latest: int) -> bool:
+    """§4.5: 0 forces; otherwise only a patch id no runner was created for yet."""
+    return patch_id == 0 or patch_id != latest
+
+
+def has_job(er: Manifest) -> bool:
+    return bool((er.get("status") or {}).get("jobId"))
+
+
+def runner_id(er: Manifest) -> int:
+    return int((er.get("status") or {}).get("runnerId") or 0)
+
+
+def idle_removal_candidates(buckets: dict[str, list[Manifest]]) -> list[Manifest]:
+    """Pending then running runners, oldest first, minus unregistered and busy ones."""
+
+    def created(er: Manifest) -> str:
+        return str(meta(er).get("creationTimestamp") or "")
+
+    ordered = sorted(buckets["pending"], key=created) + sorted(buckets["running"], key=created)
+    return [er for er in ordered if runner_id(er) != 0 and not has_job(er)]
+
+
+async def runners_of(ctx: Context, ers: Manifest) -> list[Manifest]:
+    listed = await ctx.kube.list(
+        EPHEMERAL_RUNNER,
+        namespace=str(meta(ers)["namespace"]),
+        label_selector={
+            LABEL_SCALE_SET_NAME: labels_of(ers).get(LABEL_SCALE_SET_NAME, ""),
+            LABEL_SCALE_SET_NAMESPACE: labels_of(ers).get(LABEL_SCALE_SET_NAMESPACE, ""),
+        },
+    )
+    uid = str(meta(ers).get("uid"))
+    return [er for er in listed.items if owned_by(er, uid)]
+
+
+async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
+    try:
+        ers = await ctx.kube.get(EPHEMERAL_RUNNER_SET, key.name, key.namespace)
+    except NotFoundError:
+        return Result.done()
+    scope = scope_of(ers)
+    if is_deleting(ers):
+        return await _clean_up(ctx, ers, scope)
+    if FINALIZER_ERS not in finalizers_of(ers):
+        ers = await ctx.writer.patch(
+            EPHEMERAL_RUNNER_SET.kind,
+            key.name,
+            key.namespace,
+            finalizer_patch(ers, [*finalizers_of(ers), FINALIZER_ERS]),
+            scope,
+            "add the EphemeralRunnerSet finalizer",
+        )
+    spec = ers.get("spec") or {}
+    computed = ephemeral_runner_set_integrity_hash(spec.get("ephemeralRunnerSpec") or {})
+    if annotations_of(ers).get(ANNOTATION_INTEGRITY_HASH) != computed:
+        # Someone edited the runner spec directly: runners of the old spec go (§3.5 step 3).
+        await _remove_runners(ctx, ers, scope, await runners_of(ctx, ers))
+        await ctx.writer.patch(
+            EPHEMERAL_RUNNER_SET.kind,
+            key.name,
+            key.namespace,
+            {"metadata": {"annotations": {ANNOTATION_INTEGRITY_HASH: computed}}},
+            scope,
+            "runner spec edited in place: record its hash",
+        )
+        return Result.again(WAIT_SECONDS)
+    if (ers.get("status") or {}).get("phase") == "Outdated":
+        await _remove_runners(ctx, ers, scope, await runners_of(ctx, ers))
+        return Result.done()
+    await _ensure_proxy_secret(ctx, ers, scope)
+
+    runners = await runners_of(ctx, ers)
+    buckets = bucket_runners(runners)
+    patch_id = int(spec.get("patchID") or 0)
+    replicas = int(spec.get("replicas") or 0)
+    total = len(buckets["pending"]) + len(buckets["running"]) + len(buckets["failed"])
+    if should_scale(patch_id, latest_patch_id(runners)):
+        for er in buckets["finished"]:
+            await ctx.writer.delete(er, scope, "finished runner cleared on a new scale request")
+            ctx.enqueue(Key("er", key.namespace, str(meta(er)["name"])))
+        if total < replicas:
+            for _ in range(replicas - total):
+                created = await ctx.writer.create(
+                    build_ephemeral_runner(ers, ctx.build),
+                    scope,
+                    f"scale up to {replicas} (patchID {patch_id})",
+                )
+                ctx.enqueue(Key("er", key.namespace, str(meta(created)["name"])))
+                buckets["pending"].append(created)
+        elif patch_id == 0 and total > replicas:
+            await _remove_idle(ctx, scope, buckets, total - replicas)
+    await _update_status(ctx, ers, scope, bucket_runners(await runners_of(ctx, ers)))
+    return Result.done()
+
+
+async def _remove_idle(
+    ctx: Context, scope: Scope, buckets: dict[str, list[Manifest]], count: int
+) -> None:
+    removed = 0
+    for er in idle_removal_candidates(buckets):
+        if removed >= count:
+            return
+        if ctx.registrar is None:
+            raise RuntimeError("no registrar client: cannot remove idle runners")
+        outcome = await ctx.registrar.remove_runner(scope.namespace, scope.ars, runner_id(er))
+        if outcome == "job_still_running":
+            continue
+        await ctx.writer.delete(er, scope, "scale down: idle runner removed from the service")
+        ctx.enqueue(Key("er", str(meta(er)["namespace"]), str(meta(er)["name"])))
+        removed += 1
+
+
+async def _update_status(
+    ctx: Context, ers: Manifest, scope: Scope, buckets: dict[str, list[Manifest]]
+) -> None:
+    counts = {k: len(v) for k, v in buckets.items()}
+    ctx.metrics.record_runner_counts(
+        str(meta(ers)["name"]), str(meta(ers)["namespace"]), labels_of(ers), counts
+    )
+    status = ers.get("status") or {}
+    phase = "Outdated" if buckets["outdated"] else (status.get("phase") or "Running")
+    wanted: dict[str, Any] = {
+        "currentReplicas": counts["pending"] + counts["running"] + counts["failed"],
+        "pendingEphemeralRunners": counts["pending"],
+        "runningEphemeralRunners": counts["running"],
+        "failedEphemeralRunners": counts["failed"],
+        "phase": phase,
+    }
+    if all(status.get(k) == v for k, v in wanted.items()):
+        return
+    await ctx.writer.patch_status(
+        EPHEMERAL_RUNNER_SET.kind,
+        str(meta(ers)["name"]),
+        str(meta(ers)["namespace"]),
+        wanted,
+        scope,
+        "runner counts changed",
+    )
+    ctx.enqueue(Key("ars", scope.namespace, scope.ars))
+
+
+async def _ensure_proxy_secret(ctx: Context, ers: Manifest, scope: Scope) -> None:
+    proxy = ((ers.get("spec") or {}).get("ephemeralRunnerSpec") or {}).get("proxy")
+    if not proxy:
+        return
+    credentials = await read_proxy_credentials(ctx.kube, scope.namespace, proxy)
+    want = build_runner_proxy_secret(ers, credentials)
+    if want is None:
+        return
+    name = str(meta(want)["name"])
+    try:
+        live = await ctx.kube.get(SECRET, name, str(meta(want)["namespace"]))
+    except NotFoundError:
+        await ctx.writer.create(want, scope, "runner proxy settings")
+        return
+    if live.get("data") != want.get("data") or annotations_of(live).get(
+        ANNOTATION_INTEGRITY_HASH
+    ) != annotations_of(want).get(ANNOTATION_INTEGRITY_HASH):
+        await ctx.writer.patch(
+            "Secret",
+            name,
+            str(meta(want)["namespace"]),
+            {"metadata": {"annotations": annotations_of(want)}, "data": want.get("data")},
+            scope,
+            "runner proxy settings changed",
+        )
+
+
+async def _remove_runners(
+    ctx: Context, ers: Manifest, scope: Scope, runners: list[Manifest]
+) -> bool:
+    """``cleanUpEphemeralRunners``: every runner but busy ones; True when none is left."""
+    for er in runners:
+        if is_deleting(er):
+            continue
+        phase = (er.get("status") or {}).get("phase", "")
+        if phase == "Running" and has_job(er):
+            continue  # never kill a busy runner; the ER finalizer handles deregistration
+        await ctx.writer.delete(er, scope, "EphemeralRunnerSet cleanup")
+        ctx.enqueue(Key("er", str(meta(er)["namespace"]), str(meta(er)["name"])))
+    return not runners
+
+
+async def _clean_up(ctx: Context, ers: Manifest, scope: Scope) -> Result:
+    if FINALIZER_ERS not in finalizers_of(ers):
+        return Result.done()
+    runners = await runners_of(ctx, ers)
+    if not await _remove_runners(ctx, ers, scope, runners):
+        busy = any(has_job(er) for er in runners)
+        return Result.again(BUSY_RECHECK_SECONDS if busy else WAIT_SECONDS)
+    proxy_name = runner_proxy_secret_name(str(meta(ers)["name"]), str(meta(ers)["namespace"]))
+    try:
+        proxy = await ctx.kube.get(SECRET, proxy_name, str(meta(ers)["namespace"]))
+    except NotFoundError:
+        proxy = None
+    if proxy is not None:
+        await ctx.writer.delete(proxy, scope, "EphemeralRunnerSet deleted")
+    await ctx.writer.patch(
+        EPHEMERAL_RUNNER_SET.kind,
+        str(meta(ers)["name"]),
+        str(meta(ers)["namespace"]),
+        finalizer_patch(ers, [f for f in finalizers_of(ers) if f != FINALIZER_ERS]),
+        scope,
+        "runners gone: release the EphemeralRunnerSet",
+    )
+    ctx.enqueue(Key("ars", scope.namespace, scope.ars))
+    return Result.done()

@@ -1,0 +1,76 @@
+"""The reconciler's metrics: upstream's ``gha_controller_*`` gauges plus reconcile telemetry.
+
+Instruments are OpenTelemetry (exported on the service's Prometheus endpoint by
+``arcflow.common.telemetry.setup_metrics``); attributes are low-cardinality except the
+upstream gauges, which carry upstream's labels (name, namespace, repository, organization,
+enterprise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from opentelemetry.metrics import Meter, NoOpMeter
+
+from arcflow.common.constants import (
+    LABEL_ENTERPRISE,
+    LABEL_ORGANIZATION,
+    LABEL_REPOSITORY,
+    LABEL_SCALE_SET_NAME,
+)
+
+
+def upstream_labels(name: str, namespace: str, labels: Mapping[str, str]) -> dict[str, str]:
+    """Upstream's controller metric labels for an object with ARS-derived labels."""
+    return {
+        "name": name,
+        "namespace": namespace,
+        "repository": labels.get(LABEL_REPOSITORY, ""),
+        "organization": labels.get(LABEL_ORGANIZATION, ""),
+        "enterprise": labels.get(LABEL_ENTERPRISE, ""),
+    }
+
+
+class ReconcilerMetrics:
+    def __init__(self, meter: Meter | None = None) -> None:
+        meter = meter or NoOpMeter("arcflow.reconciler")
+        self.pending_runners = meter.create_gauge(
+            "gha_controller_pending_ephemeral_runners",
+            description="EphemeralRunners pending, per EphemeralRunnerSet",
+        )
+        self.running_runners = meter.create_gauge(
+            "gha_controller_running_ephemeral_runners",
+            description="EphemeralRunners running, per EphemeralRunnerSet",
+        )
+        self.failed_runners = meter.create_gauge(
+            "gha_controller_failed_ephemeral_runners",
+            description="EphemeralRunners failed, per EphemeralRunnerSet",
+        )
+        self.running_listeners = meter.create_gauge(
+            "gha_controller_running_listeners",
+            description="1 when the listener pod of an AutoscalingListener runs, else 0",
+        )
+        self.reconciles = meter.create_counter(
+            "arcflow_reconciler_reconciles", description="Reconcile passes (attribute kind)"
+        )
+        self.errors = meter.create_counter(
+            "arcflow_reconciler_errors", description="Failed reconcile passes (attribute kind)"
+        )
+        self.duration = meter.create_histogram(
+            "arcflow_reconciler_reconcile_duration",
+            unit="s",
+            description="Duration of one reconcile pass (attribute kind)",
+        )
+        self.writes = meter.create_counter(
+            "arcflow_reconciler_writes",
+            description="Objects created/patched/deleted (attributes action, kind)",
+        )
+
+    def record_runner_counts(
+        self, ers_name: str, namespace: str, labels: Mapping[str, str], counts: Mapping[str, int]
+    ) -> None:
+        attrs = upstream_labels(labels.get(LABEL_SCALE_SET_NAME, ers_name), namespace, labels)
+        attrs["name"] = ers_name
+        self.pending_runners.set(counts.get("pending", 0), attrs)
+        self.running_runners.set(counts.get("running", 0), attrs)
+        self.failed_runners.set(counts.get("failed", 0), attrs)

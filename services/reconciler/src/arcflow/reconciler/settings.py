@@ -1,0 +1,76 @@
+"""Reconciler settings from the environment (``ARCFLOW_RECONCILER_*``).
+
+NATS and Kubernetes connections have their own settings in ``arcflow.common``
+(``ARCFLOW_NATS_*``, ``ARCFLOW_KUBE_*``); this class holds what the reconciler decides.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from arcflow.common.builders import BuildSettings
+from arcflow.common.constants import LISTENER_DEFAULT_ENTRYPOINT
+
+
+class ReconcilerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ARCFLOW_RECONCILER_", extra="ignore")
+
+    controller_namespace: str = Field(
+        default="arc-systems",
+        description="Namespace of listeners and their config Secrets (upstream: the "
+        "controller's own namespace)",
+    )
+    listener_image: str = Field(default="ghcr.io/arcflow/listener:latest")
+    listener_image_pull_secrets: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Comma-separated pull secret names for listener pods"
+    )
+    listener_entrypoint: str = LISTENER_DEFAULT_ENTRYPOINT
+    listener_log_level: str = "debug"
+    listener_log_format: str = "text"
+    listener_metrics_addr: str = ":8080"
+    listener_metrics_endpoint: str = "/metrics"
+    build_version: str = "dev"
+    exclude_label_propagation_prefixes: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    workers: int = Field(default=4, ge=1, description="Reconciles running at once")
+    retry_base_seconds: float = Field(default=0.5, gt=0, description="First retry delay")
+    retry_cap_seconds: float = Field(default=60.0, gt=0)
+    resync_interval_seconds: float = Field(
+        default=60.0, gt=0, description="Period of the full re-list that enqueues every object"
+    )
+    fetch_batch: int = Field(default=32, ge=1)
+    fetch_timeout_seconds: float = Field(default=1.0, gt=0)
+    rpc_timeout_seconds: float = Field(default=10.0, gt=0)
+
+    instance: str = ""
+    log_json: bool = True
+    log_level: str = "INFO"
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = Field(default=8080, ge=0, le=65535)
+
+    @field_validator(
+        "listener_image_pull_secrets", "exclude_label_propagation_prefixes", mode="before"
+    )
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    def build_settings(self) -> BuildSettings:
+        """The builders' settings (validated there: a bad image or namespace fails here)."""
+        return BuildSettings(
+            controller_namespace=self.controller_namespace,
+            listener_image=self.listener_image,
+            listener_image_pull_secrets=tuple(self.listener_image_pull_secrets),
+            listener_entrypoint=self.listener_entrypoint,
+            log_level=self.listener_log_level,
+            log_format=self.listener_log_format,
+            listener_metrics_addr=self.listener_metrics_addr,
+            listener_metrics_endpoint=self.listener_metrics_endpoint,
+            build_version=self.build_version,
+            exclude_label_propagation_prefixes=tuple(self.exclude_label_propagation_prefixes),
+        )

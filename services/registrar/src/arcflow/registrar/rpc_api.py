@@ -1,0 +1,286 @@
+"""The registrar's request/reply API: typed requests, replies and a client for the reconciler.
+
+Transport is core NATS request/reply on ``arc.rpc.registrar.<op>``, never JetStream: a JIT
+config is a runner credential and must not be persisted anywhere but the runner's Secret.
+Replies are ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "reason"}}``.
+
+This module imports only pydantic, nats-py and ``arcflow.common`` so it can move to
+``arcflow.common`` unchanged (services may not import each other).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Final, Generic, Literal, TypeVar
+
+import nats.errors
+from nats.aio.client import Client as NatsClient
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_serializer
+
+from arcflow.common.subjects import (
+    RPC_REGISTRAR_GET_RUNNER,
+    RPC_REGISTRAR_JITCONFIG,
+    RPC_REGISTRAR_REMOVE_RUNNER,
+)
+
+JITCONFIG_SUBJECT: Final = RPC_REGISTRAR_JITCONFIG
+REMOVE_RUNNER_SUBJECT: Final = RPC_REGISTRAR_REMOVE_RUNNER
+GET_RUNNER_SUBJECT: Final = RPC_REGISTRAR_GET_RUNNER
+#: Queue group of the registrar replicas: each request is answered by exactly one of them.
+RPC_QUEUE_GROUP: Final = "registrar"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RpcErrorCode(StrEnum):
+    RUNNER_EXISTS = "runner_exists"
+    """A runner with that name is already registered (JIT config only)."""
+    NOT_FOUND = "not_found"
+    """The ARS, its registration, or the scale set is unknown."""
+    INVALID_REQUEST = "invalid_request"
+    """The request does not parse or names something that does not belong together."""
+    CREDENTIALS = "credentials_error"
+    """The ARS's credentials Secret is missing or malformed."""
+    UPSTREAM_ERROR = "upstream_error"
+    """The Actions service failed (retries exhausted, unexpected status, bad response)."""
+    INTERNAL = "internal"
+
+
+class RpcError(_Model):
+    code: RpcErrorCode
+    reason: str
+
+
+# --- requests and results -------------------------------------------------------------------
+
+
+class _ArsScoped(_Model):
+    namespace: str = Field(min_length=1)
+    ars: str = Field(min_length=1, description="AutoscalingRunnerSet name")
+
+
+class JitConfigRequest(_ArsScoped):
+    scale_set_id: int = Field(gt=0)
+    runner_name: str = Field(min_length=1, max_length=253)
+    work_folder: str = ""
+
+
+class JitConfigResult(_Model):
+    runner_id: int
+    runner_name: str
+    scale_set_id: int
+    encoded_jit_config: SecretStr = Field(description="Runner credential: reply only, never logged")
+
+    @field_serializer("encoded_jit_config", when_used="json")
+    def _reveal_on_the_wire(self, value: SecretStr) -> str:
+        """JSON is the reply payload, the only place the value travels; reprs stay masked."""
+        return value.get_secret_value()
+
+
+class RemoveRunnerRequest(_ArsScoped):
+    runner_id: int = Field(gt=0)
+
+
+RemoveOutcome = Literal["ok", "job_still_running", "not_found"]
+
+
+class RemoveRunnerResult(_Model):
+    outcome: RemoveOutcome
+
+
+class GetRunnerRequest(_ArsScoped):
+    runner_name: str = Field(min_length=1)
+
+
+class RunnerInfo(_Model):
+    id: int
+    name: str
+    runner_scale_set_id: int = 0
+
+
+class GetRunnerResult(_Model):
+    runner: RunnerInfo | None = None
+    """``None``: no runner with that name is registered."""
+
+
+ResultT = TypeVar("ResultT", bound=BaseModel)
+
+
+class RpcReply(BaseModel, Generic[ResultT]):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ok: bool
+    result: ResultT | None = None
+    error: RpcError | None = None
+
+    @classmethod
+    def success(cls, result: ResultT) -> RpcReply[ResultT]:
+        return cls(ok=True, result=result)
+
+    @classmethod
+    def failure(cls, code: RpcErrorCode, reason: str) -> RpcReply[ResultT]:
+        return cls(ok=False, error=RpcError(code=code, reason=reason))
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(exclude_none=True).encode()
+
+
+# --- errors the client raises -----------------------------------------------------------------
+
+
+class RegistrarRpcError(Exception):
+    """The registrar answered with an error, or did not answer."""
+
+    code: RpcErrorCode = RpcErrorCode.INTERNAL
+
+    def __init__(self, reason: str, code: RpcErrorCode | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        if code is not None:
+            self.code = code
+
+
+class RunnerExistsRpcError(RegistrarRpcError):
+    code = RpcErrorCode.RUNNER_EXISTS
+
+
+class NotFoundRpcError(RegistrarRpcError):
+    code = RpcErrorCode.NOT_FOUND
+
+
+class InvalidRequestRpcError(RegistrarRpcError):
+    code = RpcErrorCode.INVALID_REQUEST
+
+
+class CredentialsRpcError(RegistrarRpcError):
+    code = RpcErrorCode.CREDENTIALS
+
+
+class UpstreamRpcError(RegistrarRpcError):
+    code = RpcErrorCode.UPSTREAM_ERROR
+
+
+class RegistrarUnavailableError(RegistrarRpcError):
+    """No registrar answered in time (none running, or it is overloaded): retry later."""
+
+    code = RpcErrorCode.INTERNAL
+
+
+_ERRORS: Final[dict[RpcErrorCode, type[RegistrarRpcError]]] = {
+    RpcErrorCode.RUNNER_EXISTS: RunnerExistsRpcError,
+    RpcErrorCode.NOT_FOUND: NotFoundRpcError,
+    RpcErrorCode.INVALID_REQUEST: InvalidRequestRpcError,
+    RpcErrorCode.CREDENTIALS: CredentialsRpcError,
+    RpcErrorCode.UPSTREAM_ERROR: UpstreamRpcError,
+}
+
+
+def error_for(error: RpcError) -> RegistrarRpcError:
+    return _ERRORS.get(error.code, RegistrarRpcError)(error.reason, error.code)
+
+
+# --- client -----------------------------------------------------------------------------------
+
+
+class RegistrarRpcClient:
+    """Typed calls to the registrar over core NATS request/reply (used by the reconciler)."""
+
+    def __init__(self, nc: NatsClient, *, timeout: float = 10.0) -> None:
+        self._nc = nc
+        self.timeout = timeout
+
+    async def _call(self, subject: str, request: BaseModel, result_type: type[ResultT]) -> ResultT:
+        try:
+            message = await self._nc.request(
+                subject, request.model_dump_json().encode(), timeout=self.timeout
+            )
+        except nats.errors.NoRespondersError:
+            raise RegistrarUnavailableError(f"no registrar is serving {subject}") from None
+        except nats.errors.TimeoutError:
+            raise RegistrarUnavailableError(
+                f"no reply on {subject} within {self.timeout:g}s"
+            ) from None
+        try:
+            reply = RpcReply[result_type].model_validate_json(message.data)  # type: ignore[valid-type]
+        except ValidationError as exc:
+            raise RegistrarRpcError(
+                f"malformed reply on {subject}: {exc.error_count()} validation error(s)"
+            ) from None
+        if not reply.ok or reply.result is None:
+            if reply.error is None:
+                raise RegistrarRpcError(f"reply on {subject} has neither result nor error")
+            raise error_for(reply.error)
+        result: ResultT = reply.result
+        return result
+
+    async def generate_jit_config(
+        self,
+        namespace: str,
+        ars: str,
+        scale_set_id: int,
+        runner_name: str,
+        work_folder: str = "",
+    ) -> JitConfigResult:
+        """Register a just-in-time runner; raises :class:`RunnerExistsRpcError` on a name clash."""
+        request = JitConfigRequest(
+            namespace=namespace,
+            ars=ars,
+            scale_set_id=scale_set_id,
+            runner_name=runner_name,
+            work_folder=work_folder,
+        )
+        return await self._call(JITCONFIG_SUBJECT, request, JitConfigResult)
+
+    async def remove_runner(self, namespace: str, ars: str, runner_id: int) -> RemoveOutcome:
+        """Remove a runner: ``ok``, ``job_still_running`` (skip, retry later) or ``not_found``."""
+        request = RemoveRunnerRequest(namespace=namespace, ars=ars, runner_id=runner_id)
+        result = await self._call(REMOVE_RUNNER_SUBJECT, request, RemoveRunnerResult)
+        return result.outcome
+
+    async def get_runner(self, namespace: str, ars: str, runner_name: str) -> RunnerInfo | None:
+        """The registered runner with that name, or ``None``."""
+        request = GetRunnerRequest(namespace=namespace, ars=ars, runner_name=runner_name)
+        result = await self._call(GET_RUNNER_SUBJECT, request, GetRunnerResult)
+        return result.runner
+
+
+def parse_request(model: type[_ArsScoped], data: bytes) -> _ArsScoped:
+    """Parse a request; raises ``ValueError`` with field names (never values)."""
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+            for err in exc.errors(include_input=False, include_url=False)
+        )
+        raise ValueError(f"invalid {model.__name__}: {problems}") from None
+
+
+__all__: list[Any] = [
+    "GET_RUNNER_SUBJECT",
+    "JITCONFIG_SUBJECT",
+    "REMOVE_RUNNER_SUBJECT",
+    "RPC_QUEUE_GROUP",
+    "CredentialsRpcError",
+    "GetRunnerRequest",
+    "GetRunnerResult",
+    "InvalidRequestRpcError",
+    "JitConfigRequest",
+    "JitConfigResult",
+    "NotFoundRpcError",
+    "RegistrarRpcClient",
+    "RegistrarRpcError",
+    "RegistrarUnavailableError",
+    "RemoveOutcome",
+    "RemoveRunnerRequest",
+    "RemoveRunnerResult",
+    "RpcError",
+    "RpcErrorCode",
+    "RpcReply",
+    "RunnerExistsRpcError",
+    "RunnerInfo",
+    "UpstreamRpcError",
+    "parse_request",
+]

@@ -1,0 +1,215 @@
+"""Serves ``arc.rpc.registrar.*`` over core NATS request/reply (queue group ``registrar``).
+
+Nothing here touches JetStream: requests and replies are plain core messages, so the JIT
+config in a reply is never stored. Replies carry typed errors; nothing logged here contains a
+reply body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from pydantic import BaseModel
+
+from arcflow.common.actions.errors import (
+    ActionsClientError,
+    JobStillRunningError,
+    RunnerExistsError,
+    RunnerNotFoundError,
+    ScaleSetNotFoundError,
+)
+from arcflow.common.github_url import InvalidGitHubConfigUrlError
+from arcflow.common.telemetry import redact_text
+from arcflow.registrar.credentials import CredentialsUnavailableError
+from arcflow.registrar.metrics import RegistrarMetrics
+from arcflow.registrar.rpc_api import (
+    GET_RUNNER_SUBJECT,
+    JITCONFIG_SUBJECT,
+    REMOVE_RUNNER_SUBJECT,
+    RPC_QUEUE_GROUP,
+    GetRunnerRequest,
+    GetRunnerResult,
+    JitConfigRequest,
+    JitConfigResult,
+    RemoveRunnerRequest,
+    RemoveRunnerResult,
+    RpcErrorCode,
+    RpcReply,
+    RunnerInfo,
+    parse_request,
+)
+from arcflow.registrar.service import Registrar
+
+log = logging.getLogger(__name__)
+
+
+class RpcFailureError(Exception):
+    def __init__(self, code: RpcErrorCode, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+def _upstream(exc: BaseException) -> RpcFailureError:
+    return RpcFailureError(RpcErrorCode.UPSTREAM_ERROR, redact_text(f"{type(exc).__name__}: {exc}"))
+
+
+class RegistrarRpcServer:
+    def __init__(
+        self,
+        nc: NatsClient,
+        registrar: Registrar,
+        *,
+        metrics: RegistrarMetrics | None = None,
+        concurrency: int = 32,
+    ) -> None:
+        self._nc = nc
+        self._registrar = registrar
+        self._metrics = metrics or registrar.metrics
+        self._slots = asyncio.Semaphore(concurrency)
+        self._subs: list[Subscription] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        routes: list[tuple[str, str, Callable[[bytes], Awaitable[BaseModel]]]] = [
+            (JITCONFIG_SUBJECT, "jitconfig", self._jitconfig),
+            (REMOVE_RUNNER_SUBJECT, "remove-runner", self._remove_runner),
+            (GET_RUNNER_SUBJECT, "get-runner", self._get_runner),
+        ]
+        for subject, op, handler in routes:
+            self._subs.append(
+                await self._nc.subscribe(
+                    subject, queue=RPC_QUEUE_GROUP, cb=self._dispatcher(op, handler)
+                )
+            )
+        await self._nc.flush()
+
+    async def stop(self) -> None:
+        for sub in self._subs:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        self._subs.clear()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _dispatcher(
+        self, op: str, handler: Callable[[bytes], Awaitable[BaseModel]]
+    ) -> Callable[[Msg], Awaitable[None]]:
+        async def on_request(msg: Msg) -> None:
+            task = asyncio.create_task(self._serve(op, handler, msg))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        return on_request
+
+    async def _serve(
+        self, op: str, handler: Callable[[bytes], Awaitable[BaseModel]], msg: Msg
+    ) -> None:
+        started = time.perf_counter()
+        outcome = "ok"
+        reply: RpcReply[Any]
+        async with self._slots:
+            try:
+                reply = RpcReply[Any].success(await handler(msg.data))
+            except RpcFailureError as exc:
+                outcome = exc.code.value
+                reply = RpcReply[Any].failure(exc.code, exc.reason)
+            except Exception as exc:
+                outcome = RpcErrorCode.INTERNAL.value
+                log.exception("RPC handler failed", extra={"op": op})
+                reply = RpcReply[Any].failure(RpcErrorCode.INTERNAL, type(exc).__name__)
+        if msg.reply:
+            try:
+                await msg.respond(reply.encode())
+            except Exception as exc:
+                log.warning(
+                    "could not send RPC reply", extra={"op": op, "error": type(exc).__name__}
+                )
+        elapsed = time.perf_counter() - started
+        self._metrics.rpc_requests.add(1, {"op": op, "outcome": outcome})
+        self._metrics.rpc_duration.record(elapsed, {"op": op})
+        log.info("rpc served", extra={"op": op, "outcome": outcome, "seconds": round(elapsed, 4)})
+
+    async def _client(self, namespace: str, ars: str) -> Any:
+        try:
+            return await self._registrar.client_for_ars(namespace, ars)
+        except LookupError as exc:
+            raise RpcFailureError(RpcErrorCode.NOT_FOUND, str(exc)) from None
+        except CredentialsUnavailableError as exc:
+            raise RpcFailureError(RpcErrorCode.CREDENTIALS, str(exc)) from None
+        except InvalidGitHubConfigUrlError as exc:
+            raise RpcFailureError(RpcErrorCode.INVALID_REQUEST, str(exc)) from None
+
+    @staticmethod
+    def _parse(model: type[Any], data: bytes) -> Any:
+        try:
+            return parse_request(model, data)
+        except ValueError as exc:
+            raise RpcFailureError(RpcErrorCode.INVALID_REQUEST, str(exc)) from None
+
+    async def _jitconfig(self, data: bytes) -> JitConfigResult:
+        request: JitConfigRequest = self._parse(JitConfigRequest, data)
+        client, _ = await self._client(request.namespace, request.ars)
+        records = await self._registrar.load_records(request.namespace, request.ars)
+        if request.scale_set_id not in {r.scale_set_id for r in records}:
+            raise RpcFailureError(
+                RpcErrorCode.NOT_FOUND,
+                f"scale set {request.scale_set_id} is not registered for "
+                f"{request.namespace}/{request.ars}",
+            )
+        try:
+            config = await client.generate_jit_runner_config(
+                request.scale_set_id, request.runner_name, request.work_folder
+            )
+        except RunnerExistsError:
+            raise RpcFailureError(
+                RpcErrorCode.RUNNER_EXISTS, f"a runner named {request.runner_name!r} exists"
+            ) from None
+        except ScaleSetNotFoundError:
+            raise RpcFailureError(
+                RpcErrorCode.NOT_FOUND, f"scale set {request.scale_set_id} not found"
+            ) from None
+        except ActionsClientError as exc:
+            raise _upstream(exc) from None
+        return JitConfigResult(
+            runner_id=config.runner.id,
+            runner_name=config.runner.name or request.runner_name,
+            scale_set_id=config.runner.runner_scale_set_id or request.scale_set_id,
+            encoded_jit_config=config.encoded_jit_config,
+        )
+
+    async def _remove_runner(self, data: bytes) -> RemoveRunnerResult:
+        request: RemoveRunnerRequest = self._parse(RemoveRunnerRequest, data)
+        client, _ = await self._client(request.namespace, request.ars)
+        try:
+            await client.remove_runner(request.runner_id)
+        except JobStillRunningError:
+            return RemoveRunnerResult(outcome="job_still_running")
+        except RunnerNotFoundError:
+            return RemoveRunnerResult(outcome="not_found")
+        except ActionsClientError as exc:
+            raise _upstream(exc) from None
+        return RemoveRunnerResult(outcome="ok")
+
+    async def _get_runner(self, data: bytes) -> GetRunnerResult:
+        request: GetRunnerRequest = self._parse(GetRunnerRequest, data)
+        client, _ = await self._client(request.namespace, request.ars)
+        try:
+            runner = await client.get_runner_by_name(request.runner_name)
+        except ActionsClientError as exc:
+            raise _upstream(exc) from None
+        if runner is None:
+            return GetRunnerResult(runner=None)
+        return GetRunnerResult(
+            runner=RunnerInfo(
+                id=runner.id, name=runner.name, runner_scale_set_id=runner.runner_scale_set_id
+            )
+        )

@@ -1,0 +1,47 @@
+"""Registrar settings from the environment (``ARCFLOW_REGISTRAR_*``).
+
+NATS and Kubernetes connections have their own settings classes in ``arcflow.common``
+(``ARCFLOW_NATS_*``, ``ARCFLOW_KUBE_*``); this class holds only what the registrar decides.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RegistrarSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ARCFLOW_REGISTRAR_", extra="ignore")
+
+    instance: str = Field(
+        default="",
+        description="Name of this replica (lock owner, logs); default: hostname and pid",
+    )
+    log_json: bool = True
+    log_level: str = "INFO"
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = Field(default=8080, ge=0, le=65535, description="Prometheus /metrics")
+    health_host: str = "0.0.0.0"
+    health_port: int = Field(default=8081, ge=0, le=65535, description="/healthz and /readyz")
+
+    fetch_batch: int = Field(default=16, ge=1, description="Messages pulled per fetch")
+    fetch_timeout_seconds: float = Field(default=1.0, gt=0)
+    retry_delay_seconds: float = Field(default=1.0, gt=0, description="First nak delay")
+    retry_delay_cap_seconds: float = Field(default=60.0, gt=0)
+
+    resync_interval_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Period of the sweep over registrations (pending deletions, lost events)",
+    )
+    lock_ttl_seconds: float = Field(
+        default=30.0, gt=0, description="Lease of the per-ARS lock (taken over after expiry)"
+    )
+    lock_wait_seconds: float = Field(
+        default=2.0, ge=0, description="How long a handler waits for a busy ARS lock"
+    )
+
+    actions_max_retries: int = Field(default=4, ge=0, description="HTTP retries per request")
+    actions_retry_wait_max_seconds: float = Field(default=30.0, gt=0)
+    client_cache_size: int = Field(default=64, ge=1, description="Cached Actions clients")
+    rpc_concurrency: int = Field(default=32, ge=1, description="RPC requests served at once")
