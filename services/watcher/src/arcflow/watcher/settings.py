@@ -1,0 +1,84 @@
+"""Watcher settings from the environment (prefix ``ARCFLOW_WATCHER_``).
+
+NATS and Kubernetes connection settings keep their shared prefixes (``ARCFLOW_NATS_``,
+``ARCFLOW_KUBE_``) so every service is configured the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Final
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from arcflow.common import constants
+from arcflow.common.kube import KubeSettings, parse_label_selector
+from arcflow.common.nats.settings import NatsSettings
+
+#: Pods and Secrets are watched only when they carry this label (runner and listener pods
+#: inherit it from their ERS/AutoscalingListener; arcflow labels the secrets it creates).
+DEFAULT_OWNED_SELECTOR: Final = f"{constants.LABEL_PART_OF}={constants.PART_OF_VALUE}"
+
+_DNS_LABEL_MAX: Final = 63
+_DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+class WatcherSettings(BaseSettings):
+    """Everything the watcher process reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="ARCFLOW_WATCHER_", extra="ignore")
+
+    namespaces: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="namespaces to watch, comma-separated; empty: all namespaces",
+    )
+    pod_label_selector: str = Field(
+        default=DEFAULT_OWNED_SELECTOR, description="label selector for the Pods to watch"
+    )
+    secret_label_selector: str = Field(
+        default=DEFAULT_OWNED_SELECTOR, description="label selector for the Secrets to watch"
+    )
+    resync_interval_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        description="seconds between RESYNC rounds (one event per cached object); 0 disables",
+    )
+    checkpoint_interval_seconds: float = Field(
+        default=2.0, gt=0, description="at most this often a changed resume point is saved"
+    )
+    health_host: str = "0.0.0.0"
+    health_port: int = Field(default=8081, ge=0, le=65535)
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = Field(default=8080, ge=0, le=65535)
+    watch_timeout_seconds: int = Field(
+        default=300, ge=1, description="server-side watch timeout; the watch is then resumed"
+    )
+    backoff_initial_seconds: float = Field(default=0.2, gt=0)
+    backoff_max_seconds: float = Field(default=10.0, gt=0)
+    publish_timeout_seconds: float = Field(default=5.0, gt=0)
+    log_json: bool = True
+    log_level: str = "INFO"
+    nats: NatsSettings = Field(default_factory=NatsSettings)
+    kube: KubeSettings = Field(default_factory=KubeSettings)
+
+    @field_validator("namespaces", mode="before")
+    @classmethod
+    def _split_namespaces(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("namespaces")
+    @classmethod
+    def _valid_namespaces(cls, value: list[str]) -> list[str]:
+        for namespace in value:
+            if len(namespace) > _DNS_LABEL_MAX or not _DNS_LABEL.fullmatch(namespace):
+                raise ValueError(f"{namespace!r} is not a valid namespace name (DNS label)")
+        return sorted(set(value))
+
+    @field_validator("pod_label_selector", "secret_label_selector")
+    @classmethod
+    def _valid_selector(cls, value: str) -> str:
+        parse_label_selector(value)  # raises LabelSelectorError (a ValueError) with the reason
+        return value

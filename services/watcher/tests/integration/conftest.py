@@ -1,0 +1,244 @@
+"""Harness for the watcher's integration tests: the real emulator, a real nats-server.
+
+Each test watches its own namespace, so tests sharing the session nats-server (and its
+ARC_K8S stream and watcher KV bucket) never see each other's events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import pytest
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from arcflow.common import constants
+from arcflow.common.events import K8sObjectChanged, parse_event
+from arcflow.common.kube import KubeClient
+from arcflow.common.nats.jetstream import STREAM_K8S, ensure_jetstream
+from arcflow.common.nats.settings import NatsSettings
+from arcflow.common.telemetry import MetricsServer, setup_metrics
+from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.watcher.service import WatcherService, connect_nats
+from arcflow.watcher.settings import WatcherSettings
+
+OWNED = {constants.LABEL_PART_OF: constants.PART_OF_VALUE}
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One stored stream message, decoded."""
+
+    seq: int
+    subject: str
+    event: K8sObjectChanged
+    headers: dict[str, str]
+    raw: bytes
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.event.resource, self.event.name, self.event.change)
+
+
+def manifest(kind: str, name: str, namespace: str, **extra: Any) -> dict[str, Any]:
+    """A minimal valid object of one of the watched kinds."""
+    api_version = "v1" if kind in ("Pod", "Secret") else constants.API_VERSION
+    body: dict[str, Any] = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(OWNED)},
+    }
+    if kind == "Pod":
+        body["spec"] = {"containers": [{"name": "runner", "image": "ghcr.io/actions/runner"}]}
+    elif kind == "Secret":
+        body["data"] = {}
+    else:
+        body["spec"] = {"githubConfigUrl": "https://github.com/arcflow-test"}
+    body.update(extra)
+    return body
+
+
+def metric_value(exposition: str, name: str, **labels: str) -> float:
+    """Sum of the samples of ``name`` whose labels include ``labels`` (0 if none)."""
+    total = 0.0
+    for line in exposition.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        if all(f'{k}="{v}"' in head for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+@dataclass
+class WatcherHarness:
+    """A watcher service over the test's emulator and NATS, plus stream/metrics readers."""
+
+    emulator: KubeEmulator
+    kube: KubeClient
+    nats_url: str
+    namespace: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    nc: NatsClient | None = None
+    js: JetStreamContext | None = None
+    service: WatcherService | None = None
+    metrics: MetricsServer | None = None
+    _reader: NatsClient | None = None
+
+    manifest = staticmethod(manifest)
+    metric_value = staticmethod(metric_value)
+
+    def settings(self) -> WatcherSettings:
+        values: dict[str, Any] = {
+            "namespaces": [self.namespace],
+            "resync_interval_seconds": 0,
+            "checkpoint_interval_seconds": 0.1,
+            "backoff_initial_seconds": 0.05,
+            "backoff_max_seconds": 0.5,
+            "publish_timeout_seconds": 1.0,
+            "health_host": "127.0.0.1",
+            "health_port": 0,
+            "nats": NatsSettings(url=self.nats_url),
+        }
+        values.update(self.overrides)
+        return WatcherSettings(**values)
+
+    async def start(self, *, wait_ready: bool = True) -> WatcherService:
+        settings = self.settings()
+        if self.nc is None:
+            self.nc = await connect_nats(settings)
+            self.js = self.nc.jetstream()
+            await ensure_jetstream(self.js, consumers=())
+        if self.metrics is None:
+            self.metrics = setup_metrics("watcher-test", host="127.0.0.1", port=0)
+        assert self.js is not None
+        self.service = WatcherService(
+            settings, kube=self.kube, js=self.js, meter=self.metrics.meter
+        )
+        await self.service.start_health_server("127.0.0.1", 0)
+        self.service.start()
+        if wait_ready:
+            async with asyncio.timeout(5):
+                await self.service.wait_ready()
+        return self.service
+
+    async def stop_service(self) -> None:
+        if self.service is not None:
+            await self.service.stop()
+            self.service = None
+
+    async def close(self) -> None:
+        await self.stop_service()
+        for client in (self.nc, self._reader):
+            if client is not None and not client.is_closed:
+                with contextlib.suppress(Exception):
+                    await client.close()
+        if self.metrics is not None:
+            self.metrics.stop()
+
+    # --- reading the stream ---------------------------------------------------------------
+
+    async def _reader_js(self) -> JetStreamContext:
+        if self._reader is None or self._reader.is_closed:
+            self._reader = NatsClient()
+            await self._reader.connect(self.nats_url, max_reconnect_attempts=-1)
+        return self._reader.jetstream()
+
+    async def events(self, subject_filter: str | None = None) -> list[Seen]:
+        """Every stored message of this test's namespace (or ``subject_filter``), in order."""
+        js = await self._reader_js()
+        subject_filter = subject_filter or f"arc.k8s.*.{self.namespace}.>"
+        seen: list[Seen] = []
+        seq = 0
+        while True:
+            try:
+                msg = await js.get_msg(
+                    STREAM_K8S.name, seq=seq + 1, subject=subject_filter, next=True
+                )
+            except NotFoundError:
+                return seen
+            seq = msg.seq or seq + 1
+            data = msg.data or b""
+            event = parse_event(data)
+            assert isinstance(event, K8sObjectChanged)
+            seen.append(Seen(seq, msg.subject or "", event, dict(msg.headers or {}), data))
+
+    async def wait_events(
+        self,
+        predicate: Callable[[list[Seen]], bool],
+        within: float = 5.0,
+        subject_filter: str | None = None,
+    ) -> list[Seen]:
+        """Poll the stream until ``predicate`` holds (then return the events) or fail."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while True:
+            got = await self.events(subject_filter)
+            if predicate(got):
+                return got
+            if loop.time() > deadline:
+                pytest.fail(f"timed out; stream has {[s.key for s in got]}")
+            await asyncio.sleep(0.05)
+
+    async def wait_keys(
+        self, expected: list[tuple[str, str, str]], within: float = 5.0
+    ) -> list[Seen]:
+        """Wait until every expected (resource, name, change) is stored; return all events."""
+        return await self.wait_events(
+            lambda got: all(k in {s.key for s in got} for k in expected), within
+        )
+
+    async def scrape(self) -> str:
+        assert self.metrics is not None
+        async with aiohttp.ClientSession() as http, http.get(self.metrics.url) as resp:
+            return await resp.text()
+
+    async def health(self, path: str) -> tuple[int, dict[str, Any]]:
+        assert self.service is not None
+        assert self.service.health_port is not None
+        url = f"http://127.0.0.1:{self.service.health_port}{path}"
+        async with aiohttp.ClientSession() as http, http.get(url) as resp:
+            return resp.status, json.loads(await resp.text())
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"w-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def harness(
+    kube_emulator: KubeEmulator, kube_client: KubeClient, nats_url: str, namespace: str
+) -> AsyncIterator[WatcherHarness]:
+    h = WatcherHarness(kube_emulator, kube_client, nats_url, namespace)
+    try:
+        yield h
+    finally:
+        await h.close()
+
+
+@pytest.fixture
+async def harness_factory(
+    kube_emulator: KubeEmulator, kube_client: KubeClient, namespace: str
+) -> AsyncIterator[Callable[[str], Awaitable[WatcherHarness]]]:
+    """Build harnesses on another NATS (e.g. ``private_nats_server.url``); closed at the end."""
+    made: list[WatcherHarness] = []
+
+    async def make(nats_url: str) -> WatcherHarness:
+        h = WatcherHarness(kube_emulator, kube_client, nats_url, namespace)
+        made.append(h)
+        return h
+
+    try:
+        yield make
+    finally:
+        for h in made:
+            await h.close()

@@ -1,0 +1,205 @@
+"""The watcher against the real emulator and nats-server: exact events per change."""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from typing import Any
+
+import aiohttp
+import pytest
+
+from arcflow.common.kube import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+    POD,
+    SECRET,
+    Resource,
+)
+from arcflow.common.nats.publish import MSG_ID_HEADER
+from arcflow.watcher.service import WatcherService
+
+pytestmark = pytest.mark.integration
+
+KINDS: list[Resource] = [
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    AUTOSCALING_LISTENER,
+    POD,
+    SECRET,
+]
+
+
+async def test_readiness_flips_after_the_initial_lists(harness: Any) -> None:
+    await harness.kube.create(harness.manifest("Pod", "before-start", harness.namespace))
+    service = await harness.start(wait_ready=False)
+    status, body = await harness.health("/readyz")
+    # The initial lists may already be done on a fast machine; if not, readyz says what waits.
+    if status == 503:
+        assert body["pending"]
+    async with asyncio.timeout(5):
+        await service.wait_ready()
+    assert await harness.health("/readyz") == (200, {"status": "ready", "pending": []})
+    assert (await harness.health("/healthz"))[0] == 200
+    await harness.wait_keys([("pods", "before-start", "ADDED")])
+
+
+async def test_not_ready_before_watchers_start(harness: Any) -> None:
+    await harness.start()  # connects NATS and metrics, then we build a second, unstarted one
+    idle = WatcherService(
+        harness.settings(), kube=harness.kube, js=harness.js, meter=harness.metrics.meter
+    )
+    port = await idle.start_health_server("127.0.0.1", 0)
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/readyz") as resp:
+                assert resp.status == 503
+                body = await resp.json()
+            async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                assert resp.status == 503
+        assert len(body["pending"]) == 6
+        assert f"pods@{harness.namespace}" in body["pending"]
+    finally:
+        await idle.stop()
+
+
+async def test_create_modify_delete_each_kind_yields_exact_events(harness: Any) -> None:
+    ns = harness.namespace
+    await harness.start()
+    expected: dict[str, list[tuple[str, str]]] = {}
+    for resource in KINDS:
+        name = f"{resource.singular}-1"
+        created = await harness.kube.create(harness.manifest(resource.kind, name, ns))
+        patch: dict[str, Any] = {"metadata": {"labels": {"touched": "yes"}}}
+        if resource is SECRET:
+            patch["data"] = {"token": "c2VjcmV0"}
+        modified = await harness.kube.patch_merge(resource, name, patch, namespace=ns)
+        await harness.kube.delete(resource, name, namespace=ns)
+        subject = f"arc.k8s.{resource.plural}.{ns}.{name}"
+        expected[subject] = [
+            ("ADDED", created["metadata"]["resourceVersion"]),
+            ("MODIFIED", modified["metadata"]["resourceVersion"]),
+            ("DELETED", ""),
+        ]
+    # A pod without our label is not watched.
+    stranger = harness.manifest("Pod", "not-ours", ns)
+    stranger["metadata"]["labels"] = {"app": "other"}
+    await harness.kube.create(stranger)
+
+    got = await harness.wait_events(lambda got: len(got) >= 3 * len(KINDS))
+    await asyncio.sleep(0.3)  # nothing more may arrive
+    got = await harness.events()
+    assert len(got) == 3 * len(KINDS), [s.key for s in got]
+    by_subject: dict[str, list[Any]] = {}
+    for seen in got:
+        by_subject.setdefault(seen.subject, []).append(seen)
+    assert set(by_subject) == set(expected)
+    for subject, seq in by_subject.items():
+        changes = [(s.event.change, s.event.resource_version) for s in seq]
+        want = expected[subject]
+        assert [c for c, _ in changes] == [c for c, _ in want], subject
+        assert changes[0][1] == want[0][1]
+        assert changes[1][1] == want[1][1]
+        assert int(changes[2][1]) > int(want[1][1])
+        for seen in seq:
+            event = seen.event
+            assert event.namespace == ns
+            assert event.source == "watcher"
+            assert seen.headers[MSG_ID_HEADER] == (
+                f"k8s.object.changed:{event.uid}:{event.resource_version}:{event.change}"
+            )
+        assert seq[1].event.labels["touched"] == "yes"
+        assert seq[0].event.generation == 1
+    # Kinds and api versions as upstream names them.
+    kinds = {s.event.kind for s in got}
+    assert kinds == {r.kind for r in KINDS}
+
+    text = await harness.scrape()
+    assert (
+        harness.metric_value(
+            text, "arcflow_watcher_events_published_total", resource="pods", change="ADDED"
+        )
+        >= 1
+    )
+    assert harness.metric_value(text, "arcflow_watcher_publish_lag_seconds_count") >= 18
+    assert harness.metric_value(text, "arcflow_watcher_relists_total", reason="initial") == 6
+
+
+async def test_secret_data_never_reaches_the_stream_or_kv(harness: Any) -> None:
+    ns = harness.namespace
+    await harness.start()
+    plain = "ghs_S3cretJitTokenValue0123456789"
+    encoded = "Z2hzX1MzY3JldEppdFRva2VuVmFsdWUwMTIzNDU2Nzg5"
+    secret = harness.manifest("Secret", "jit-config", ns, data={"jitToken": encoded})
+    secret["stringData"] = {"token": plain}
+    await harness.kube.create(secret)
+    await harness.kube.patch_merge(SECRET, "jit-config", {"data": {"more": encoded}}, namespace=ns)
+    await harness.kube.delete(SECRET, "jit-config", namespace=ns)
+    got = await harness.wait_keys(
+        [(r, "jit-config", c) for r in ("secrets",) for c in ("ADDED", "MODIFIED", "DELETED")]
+    )
+    for seen in got:
+        assert encoded.encode() not in seen.raw
+        assert plain.encode() not in seen.raw
+        assert b"jitToken" not in seen.raw
+        assert "data" not in seen.event.model_dump()
+    # The persisted resume point holds metadata only as well.
+    await harness.stop_service()
+    kv = await harness.js.key_value("arcflow_watch")
+    entry = await kv.get(f"secrets.{ns}")
+    stored = zlib.decompress(entry.value or b"")
+    assert encoded.encode() not in stored
+    assert plain.encode() not in stored
+
+
+async def test_malformed_object_is_reported_and_others_keep_flowing(harness: Any) -> None:
+    ns = harness.namespace
+    await harness.start()
+    await harness.kube.create(harness.manifest("Pod", "broken", ns))
+    await harness.wait_keys([("pods", "broken", "ADDED")])
+    # A broken server hands out an object without metadata.uid from now on.
+    stored = harness.emulator.store.objects[("", "pods")][(ns, "broken")]
+    del stored["metadata"]["uid"]
+    await harness.kube.patch_merge(
+        POD, "broken", {"metadata": {"labels": {"x": "1"}}}, namespace=ns
+    )
+    await harness.kube.create(harness.manifest("Pod", "healthy", ns))
+    await harness.kube.create(harness.manifest("EphemeralRunner", "runner-after", ns))
+    got = await harness.wait_keys(
+        [("pods", "healthy", "ADDED"), ("ephemeralrunners", "runner-after", "ADDED")]
+    )
+    assert ("pods", "broken", "MODIFIED") not in {s.key for s in got}
+    text = await harness.scrape()
+    assert (
+        harness.metric_value(text, "arcflow_watcher_malformed_objects_total", resource="pods") >= 1
+    )
+    # A re-list meets the malformed item again: reported, skipped, the rest still announced.
+    harness.emulator.expire_history()
+    harness.emulator.drop_watches()
+    await harness.kube.create(harness.manifest("Pod", "after-relist", ns))
+    got = await harness.wait_keys([("pods", "after-relist", "ADDED")])
+    assert ("pods", "broken", "DELETED") not in {s.key for s in got}
+    text = await harness.scrape()
+    assert harness.metric_value(text, "arcflow_watcher_relists_total", reason="expired") >= 1
+    assert (await harness.health("/healthz"))[0] == 200
+
+
+async def test_resync_rounds_publish_each_object_with_distinct_ids(harness: Any) -> None:
+    ns = harness.namespace
+    harness.overrides["resync_interval_seconds"] = 0.4
+    await harness.kube.create(harness.manifest("EphemeralRunnerSet", "ers-a", ns))
+    await harness.kube.create(harness.manifest("EphemeralRunnerSet", "ers-b", ns))
+    await harness.start()
+    got = await harness.wait_events(
+        lambda got: sum(1 for s in got if s.event.change == "RESYNC") >= 4, within=5
+    )
+    resyncs = [s for s in got if s.event.change == "RESYNC"]
+    names = [s.event.name for s in resyncs]
+    assert names.count("ers-a") >= 2
+    assert names.count("ers-b") >= 2
+    ids = [s.headers[MSG_ID_HEADER] for s in resyncs]
+    assert len(set(ids)) == len(ids)
+    assert all(s.event.resource_version for s in resyncs)
