@@ -1,0 +1,85 @@
+{{/* What makes this chart the reconciler's (the other templates are shared). */}}
+{{- define "arcflow-svc.component" -}}reconciler{{- end -}}
+
+{{- define "arcflow-svc.envPrefix" -}}ARCFLOW_RECONCILER_{{- end -}}
+
+{{/* Where listener pods, their service accounts, Roles and config Secrets go. */}}
+{{- define "arcflow-svc.controllerNamespace" -}}
+{{- default .Release.Namespace .Values.controllerNamespace -}}
+{{- end -}}
+
+{{/*
+The labels the upstream gha-runner-scale-set chart (and arcflow-runner-set) use to find the
+controller's service account when controllerServiceAccount is not set.
+*/}}
+{{- define "arcflow-svc.deploymentLabels" -}}
+app.kubernetes.io/part-of: gha-rs-controller
+actions.github.com/controller-service-account-name: {{ include "arcflow-svc.serviceAccountName" . }}
+actions.github.com/controller-service-account-namespace: {{ .Release.Namespace }}
+{{- $watched := include "arcflow-svc.watchedNamespaces" . }}
+{{- if and $watched (not (contains "," $watched)) }}
+actions.github.com/controller-watch-single-namespace: {{ $watched }}
+{{- end }}
+{{- end -}}
+
+{{- define "arcflow-svc.serviceEnv" -}}
+{{- $listener := .Values.listener -}}
+- name: ARCFLOW_RECONCILER_CONTROLLER_NAMESPACE
+  value: {{ include "arcflow-svc.controllerNamespace" . | quote }}
+- name: ARCFLOW_RECONCILER_LISTENER_IMAGE
+  value: {{ include "arcflow-svc.image" (dict "root" . "image" $listener.image) | quote }}
+{{- with $listener.imagePullSecrets }}
+- name: ARCFLOW_RECONCILER_LISTENER_IMAGE_PULL_SECRETS
+  value: {{ join "," . | quote }}
+{{- end }}
+- name: ARCFLOW_RECONCILER_LISTENER_ENTRYPOINT
+  value: {{ $listener.entrypoint | quote }}
+- name: ARCFLOW_RECONCILER_LISTENER_LOG_LEVEL
+  value: {{ $listener.logLevel | quote }}
+- name: ARCFLOW_RECONCILER_LISTENER_LOG_FORMAT
+  value: {{ $listener.logFormat | quote }}
+{{- with .Values.buildVersion }}
+- name: ARCFLOW_RECONCILER_BUILD_VERSION
+  value: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "arcflow-svc.extraRbacNamespaces" -}}
+{{- include "arcflow-svc.controllerNamespace" . -}}
+{{- end -}}
+
+{{/*
+What the reconciler writes: the four kinds (with status and finalizers), runner and listener
+pods, their Secrets (JIT config, listener config), and the listener's service account, Role and
+RoleBinding; events to explain what it did. configmaps get: the GitHub server CA bundle.
+A Role it creates can only grant what it holds itself (patch on ERS/ER), which it does.
+*/}}
+{{- define "arcflow-svc.rules" -}}
+- apiGroups: [actions.github.com]
+  resources: [autoscalingrunnersets, ephemeralrunnersets, ephemeralrunners, autoscalinglisteners]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [actions.github.com]
+  resources: [autoscalingrunnersets/status, ephemeralrunnersets/status, ephemeralrunners/status, autoscalinglisteners/status]
+  verbs: [get, update, patch]
+- apiGroups: [actions.github.com]
+  resources: [autoscalingrunnersets/finalizers, ephemeralrunnersets/finalizers, ephemeralrunners/finalizers, autoscalinglisteners/finalizers]
+  verbs: [update]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [secrets, serviceaccounts]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end -}}

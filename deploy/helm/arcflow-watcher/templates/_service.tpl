@@ -1,0 +1,25 @@
+{{/* What makes this chart the watcher's (the other templates are shared). */}}
+{{- define "arcflow-svc.component" -}}watcher{{- end -}}
+
+{{- define "arcflow-svc.envPrefix" -}}ARCFLOW_WATCHER_{{- end -}}
+
+{{- define "arcflow-svc.deploymentLabels" -}}{{- end -}}
+
+{{- define "arcflow-svc.serviceEnv" -}}
+{{- with include "arcflow-svc.watchedNamespaces" . }}
+- name: ARCFLOW_WATCHER_NAMESPACES
+  value: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Read-only: the four kinds, and the pods and secrets arcflow owns. */}}
+{{- define "arcflow-svc.rules" -}}
+- apiGroups: [actions.github.com]
+  resources: [autoscalingrunnersets, ephemeralrunnersets, ephemeralrunners, autoscalinglisteners]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [pods, secrets]
+  verbs: [get, list, watch]
+{{- end -}}
+
+{{- define "arcflow-svc.extraRbacNamespaces" -}}{{- end -}}

@@ -1,0 +1,389 @@
+"""The arcflow-runner-set chart: upstream gha-runner-scale-set values, validations and messages,
+plus runnerVariants. Rendered AutoscalingRunnerSets must satisfy our CRD schema and the same
+rules the controller applies (arcflow.common.validation)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+
+from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.validation import validate_autoscaling_runner_set
+from deploy.tests.helpers import (
+    VALUES_DIR,
+    Helm,
+    crd_schema,
+    load_values,
+    validate_builtin,
+    validate_pod_template,
+)
+
+pytestmark = pytest.mark.integration
+
+CHART = "arcflow-runner-set"
+ARS_SCHEMA = crd_schema("actions.github.com_autoscalingrunnersets.yaml")
+VALID_VALUES = ("minimal", "two-variants", "dind", "kubernetes", "kubernetes-novolume")
+
+
+def _check_rendered(docs: list[dict[str, Any]]) -> AutoscalingRunnerSet:
+    """Every built-in kind against the 1.32 schemas, the ARS against our CRD and our rules."""
+    ars_docs = [d for d in docs if d["kind"] == "AutoscalingRunnerSet"]
+    assert len(ars_docs) == 1
+    for doc in docs:
+        if doc["kind"] != "AutoscalingRunnerSet":
+            validate_builtin(doc)
+    ars_doc = ars_docs[0]
+    jsonschema.validate(ars_doc, ARS_SCHEMA)
+    validate_pod_template(ars_doc["spec"]["template"], "template")
+    for index, variant in enumerate(ars_doc["spec"].get("runnerVariants", [])):
+        if "template" in variant:
+            validate_pod_template(variant["template"], f"runnerVariants[{index}].template")
+    ars = AutoscalingRunnerSet.from_manifest(ars_doc)
+    assert validate_autoscaling_runner_set(ars) == []
+    return ars
+
+
+def _by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        kinds.setdefault(doc["kind"], []).append(doc)
+    return kinds
+
+
+@pytest.mark.parametrize("name", VALID_VALUES)
+def test_valid_values_render_valid_manifests(helm: Helm, name: str) -> None:
+    docs = helm.render(CHART, VALUES_DIR / "runner-set" / f"{name}.yaml")
+    _check_rendered(docs)
+
+
+def test_minimal_values_render_the_upstream_object_set(helm: Helm) -> None:
+    docs = helm.render(CHART, VALUES_DIR / "runner-set" / "minimal.yaml", release="linux-x64")
+    kinds = _by_kind(docs)
+    ars = kinds["AutoscalingRunnerSet"][0]
+    assert ars["metadata"]["name"] == "linux-x64"
+    assert ars["metadata"]["namespace"] == "arc"
+    assert ars["spec"]["githubConfigUrl"] == "https://github.com/example-org"  # "/" trimmed
+    assert ars["spec"]["githubConfigSecret"] == "linux-x64-gha-rs-github-secret"
+    assert ars["spec"]["runnerScaleSetName"] == "linux-x64"
+    assert "minRunners" not in ars["spec"]
+    assert "maxRunners" not in ars["spec"]
+    pod = ars["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert pod["serviceAccountName"] == "linux-x64-gha-rs-no-permission"
+    labels = ars["metadata"]["labels"]
+    assert labels["app.kubernetes.io/component"] == "autoscaling-runner-set"
+    assert labels["app.kubernetes.io/version"] == "0.1.0"
+    assert labels["actions.github.com/scale-set-name"] == "linux-x64"
+    assert labels["actions.github.com/scale-set-namespace"] == "arc"
+    annotations = ars["metadata"]["annotations"]
+    assert (
+        annotations["actions.github.com/cleanup-github-secret-name"]
+        == "linux-x64-gha-rs-github-secret"
+    )
+    assert annotations["actions.github.com/cleanup-manager-role-name"] == "linux-x64-gha-rs-manager"
+    assert (
+        annotations["actions.github.com/cleanup-manager-role-binding"] == "linux-x64-gha-rs-manager"
+    )
+    assert (
+        annotations["actions.github.com/cleanup-no-permission-service-account-name"]
+        == "linux-x64-gha-rs-no-permission"
+    )
+    assert len(annotations["actions.github.com/values-hash"]) == 63
+    assert "finalizers" not in ars["metadata"]
+
+    secret = kinds["Secret"][0]
+    assert secret["metadata"]["name"] == "linux-x64-gha-rs-github-secret"
+    assert set(secret["data"]) == {"github_token"}
+    role = kinds["Role"][0]
+    assert role["metadata"]["name"] == "linux-x64-gha-rs-manager"
+    assert len(role["rules"]) == 6  # 7 with githubServerTLS
+    binding = kinds["RoleBinding"][0]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "arcflow-reconciler", "namespace": "arc-system"}
+    ]
+    for doc in docs:
+        if doc["kind"] != "AutoscalingRunnerSet":
+            assert doc["metadata"]["finalizers"] == ["actions.github.com/cleanup-protection"]
+
+
+def test_two_variants_render_as_declared(helm: Helm) -> None:
+    docs = helm.render(CHART, VALUES_DIR / "runner-set" / "two-variants.yaml")
+    ars = _check_rendered(docs)
+    assert ars.name == "linux"
+    assert "Secret" not in _by_kind(docs)  # a string githubConfigSecret names an existing one
+    variants = ars.spec.effective_variants()
+    assert [v.name for v in variants] == ["cpu", "gpu"]
+    assert [v.runner_scale_set_labels for v in variants] == [
+        ["self-hosted-cpu"],
+        ["self-hosted-gpu"],
+    ]
+    assert [(v.min_runners, v.max_runners) for v in variants] == [(0, 10), (0, 2)]
+    gpu_container = variants[1].template["spec"]["containers"][0]
+    assert gpu_container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    # containerMode is not applied to variant templates: they pass through verbatim
+    assert "restartPolicy" not in variants[1].template["spec"]
+
+
+def test_variant_length_uses_the_scale_set_name_not_the_release_name(helm: Helm) -> None:
+    """A long release name does not matter when runnerScaleSetName names the set (spec §8)."""
+    values = load_values("runner-set/two-variants.yaml")
+    values["runnerScaleSetName"] = "short"
+    values["runnerVariants"] = [{"name": "v" * 40}]
+    release = "r" * 50  # "<release>-<variant>" would be 91 characters
+    docs = helm.render(CHART, values=values, release=release)
+    ars = _check_rendered(docs)
+    assert ars.name == "short"
+
+
+def test_dind_mode_adds_the_sidecar_and_keeps_user_values(helm: Helm) -> None:
+    values = load_values("runner-set/dind.yaml")
+    runner = values.setdefault("template", {"spec": {"containers": [{}]}})["spec"]["containers"][0]
+    runner.update(
+        {
+            "name": "runner",
+            "image": "ghcr.io/actions/actions-runner:2.330.0",
+            "command": ["/home/runner/run.sh"],
+            "env": [{"name": "RUNNER_WAIT_FOR_DOCKER_IN_SECONDS", "value": "30"}],
+        }
+    )
+    docs = helm.render(CHART, values=values)
+    ars = _check_rendered(docs)
+    pod = ars.spec.template["spec"]
+    init = {c["name"]: c for c in pod["initContainers"]}
+    assert init["init-dind-externals"]["image"] == "ghcr.io/actions/actions-runner:2.330.0"
+    assert init["dind"]["restartPolicy"] == "Always"  # native sidecar on 1.29+
+    assert init["dind"]["securityContext"]["privileged"] is True
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["RUNNER_WAIT_FOR_DOCKER_IN_SECONDS"] == "30"  # the user's value wins
+    assert env["DOCKER_HOST"] == "unix:///var/run/docker.sock"
+    assert env["NODE_EXTRA_CA_CERTS"] == "/usr/local/share/ca-certificates/ca.crt"
+    assert env["RUNNER_UPDATE_CA_CERTS"] == "1"
+    assert {v["name"] for v in pod["volumes"]} == {
+        "dind-sock",
+        "dind-externals",
+        "work",
+        "github-server-tls-cert",
+    }
+    kinds = _by_kind(docs)
+    assert len(kinds["Role"][0]["rules"]) == 7  # configmaps get for the CA bundle
+    assert set(kinds["Secret"][0]["data"]) == {
+        "github_app_id",
+        "github_app_installation_id",
+        "github_app_private_key",
+    }
+    # global labels and annotations, but never reserved or actions.github.com keys
+    meta = next(d for d in docs if d["kind"] == "AutoscalingRunnerSet")["metadata"]
+    assert meta["labels"]["team"] == "platform"
+    assert meta["labels"]["actions.github.com/scale-set-name"] == "demo"
+    assert meta["annotations"]["owner"] == "platform"
+    assert meta["annotations"]["actions.github.com/cleanup-github-secret-name"] == (
+        "demo-gha-rs-github-secret"
+    )
+    assert ars.spec.autoscaling_listener_metadata is not None
+    assert ars.spec.autoscaling_listener_metadata.labels == {"listener": "yes"}
+
+
+def test_dind_before_native_sidecars_is_a_regular_container(helm: Helm) -> None:
+    docs = helm.render(
+        CHART,
+        VALUES_DIR / "runner-set" / "dind.yaml",
+        extra=("--kube-version", "1.28.0"),
+    )
+    ars = next(d for d in docs if d["kind"] == "AutoscalingRunnerSet")
+    pod = ars["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["runner", "dind"]
+    assert [c["name"] for c in pod["initContainers"]] == ["init-dind-externals"]
+
+
+def test_kubernetes_mode_objects(helm: Helm) -> None:
+    docs = helm.render(CHART, VALUES_DIR / "runner-set" / "kubernetes.yaml")
+    ars = _check_rendered(docs)
+    assert ars.name == "k8s-mode"  # "_" becomes "-" in the object name
+    assert ars.namespace == "runners"
+    assert ars.spec.runner_scale_set_name == "k8s_mode"
+    assert ars.spec.vault_config is not None
+    assert ars.spec.vault_config.type == "azure_key_vault"
+    pod = ars.spec.template["spec"]
+    assert pod["serviceAccountName"] == "k8s-mode-gha-rs-kube-mode"
+    work = next(v for v in pod["volumes"] if v["name"] == "work")
+    assert work["ephemeral"]["volumeClaimTemplate"]["spec"]["storageClassName"] == "standard"
+    kinds = _by_kind(docs)
+    kube_role = next(
+        r for r in kinds["Role"] if r["metadata"]["name"] == "k8s-mode-gha-rs-kube-mode"
+    )
+    resources = [rule["resources"][0] for rule in kube_role["rules"]]
+    assert resources == ["pods", "pods/exec", "pods/log", "jobs", "secrets", "configmaps"]
+    assert {d["metadata"]["namespace"] for d in docs} == {"runners"}
+
+
+def test_kubernetes_novolume_mode_drops_jobs_and_volumes(helm: Helm) -> None:
+    docs = helm.render(CHART, VALUES_DIR / "runner-set" / "kubernetes-novolume.yaml")
+    ars = _check_rendered(docs)
+    pod = ars.spec.template["spec"]
+    assert pod["volumes"] == []
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["ACTIONS_RUNNER_CONTAINER_HOOKS"] == "/home/runner/k8s-novolume/index.js"
+    assert env["ACTIONS_RUNNER_IMAGE"] == "ghcr.io/actions/actions-runner:latest"
+    kube_role = next(
+        d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("-kube-mode")
+    )
+    assert len(kube_role["rules"]) == 4
+
+
+def _variants(*entries: dict[str, Any]) -> dict[str, Any]:
+    return {"runnerVariants": list(entries)}
+
+
+LONG_SCALE_SET = "s" * 45
+
+FAILURES: list[tuple[str, dict[str, Any], str]] = [
+    # upstream validations (spec §5.2), same failure substrings
+    ("missing githubConfigUrl", {"githubConfigUrl": ""}, ".Values.githubConfigUrl is required"),
+    (
+        "scale set name > 45",
+        {"runnerScaleSetName": "n" * 46},
+        "Name must have up to 45 characters",
+    ),
+    (
+        "namespace > 63",
+        {"namespaceOverride": "n" * 64},
+        "Namespace must have up to 63 characters",
+    ),
+    (
+        "empty secret name",
+        {"githubConfigSecret": ""},
+        "Values.githubConfigSecret is required for setting auth with GitHub server.",
+    ),
+    (
+        "secret map without credentials",
+        {"githubConfigSecret": {"github_token": ""}},
+        "A valid .Values.githubConfigSecret is required for setting auth with GitHub server, "
+        "provide .Values.githubConfigSecret.github_token or "
+        ".Values.githubConfigSecret.github_app_id.",
+    ),
+    (
+        "app id without its key",
+        {"githubConfigSecret": {"github_app_id": "1", "github_app_installation_id": "2"}},
+        "A valid .Values.githubConfigSecret is required for setting auth with GitHub server, "
+        "provide .Values.githubConfigSecret.github_app_installation_id and "
+        ".Values.githubConfigSecret.github_app_private_key.",
+    ),
+    (
+        "empty label",
+        {"scaleSetLabels": ["linux", ""]},
+        "scaleSetLabels contains an empty string, each label must be a non-empty string of "
+        "less than 256 characters",
+    ),
+    (
+        "label of 256 characters",
+        {"scaleSetLabels": ["l" * 256]},
+        "scaleSetLabels contains a label that is 256 characters or more",
+    ),
+    (
+        "min > max",
+        {"minRunners": 5, "maxRunners": 2},
+        "maxRunners has to be greater or equal to minRunners",
+    ),
+    ("negative max", {"maxRunners": -1}, "maxRunners has to be greater or equal to 0"),
+    ("negative min", {"minRunners": -1}, "minRunners has to be greater or equal to 0"),
+    ("unknown vault", {"keyVault": {"type": "hashicorp"}}, "Unsupported keyVault type: hashicorp"),
+    (
+        "no controller found",
+        {"controllerServiceAccount": None},
+        "No gha-rs-controller deployment found using label "
+        "(app.kubernetes.io/part-of=gha-rs-controller)",
+    ),
+    (
+        "unknown container mode",
+        {"containerMode": {"type": "podman"}},
+        'Unsupported containerMode.type "podman"',
+    ),
+    # runnerVariants (spec §6.4), then our per-variant count checks
+    (
+        "variant without a name",
+        _variants({"name": "cpu"}, {"maxRunners": 2}),
+        "each runnerVariants entry needs a name",
+    ),
+    (
+        "duplicate variant",
+        _variants({"name": "cpu"}, {"name": "gpu"}, {"name": "cpu"}),
+        'runnerVariants name "cpu" is duplicated; names must be unique',
+    ),
+    (
+        "non-DNS variant name",
+        _variants({"name": "GPU_big"}),
+        'runnerVariants name "GPU_big" must be a DNS label (lower case letters, digits and dashes)',
+    ),
+    (
+        "variant name with a trailing dash",
+        _variants({"name": "gpu-"}),
+        'runnerVariants name "gpu-" must be a DNS label',
+    ),
+    (
+        "ERS name > 63 from a long scale set name",
+        {"runnerScaleSetName": LONG_SCALE_SET, **_variants({"name": "v" * 18})},
+        f'runnerVariants name "{"v" * 18}" makes the EphemeralRunnerSet name '
+        f'"{LONG_SCALE_SET}-{"v" * 18}" longer than 63 characters; use a shorter variant name',
+    ),
+    (
+        "variant min > max",
+        _variants({"name": "cpu", "minRunners": 3, "maxRunners": 1}),
+        'runnerVariants name "cpu": maxRunners has to be greater or equal to minRunners',
+    ),
+    (
+        "variant min > inherited max",
+        {"maxRunners": 2, **_variants({"name": "cpu", "minRunners": 3})},
+        'runnerVariants name "cpu": maxRunners has to be greater or equal to minRunners',
+    ),
+    (
+        "variant negative max",
+        _variants({"name": "cpu", "maxRunners": -1}),
+        'runnerVariants name "cpu": maxRunners has to be greater or equal to 0',
+    ),
+    (
+        "variant negative min",
+        _variants({"name": "cpu", "minRunners": -2}),
+        'runnerVariants name "cpu": minRunners has to be greater or equal to 0',
+    ),
+    (
+        "variant empty label",
+        _variants({"name": "cpu", "runnerScaleSetLabels": [""]}),
+        'runnerVariants name "cpu": scaleSetLabels contains an empty string',
+    ),
+    (
+        "variant unknown key",
+        _variants({"name": "cpu", "max": 3}),
+        "Additional property max is not allowed",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [pytest.param(o, m, id=i) for i, o, m in FAILURES],
+)
+def test_invalid_values_fail_with_the_reason(
+    helm: Helm, overrides: dict[str, Any], message: str
+) -> None:
+    values = load_values("runner-set/minimal.yaml")
+    values.update(overrides)
+    result = helm.template(CHART, values=values)
+    assert result.returncode != 0, f"rendered although invalid:\n{result.stdout[:2000]}"
+    assert message in result.stderr
+
+
+def test_default_values_fail_on_the_missing_url(helm: Helm) -> None:
+    result = helm.template(CHART)
+    assert result.returncode != 0
+    assert ".Values.githubConfigUrl is required" in result.stderr
+
+
+def test_longest_valid_variant_name_renders(helm: Helm) -> None:
+    """The bound is inclusive: a 63-character EphemeralRunnerSet name is fine."""
+    values = load_values("runner-set/minimal.yaml")
+    values.update({"runnerScaleSetName": LONG_SCALE_SET, **_variants({"name": "v" * 17})})
+    docs = helm.render(CHART, values=values)
+    ars = _check_rendered(docs)
+    assert len(f"{ars.name}-{'v' * 17}") == 63
