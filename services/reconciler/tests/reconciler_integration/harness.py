@@ -23,8 +23,8 @@ from arcflow.common import subjects
 from arcflow.common.events import K8sObjectChanged, ObjectWritten, parse_event
 from arcflow.common.kube import KubeClient
 from arcflow.common.nats import KV_SCALESETS, ensure_jetstream, publish_event
+from arcflow.common.scaleset_records import record_key
 from arcflow.reconciler.app import ReconcilerApp
-from arcflow.reconciler.scalesets import record_key
 from arcflow.reconciler.settings import ReconcilerSettings
 
 CONTROLLER_NS = "arc-systems"

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 
 from arcflow.common.events import EventKeys, K8sObjectChanged, OwnerRef, ScaleSetAssigned
+from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.reconciler.controllers.base import merge_patch_to
 from arcflow.reconciler.controllers.runner import backoff_remaining
 from arcflow.reconciler.controllers.runner_set import latest_patch_id, should_scale
 from arcflow.reconciler.routing import keys_for
-from arcflow.reconciler.scalesets import parse_record, record_key
+from arcflow.reconciler.scalesets import ScaleSetAssignment, parse_record
 from arcflow.reconciler.workqueue import Key, Result, WorkQueue, backoff_delay
 
 
@@ -38,10 +40,23 @@ def test_failure_backoff() -> None:
     assert backoff_remaining({"u1": "2026-01-01T00:00:08Z"}, now) == 3.0  # 5 s after 1 failure
 
 
-def test_kv_key_and_record() -> None:
-    assert record_key("arc", "big.one", "") == "arc.big=one._"
-    assert parse_record("gpu", b'{"scale_set_id": 5, "scale_set_name": "x"}') is not None
-    assert parse_record("gpu", b'{"scale_set_id": 0}') is None
+def test_kv_record_maps_to_assignment() -> None:
+    record = ScaleSetRecord(
+        namespace="arc",
+        ars="big",
+        variant="gpu",
+        scale_set_id=5,
+        scale_set_name="big-gpu",
+        runner_group_name="Default",
+        github_config_url="https://github.com/acme",
+        github_config_secret="creds",
+    )
+    assert parse_record("gpu", record.encode()) == ScaleSetAssignment(
+        variant="gpu", scale_set_id=5, scale_set_name="big-gpu", runner_group_name="Default"
+    )
+    assert parse_record("gpu", b'{"scale_set_id": 5, "scale_set_name": "x"}') is None
+    zero_id = {**json.loads(record.encode()), "scale_set_id": 0}
+    assert parse_record("gpu", json.dumps(zero_id).encode()) is None
     assert parse_record("gpu", b"not json") is None
 
 

@@ -23,10 +23,10 @@ from arcflow.common.actions import ActionsClient, RetryPolicy
 from arcflow.common.events import K8sChange, K8sObjectChanged, encode_event, parse_event
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, KubeClient
 from arcflow.common.nats import STREAMS
+from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.registrar.app import RegistrarApp
 from arcflow.registrar.credentials import Credentials
-from arcflow.registrar.records import ScaleSetRecord
 from arcflow.registrar.settings import RegistrarSettings
 
 SECRET_NAME = "github-creds"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from arcflow.common.nats import STREAMS
-from arcflow.registrar.rpc_api import (
+from arcflow.common.rpc.registrar import (
     JITCONFIG_SUBJECT,
     InvalidRequestRpcError,
     JitConfigResult,

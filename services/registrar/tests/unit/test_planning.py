@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.registrar.planning import (
     ActionKind,
     Change,
@@ -15,7 +16,6 @@ from arcflow.registrar.planning import (
     plan_scale_sets,
     scale_set_labels,
 )
-from arcflow.registrar.records import ScaleSetRecord
 
 URL = "https://github.com/my-org"
 

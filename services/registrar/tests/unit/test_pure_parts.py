@@ -1,14 +1,15 @@
-"""Record keys, credential fingerprints, RPC models and event routing: pure, no servers."""
+"""Credential fingerprints, Secret decoding, the client cache and event routing: pure, no servers.
+
+Record keys and the RPC models moved to ``arcflow.common`` (tests in ``libs/common/tests/rpc``).
+"""
 
 from __future__ import annotations
 
 import base64
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
 from arcflow.common.events import K8sChange, K8sObjectChanged
 from arcflow.registrar.consumer import ars_of_event
@@ -19,71 +20,8 @@ from arcflow.registrar.credentials import (
     decode_secret_data,
     parse_credentials,
 )
-from arcflow.registrar.records import (
-    InvalidRecordKeyError,
-    ScaleSetRecord,
-    ars_key_filter,
-    parse_record_key,
-    record_key,
-)
-from arcflow.registrar.rpc_api import (
-    JitConfigRequest,
-    JitConfigResult,
-    RpcErrorCode,
-    RpcReply,
-    RunnerExistsRpcError,
-    error_for,
-    parse_request,
-)
 
 TOKEN = "ghp_" + "S" * 36
-
-
-@pytest.mark.parametrize(
-    ("ns", "ars", "variant", "key"),
-    [
-        ("team", "arc", "", "team.arc._"),
-        ("team", "arc", "gpu", "team.arc.gpu"),
-        ("team", "arc.v2", "big-1", "team.arc=v2.big-1"),
-    ],
-)
-def test_record_keys_round_trip(ns: str, ars: str, variant: str, key: str) -> None:
-    assert record_key(ns, ars, variant) == key
-    assert parse_record_key(key) == (ns, ars, variant)
-    assert ars_key_filter(ns, ars) == key.rsplit(".", 1)[0] + ".*"
-
-
-@pytest.mark.parametrize("bad", ["", "a b", "a*", "a>", "_x"])
-def test_record_keys_reject_non_kubernetes_names(bad: str) -> None:
-    with pytest.raises(InvalidRecordKeyError):
-        record_key("ns", bad)
-
-
-def test_record_never_holds_secret_material() -> None:
-    record = ScaleSetRecord(
-        namespace="ns",
-        ars="arc",
-        scale_set_id=3,
-        scale_set_name="arc",
-        github_config_url="https://github.com/o",
-        github_config_secret="creds",
-    )
-    assert set(json.loads(record.encode())) == {
-        "namespace",
-        "ars",
-        "variant",
-        "scale_set_id",
-        "scale_set_name",
-        "runner_group_id",
-        "runner_group_name",
-        "labels",
-        "github_config_url",
-        "github_config_secret",
-        "ars_uid",
-        "announced",
-        "updated_at",
-    }
-    assert ScaleSetRecord.decode(record.encode()) == record
 
 
 def test_fingerprint_is_a_digest_that_tracks_rotation() -> None:
@@ -138,47 +76,6 @@ async def test_client_cache_reuses_per_fingerprint_and_url_and_evicts() -> None:
     assert TOKEN not in repr(built[0][1])
     await cache.aclose()
     assert len(closed) == 3
-
-
-def test_jit_result_masks_its_secret_except_on_the_wire() -> None:
-    result = JitConfigResult(
-        runner_id=1, runner_name="r", scale_set_id=2, encoded_jit_config=SecretStr("JITSECRET")
-    )
-    assert "JITSECRET" not in repr(result)
-    assert "JITSECRET" not in str(result.model_dump())
-    wire = RpcReply[JitConfigResult].success(result).encode()
-    assert json.loads(wire)["result"]["encoded_jit_config"] == "JITSECRET"
-    parsed = RpcReply[JitConfigResult].model_validate_json(wire)
-    assert parsed.result is not None
-    assert parsed.result.encoded_jit_config.get_secret_value() == "JITSECRET"
-
-
-def test_request_validation_names_fields_not_values() -> None:
-    with pytest.raises(ValueError, match="scale_set_id") as caught:
-        parse_request(
-            JitConfigRequest,
-            json.dumps(
-                {"namespace": "n", "ars": "a", "scale_set_id": 0, "runner_name": "SECRETISH"}
-            ).encode(),
-        )
-    assert "SECRETISH" not in str(caught.value)
-    with pytest.raises(ValueError, match=r"extra_forbidden|Extra inputs"):
-        parse_request(
-            JitConfigRequest,
-            b'{"namespace":"n","ars":"a","scale_set_id":1,"runner_name":"r","token":"x"}',
-        )
-
-
-def test_error_codes_map_to_typed_exceptions() -> None:
-    failure = RpcReply[JitConfigResult].failure(RpcErrorCode.RUNNER_EXISTS, "taken")
-    assert failure.error is not None
-    error = error_for(failure.error)
-    assert isinstance(error, RunnerExistsRpcError)
-    assert error.code is RpcErrorCode.RUNNER_EXISTS
-    assert json.loads(failure.encode()) == {
-        "ok": False,
-        "error": {"code": "runner_exists", "reason": "taken"},
-    }
 
 
 def _change(resource: str, change: K8sChange = "MODIFIED", **kw: Any) -> K8sObjectChanged:

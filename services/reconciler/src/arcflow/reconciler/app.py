@@ -40,6 +40,7 @@ from arcflow.common.nats import (
     NatsSettings,
     ensure_jetstream,
 )
+from arcflow.common.rpc.registrar import RegistrarRpcClient
 from arcflow.common.telemetry import setup_logging, setup_metrics
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.controllers.ars import reconcile_ars
@@ -49,7 +50,6 @@ from arcflow.reconciler.controllers.runner import reconcile_runner
 from arcflow.reconciler.controllers.runner_set import reconcile_runner_set
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.routing import keys_for
-from arcflow.reconciler.rpc import RegistrarClient
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.settings import ReconcilerSettings
 from arcflow.reconciler.workqueue import Key, Result, WorkQueue
@@ -93,7 +93,7 @@ class ReconcilerApp:
             writer=Writer(kube, self.js, self.metrics),
             build=self.settings.build_settings(),
             ids=None,
-            registrar=RegistrarClient(nc, timeout=self.settings.rpc_timeout_seconds),
+            registrar=RegistrarRpcClient(nc, timeout=self.settings.rpc_timeout_seconds),
             metrics=self.metrics,
             enqueue=self.queue.add,
         )

@@ -1,26 +1,20 @@
 """Reading the registrar's scale set ids from the ``arcflow_scalesets`` KV bucket.
 
-The registrar owns the bucket; a value is its JSON record (ids and names only, never a
-credential). Keys are ``<ns>.<ars>.<variant>`` with ``_`` for the default variant and ``.`` in
-a name written as ``=`` (KV keys allow neither ``~`` nor an empty token). This mirrors the
-registrar's ``records.record_key``: it is part of the wire contract between the two services.
+The registrar owns the bucket. Key encoding and record JSON are the shared contract in
+:mod:`arcflow.common.scaleset_records`; this module only reads records and keeps what the
+reconciler needs from them (ids and names, never a credential).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
+from pydantic import ValidationError
 
-DEFAULT_VARIANT_KEY = "_"
-
-
-def record_key(namespace: str, ars: str, variant: str = "") -> str:
-    token = DEFAULT_VARIANT_KEY if variant == "" else variant.replace(".", "=")
-    return f"{namespace.replace('.', '=')}.{ars.replace('.', '=')}.{token}"
+from arcflow.common.scaleset_records import InvalidRecordKeyError, ScaleSetRecord, record_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,21 +26,16 @@ class ScaleSetAssignment:
 
 
 def parse_record(variant: str, data: bytes) -> ScaleSetAssignment | None:
-    """The assignment in one KV value, or ``None`` if it is not a usable record."""
+    """The assignment in one KV value, or ``None`` if it is not a valid :class:`ScaleSetRecord`."""
     try:
-        raw = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(raw, dict):
-        return None
-    scale_set_id = raw.get("scale_set_id")
-    if isinstance(scale_set_id, bool) or not isinstance(scale_set_id, int) or scale_set_id <= 0:
+        record = ScaleSetRecord.decode(data)
+    except ValidationError:
         return None
     return ScaleSetAssignment(
         variant=variant,
-        scale_set_id=scale_set_id,
-        scale_set_name=str(raw.get("scale_set_name") or ""),
-        runner_group_name=str(raw.get("runner_group_name") or ""),
+        scale_set_id=record.scale_set_id,
+        scale_set_name=record.scale_set_name,
+        runner_group_name=record.runner_group_name,
     )
 
 
@@ -64,7 +53,8 @@ class ScaleSetIds:
         for variant in variants:
             try:
                 entry = await self._kv.get(record_key(namespace, ars, variant))
-            except KeyNotFoundError:
+            except (KeyNotFoundError, InvalidRecordKeyError):
+                # A name no key can hold was never registered either: absent, like a new one.
                 continue
             if entry.value is None:
                 continue

@@ -20,7 +20,7 @@ from arcflow.common.constants import (
 )
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.naming import ephemeral_runner_set_name, scale_set_name
-from arcflow.registrar.records import ScaleSetRecord
+from arcflow.common.scaleset_records import ScaleSetRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,10 +27,7 @@ from arcflow.common.actions.errors import (
     ScaleSetNotFoundError,
 )
 from arcflow.common.github_url import InvalidGitHubConfigUrlError
-from arcflow.common.telemetry import redact_text
-from arcflow.registrar.credentials import CredentialsUnavailableError
-from arcflow.registrar.metrics import RegistrarMetrics
-from arcflow.registrar.rpc_api import (
+from arcflow.common.rpc.registrar import (
     GET_RUNNER_SUBJECT,
     JITCONFIG_SUBJECT,
     REMOVE_RUNNER_SUBJECT,
@@ -46,6 +43,9 @@ from arcflow.registrar.rpc_api import (
     RunnerInfo,
     parse_request,
 )
+from arcflow.common.telemetry import redact_text
+from arcflow.registrar.credentials import CredentialsUnavailableError
+from arcflow.registrar.metrics import RegistrarMetrics
 from arcflow.registrar.service import Registrar
 
 log = logging.getLogger(__name__)

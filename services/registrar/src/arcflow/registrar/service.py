@@ -53,6 +53,12 @@ from arcflow.common.kube import (
 )
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.nats import publish_event
+from arcflow.common.scaleset_records import (
+    ScaleSetRecord,
+    ars_key_filter,
+    parse_record_key,
+    record_key,
+)
 from arcflow.common.telemetry import redact_text
 from arcflow.common.validation import validate_manifest
 from arcflow.registrar.credentials import (
@@ -72,12 +78,6 @@ from arcflow.registrar.planning import (
     is_deleting,
     live_variants,
     plan_scale_sets,
-)
-from arcflow.registrar.records import (
-    ScaleSetRecord,
-    ars_key_filter,
-    parse_record_key,
-    record_key,
 )
 
 log = logging.getLogger(__name__)

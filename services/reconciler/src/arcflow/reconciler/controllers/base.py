@@ -11,9 +11,9 @@ from arcflow.common.builders import BuildSettings
 from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
 from arcflow.common.listener_config import GitHubCredentials
+from arcflow.common.rpc.registrar import RegistrarRpcClient
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.metrics import ReconcilerMetrics
-from arcflow.reconciler.rpc import RegistrarClient
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.workqueue import Key
 
@@ -28,7 +28,7 @@ class Context:
     writer: Writer
     build: BuildSettings
     ids: ScaleSetIds | None
-    registrar: RegistrarClient | None
+    registrar: RegistrarRpcClient | None
     metrics: ReconcilerMetrics
     enqueue: Callable[[Key], None]
 

@@ -18,6 +18,7 @@ from arcflow.common.constants import (
     RUNNER_OUTDATED_EXIT_CODE,
 )
 from arcflow.common.kube import EPHEMERAL_RUNNER, POD, SECRET, InvalidError
+from arcflow.common.rpc.registrar import RegistrarRpcClient, RunnerExistsRpcError
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import (
     Context,
@@ -31,7 +32,6 @@ from arcflow.reconciler.controllers.base import (
     meta,
 )
 from arcflow.reconciler.controllers.runner_set import scope_of
-from arcflow.reconciler.rpc import RegistrarClient, RunnerExistsError
 from arcflow.reconciler.workqueue import Key, Result
 
 MAX_FAILURES = 5
@@ -45,7 +45,7 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _registrar(ctx: Context) -> RegistrarClient:
+def _registrar(ctx: Context) -> RegistrarRpcClient:
     if ctx.registrar is None:
         raise RuntimeError("no registrar client configured")
     return ctx.registrar
@@ -159,7 +159,7 @@ async def _create_jit_secret(ctx: Context, er: Manifest, scope: Scope) -> Manife
         jit = await registrar.generate_jit_config(
             scope.namespace, scope.ars, scale_set_id, name, work_folder
         )
-    except RunnerExistsError:
+    except RunnerExistsRpcError:
         existing = await registrar.get_runner(scope.namespace, scope.ars, name)
         if existing is None:
             return None

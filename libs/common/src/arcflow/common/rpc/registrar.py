@@ -1,17 +1,18 @@
-"""The registrar's request/reply API: typed requests, replies and a client for the reconciler.
+"""The registrar's request/reply wire contract: typed requests, replies, errors and a client.
 
 Transport is core NATS request/reply on ``arc.rpc.registrar.<op>``, never JetStream: a JIT
 config is a runner credential and must not be persisted anywhere but the runner's Secret.
 Replies are ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "reason"}}``.
 
-This module imports only pydantic, nats-py and ``arcflow.common`` so it can move to
-``arcflow.common`` unchanged (services may not import each other).
+It lives in ``arcflow.common`` because two services speak it (the registrar serves it, the
+reconciler calls it) and services may not import each other: one definition cannot drift.
+It imports only pydantic, nats-py and ``arcflow.common``.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import Final, Generic, Literal, TypeVar
 
 import nats.errors
 from nats.aio.client import Client as NatsClient
@@ -258,7 +259,7 @@ def parse_request(model: type[_ArsScoped], data: bytes) -> _ArsScoped:
         raise ValueError(f"invalid {model.__name__}: {problems}") from None
 
 
-__all__: list[Any] = [
+__all__ = [
     "GET_RUNNER_SUBJECT",
     "JITCONFIG_SUBJECT",
     "REMOVE_RUNNER_SUBJECT",
@@ -282,5 +283,6 @@ __all__: list[Any] = [
     "RunnerExistsRpcError",
     "RunnerInfo",
     "UpstreamRpcError",
+    "error_for",
     "parse_request",
 ]

@@ -1,9 +1,15 @@
-"""What the registrar remembers about one registered scale set, and where (the KV bucket).
+"""The registrar's scale set records in the ``arcflow_scalesets`` KV bucket: keys and values.
 
-A :class:`ScaleSetRecord` is the value stored under ``<ns>.<ars>.<variant>`` in the
-``arcflow_scalesets`` bucket. It holds ids and names only, plus the *name* of the credentials
-Secret and the config URL so a scale set can still be deleted after its ARS object is gone.
-It never holds a credential.
+A :class:`ScaleSetRecord` is the value stored under ``<ns>.<ars>.<variant>``. The registrar
+writes it; the reconciler reads it to learn each variant's scale set id. Both must agree on the
+key encoding and the JSON, so both live here (services may not import each other).
+
+A record holds ids and names only, plus the *name* of the credentials Secret and the config
+URL so a scale set can still be deleted after its ARS object is gone. It never holds a
+credential.
+
+Key encoding differs from subject tokens (:mod:`arcflow.common.subjects` writes ``.`` as
+``~``): NATS KV keys do not allow ``~``, so a ``.`` in a name is written ``=`` here.
 """
 
 from __future__ import annotations
@@ -17,14 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from arcflow.common.constants import DEFAULT_RUNNER_GROUP_ID
 from arcflow.common.events import utc_now
 
-#: Bucket name (declared by ``arcflow.common.nats.jetstream.KV_SCALESETS``).
-SCALESETS_BUCKET: Final = "arcflow_scalesets"
-
 #: Token of the default variant ``""`` in a key (``_`` never appears in a Kubernetes name).
 DEFAULT_VARIANT_KEY: Final = "_"
 #: ``.`` in an ARS name (a DNS subdomain may hold dots) becomes ``=``, which no Kubernetes name
 #: holds, so keys stay three dot-separated tokens and prefix listing per ARS works.
-_DOT_IN_KEY: Final = "="
+DOT_IN_KEY: Final = "="
 _KEY_TOKEN_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*")
 
 
@@ -35,11 +38,11 @@ class InvalidRecordKeyError(ValueError):
 def _encode(value: str, what: str) -> str:
     if not _KEY_TOKEN_RE.fullmatch(value):
         raise InvalidRecordKeyError(f"{what} {value!r} is not a Kubernetes name")
-    return value.replace(".", _DOT_IN_KEY)
+    return value.replace(".", DOT_IN_KEY)
 
 
 def _decode(token: str) -> str:
-    return token.replace(_DOT_IN_KEY, ".")
+    return token.replace(DOT_IN_KEY, ".")
 
 
 def record_key(namespace: str, ars: str, variant: str = "") -> str:
@@ -98,3 +101,14 @@ class ScaleSetRecord(BaseModel):
     @classmethod
     def decode(cls, data: bytes) -> ScaleSetRecord:
         return cls.model_validate_json(data)
+
+
+__all__ = [
+    "DEFAULT_VARIANT_KEY",
+    "DOT_IN_KEY",
+    "InvalidRecordKeyError",
+    "ScaleSetRecord",
+    "ars_key_filter",
+    "parse_record_key",
+    "record_key",
+]
