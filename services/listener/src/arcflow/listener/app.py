@@ -1,0 +1,242 @@
+"""The listener process: one GitHub session pump and one worker per scale set, wired together.
+
+Single-set mode (no ``scale_sets`` in ``config.json``) keeps upstream's semantics: any error of
+the pump or the worker stops the other and ends :meth:`Listener.run` with that error, so the
+process exits non-zero and Kubernetes restarts the pod. Multi-set mode supervises every pump
+and worker on its own with capped backoff, so one failing scale set never stops its siblings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+
+from arcflow.common.actions import (
+    ActionsClient,
+    AppCredentials,
+    ConflictRetry,
+    PatCredentials,
+    RetryPolicy,
+    SystemInfo,
+)
+from arcflow.common.kube import KubeClient, KubeSettings
+from arcflow.common.listener_config import ListenerConfig
+from arcflow.common.nats import STREAM_DLQ, STREAM_JOBS, STREAM_SCALE, NatsSettings, ensure_stream
+from arcflow.common.telemetry import setup_tracing
+from arcflow.listener.config import ScaleSetTarget, hostname, nats_settings, scale_set_targets
+from arcflow.listener.metrics import ListenerMetrics, metric_specs_from_config
+from arcflow.listener.pump import AfterPublish, SessionPump
+from arcflow.listener.scaler import DesiredRunnerScaler
+from arcflow.listener.supervisor import Backoff, FatalError, SupervisorStats, supervise
+from arcflow.listener.worker import ScaleSetWorker
+
+log = logging.getLogger("arcflow.listener")
+
+
+@dataclass
+class ListenerOptions:
+    """Knobs for tests and benchmarks; production uses the defaults."""
+
+    backoff: Backoff = field(default_factory=Backoff)
+    retry: RetryPolicy | None = None
+    retry_conflict: ConflictRetry | None = None
+    fetch_timeout: float = 5.0
+    host: str | None = None
+    kube_settings: KubeSettings | None = None
+    nats: NatsSettings | None = None
+    environ: Mapping[str, str] | None = None
+    #: Per scale set id: awaited right after the PubAck, before GitHub's ack (crash tests).
+    after_publish: dict[int, AfterPublish] = field(default_factory=dict)
+    shutdown_timeout: float = 15.0
+
+
+@dataclass
+class ScaleSetUnit:
+    """The pump, worker and supervision records of one scale set."""
+
+    target: ScaleSetTarget
+    pump: SessionPump
+    worker: ScaleSetWorker
+    pump_stats: SupervisorStats = field(default_factory=SupervisorStats)
+    worker_stats: SupervisorStats = field(default_factory=SupervisorStats)
+
+
+def actions_credentials(config: ListenerConfig) -> PatCredentials | AppCredentials:
+    creds = config.credentials
+    if creds.has_app:
+        return AppCredentials(
+            creds.github_app_id, creds.github_app_installation_id, creds.github_app_private_key
+        )
+    return PatCredentials(creds.github_token)
+
+
+def default_kube_settings(environ: Mapping[str, str]) -> KubeSettings:
+    """``ARCFLOW_KUBE_*``; inside a pod with no kubeconfig given, the service account."""
+    settings = KubeSettings()
+    if (
+        not settings.in_cluster
+        and settings.kubeconfig is None
+        and environ.get("KUBERNETES_SERVICE_HOST")
+        and not environ.get("KUBECONFIG")
+    ):
+        settings = settings.model_copy(update={"in_cluster": True})
+    return settings
+
+
+class Listener:
+    """Owns the clients and the per-scale-set units; :meth:`run` until ``stop`` is set."""
+
+    def __init__(
+        self,
+        config: ListenerConfig,
+        raw_config: Mapping[str, Any] | None = None,
+        options: ListenerOptions | None = None,
+    ) -> None:
+        self.config = config
+        self.raw_config = dict(raw_config or {})
+        self.options = options or ListenerOptions()
+        self.multi = bool(config.scale_sets)
+        self.targets = scale_set_targets(config, self.options.host or hostname())
+        self.metrics = ListenerMetrics(metric_specs_from_config(config.metrics))
+        self.units: list[ScaleSetUnit] = []
+        self._nc: NatsClient | None = None
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self.metrics.port
+
+    async def _connect_nats(self) -> JetStreamContext:
+        settings = self.options.nats or nats_settings(self.raw_config, self.options.environ)
+        self._nc = await nats.connect(**settings.connect_options())
+        js = self._nc.jetstream(timeout=10.0)
+        for spec in (STREAM_JOBS, STREAM_SCALE, STREAM_DLQ):
+            await ensure_stream(js, spec)
+        return js
+
+    def _build_units(
+        self, client: ActionsClient, js: JetStreamContext, kube: KubeClient
+    ) -> list[ScaleSetUnit]:
+        units = []
+        for target in self.targets:
+            recorder = self.metrics.recorder_for(
+                self.config.configure_url, target.ephemeral_runner_set_name, target.namespace
+            )
+            recorder.record_static(target.min_runners, target.max_runners)
+            worker = ScaleSetWorker(
+                target,
+                js,
+                kube,
+                DesiredRunnerScaler(target.min_runners, target.max_runners),
+                recorder,
+                fetch_timeout=self.options.fetch_timeout,
+            )
+            pump = SessionPump(
+                target,
+                client,
+                js,
+                on_tick=worker.post_tick,
+                after_publish=self.options.after_publish.get(target.scale_set_id),
+                retry_conflict=self.options.retry_conflict,
+            )
+            units.append(ScaleSetUnit(target, pump, worker))
+        return units
+
+    async def run(self, stop: asyncio.Event) -> None:
+        environ = self.options.environ if self.options.environ is not None else os.environ
+        setup_tracing("listener")  # once per process; spans exist so trace ids propagate
+        kube_settings = self.options.kube_settings or default_kube_settings(environ)
+        js = await self._connect_nats()
+        try:
+            kube = await KubeClient.from_settings(kube_settings)
+        except Exception as exc:
+            raise FatalError(f"cannot load Kubernetes client configuration: {exc}") from None
+        client = ActionsClient(
+            self.config.configure_url,
+            actions_credentials(self.config),
+            system_info=SystemInfo(
+                system="arcflow",
+                subsystem="listener",
+                scale_set_id=self.targets[0].scale_set_id if len(self.targets) == 1 else 0,
+            ),
+            retry=self.options.retry,
+            root_ca_pem=self.config.server_root_ca or None,
+        )
+        try:
+            await self.metrics.start(self.config.metrics_addr, self.config.metrics_endpoint)
+            self.units = self._build_units(client, js, kube)
+            log.info(
+                "listener serving %d scale set(s) in %s mode",
+                len(self.units),
+                "multi-set" if self.multi else "single-set",
+            )
+            if self.multi:
+                await self._run_multi(stop)
+            else:
+                await self._run_single(stop)
+        finally:
+            await client.aclose()
+            await kube.close()
+            await self.metrics.stop()
+            if self._nc is not None:
+                with contextlib.suppress(Exception):
+                    await self._nc.drain()
+
+    async def _run_multi(self, stop: asyncio.Event) -> None:
+        tasks = []
+        for unit in self.units:
+            label = unit.target.label
+            tasks.append(
+                supervise(
+                    f"session pump {label}",
+                    unit.pump.run,
+                    stop,
+                    backoff=self.options.backoff,
+                    stats=unit.pump_stats,
+                )
+            )
+            tasks.append(
+                supervise(
+                    f"worker {label}",
+                    unit.worker.run,
+                    stop,
+                    backoff=self.options.backoff,
+                    stats=unit.worker_stats,
+                )
+            )
+        await asyncio.gather(*tasks)
+
+    async def _run_single(self, stop: asyncio.Event) -> None:
+        unit = self.units[0]
+        errors: list[BaseException] = []
+        inner = asyncio.Event()
+
+        async def forward_stop() -> None:
+            await stop.wait()
+            inner.set()
+
+        async def guarded(name: str, run: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+            try:
+                await run(inner)
+            except Exception as exc:
+                log.error("%s failed: %s: %s", name, type(exc).__name__, exc)
+                errors.append(exc)
+            inner.set()
+
+        forwarder = asyncio.ensure_future(forward_stop())
+        try:
+            await asyncio.gather(
+                guarded("session pump", unit.pump.run), guarded("worker", unit.worker.run)
+            )
+        finally:
+            forwarder.cancel()
+        if errors:
+            raise errors[0]

@@ -1,0 +1,385 @@
+"""Listener metrics: upstream's ``gha_*`` names and labels (spec/arc-objects.md §4.6).
+
+One OpenTelemetry ``MeterProvider`` with a Prometheus reader on a private registry, served on
+``metrics_addr`` + ``metrics_endpoint`` by a small aiohttp server (so the configured path is the
+only one that answers). One :class:`ScaleSetRecorder` per scale set shares the instruments and
+stamps its own ``name`` (the ERS name) and ``namespace``. Only synchronous instruments are used:
+an observable gauge registered twice under one name is silently dropped (toolchain §4).
+
+``listenerMetrics`` (the ``metrics`` config key) replaces the default set entirely; unknown
+names and names in the wrong section are logged and skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from aiohttp import web
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.metrics import Counter, Histogram, Meter, _Gauge
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.resources import Resource
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from arcflow.common.events import JobInfo, JobStatistics
+from arcflow.common.github_url import InvalidGitHubConfigUrlError, parse_github_config_url
+
+log = logging.getLogger("arcflow.listener.metrics")
+
+MetricKind = Literal["counter", "gauge", "histogram"]
+
+# Label keys (upstream's metric label names).
+LABEL_ENTERPRISE = "enterprise"
+LABEL_ORGANIZATION = "organization"
+LABEL_REPOSITORY = "repository"
+LABEL_NAME = "name"
+LABEL_NAMESPACE = "namespace"
+LABEL_JOB_NAME = "job_name"
+LABEL_JOB_WORKFLOW_REF = "job_workflow_ref"
+LABEL_JOB_WORKFLOW_NAME = "job_workflow_name"
+LABEL_JOB_WORKFLOW_TARGET = "job_workflow_target"
+LABEL_EVENT_NAME = "event_name"
+LABEL_JOB_RESULT = "job_result"
+
+SCALE_SET_LABELS = (
+    LABEL_ENTERPRISE,
+    LABEL_ORGANIZATION,
+    LABEL_REPOSITORY,
+    LABEL_NAME,
+    LABEL_NAMESPACE,
+)
+JOB_STARTED_LABELS = (
+    LABEL_ENTERPRISE,
+    LABEL_ORGANIZATION,
+    LABEL_REPOSITORY,
+    LABEL_JOB_NAME,
+    LABEL_EVENT_NAME,
+)
+JOB_COMPLETED_LABELS = (*JOB_STARTED_LABELS, LABEL_JOB_RESULT)
+
+#: 45 increasing boundaries from 0.01 s to one hour, dense at the short end where job start-up
+#: times live (our recollection of upstream's ``defaultRuntimeBuckets``; see docs/listener.md).
+DEFAULT_BUCKETS: tuple[float, ...] = (
+    0.01, 0.05, 0.1, 0.5, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 18, 20, 25, 30,
+    40, 50, 60, 70, 80, 90, 100, 110, 120, 150, 180, 210, 240, 300, 360, 420, 480,
+    540, 600, 900, 1200, 1800, 2400, 3000, 3600,
+)  # fmt: skip
+
+GAUGE_ASSIGNED_JOBS = "gha_assigned_jobs"
+GAUGE_RUNNING_JOBS = "gha_running_jobs"
+GAUGE_REGISTERED_RUNNERS = "gha_registered_runners"
+GAUGE_BUSY_RUNNERS = "gha_busy_runners"
+GAUGE_IDLE_RUNNERS = "gha_idle_runners"
+GAUGE_MIN_RUNNERS = "gha_min_runners"
+GAUGE_MAX_RUNNERS = "gha_max_runners"
+GAUGE_DESIRED_RUNNERS = "gha_desired_runners"
+COUNTER_STARTED_JOBS = "gha_started_jobs_total"
+COUNTER_COMPLETED_JOBS = "gha_completed_jobs_total"
+HISTOGRAM_STARTUP = "gha_job_startup_duration_seconds"
+HISTOGRAM_EXECUTION = "gha_job_execution_duration_seconds"
+
+_DESCRIPTIONS = {
+    GAUGE_ASSIGNED_JOBS: "Number of jobs assigned to this scale set.",
+    GAUGE_RUNNING_JOBS: "Number of jobs running (or about to run).",
+    GAUGE_REGISTERED_RUNNERS: "Number of runners registered by the scale set.",
+    GAUGE_BUSY_RUNNERS: "Number of registered runners running a job.",
+    GAUGE_IDLE_RUNNERS: "Number of registered runners not running a job.",
+    GAUGE_MIN_RUNNERS: "Minimum number of runners.",
+    GAUGE_MAX_RUNNERS: "Maximum number of runners.",
+    GAUGE_DESIRED_RUNNERS: "Number of runners the listener asks for.",
+    COUNTER_STARTED_JOBS: "Total number of jobs started.",
+    COUNTER_COMPLETED_JOBS: "Total number of jobs completed.",
+    HISTOGRAM_STARTUP: "Seconds from the scale set's assignment to the runner's.",
+    HISTOGRAM_EXECUTION: "Seconds from the runner's assignment to the job's end.",
+}
+
+KNOWN_METRICS: dict[str, MetricKind] = {
+    GAUGE_ASSIGNED_JOBS: "gauge",
+    GAUGE_RUNNING_JOBS: "gauge",
+    GAUGE_REGISTERED_RUNNERS: "gauge",
+    GAUGE_BUSY_RUNNERS: "gauge",
+    GAUGE_IDLE_RUNNERS: "gauge",
+    GAUGE_MIN_RUNNERS: "gauge",
+    GAUGE_MAX_RUNNERS: "gauge",
+    GAUGE_DESIRED_RUNNERS: "gauge",
+    COUNTER_STARTED_JOBS: "counter",
+    COUNTER_COMPLETED_JOBS: "counter",
+    HISTOGRAM_STARTUP: "histogram",
+    HISTOGRAM_EXECUTION: "histogram",
+}
+_SECTIONS: dict[str, MetricKind] = {
+    "counters": "counter",
+    "gauges": "gauge",
+    "histograms": "histogram",
+}
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    kind: MetricKind
+    labels: tuple[str, ...]
+    buckets: tuple[float, ...] = ()
+
+
+def default_metric_specs() -> dict[str, MetricSpec]:
+    specs: dict[str, MetricSpec] = {}
+    for name, kind in KNOWN_METRICS.items():
+        if kind == "gauge":
+            specs[name] = MetricSpec(name, kind, SCALE_SET_LABELS)
+        elif name in (COUNTER_STARTED_JOBS, HISTOGRAM_STARTUP):
+            buckets = DEFAULT_BUCKETS if kind == "histogram" else ()
+            specs[name] = MetricSpec(name, kind, JOB_STARTED_LABELS, buckets)
+        else:
+            buckets = DEFAULT_BUCKETS if kind == "histogram" else ()
+            specs[name] = MetricSpec(name, kind, JOB_COMPLETED_LABELS, buckets)
+    return specs
+
+
+def metric_specs_from_config(config: Mapping[str, Any] | None) -> dict[str, MetricSpec]:
+    """The metrics to export: the defaults when ``config`` is None, else exactly its entries."""
+    if config is None:
+        return default_metric_specs()
+    specs: dict[str, MetricSpec] = {}
+    for section, entries in config.items():
+        kind = _SECTIONS.get(section)
+        if kind is None:
+            log.warning("unknown listenerMetrics section %r skipped", section)
+            continue
+        if not isinstance(entries, Mapping):
+            log.warning("listenerMetrics section %r is not a map; skipped", section)
+            continue
+        for name, entry in entries.items():
+            known = KNOWN_METRICS.get(name)
+            if known is None:
+                log.warning("unknown metric %r in listenerMetrics.%s skipped", name, section)
+                continue
+            if known != kind:
+                log.warning(
+                    "metric %r is a %s, not in listenerMetrics.%s; skipped", name, known, section
+                )
+                continue
+            entry = entry if isinstance(entry, Mapping) else {}
+            labels = tuple(str(label) for label in entry.get("labels") or ())
+            buckets: tuple[float, ...] = ()
+            if kind == "histogram":
+                raw = entry.get("buckets") or DEFAULT_BUCKETS
+                try:
+                    buckets = tuple(sorted(float(b) for b in raw))
+                except (TypeError, ValueError):
+                    log.warning("metric %r has non-numeric buckets; using the defaults", name)
+                    buckets = DEFAULT_BUCKETS
+            specs[name] = MetricSpec(name, kind, labels, buckets)
+    return specs
+
+
+def parse_metrics_addr(addr: str) -> tuple[str, int]:
+    """Go-style ``host:port`` (``:8080`` = every interface) to ``(host, port)``."""
+    host, sep, port_text = addr.rpartition(":")
+    if not sep:
+        raise ValueError(f"metrics address {addr!r} must be host:port")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"metrics address {addr!r} has no numeric port") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"metrics address {addr!r} has an out-of-range port")
+    return host.strip("[]") or "0.0.0.0", port
+
+
+def scale_set_labels_for(configure_url: str, ers_name: str, namespace: str) -> dict[str, str]:
+    """enterprise/organization/repository from the config URL, plus name and namespace."""
+    try:
+        github = parse_github_config_url(configure_url)
+        enterprise, org, repo = github.enterprise, github.organization, github.repository
+    except InvalidGitHubConfigUrlError:
+        enterprise = org = repo = ""
+    return {
+        LABEL_ENTERPRISE: enterprise,
+        LABEL_ORGANIZATION: org,
+        LABEL_REPOSITORY: repo,
+        LABEL_NAME: ers_name,
+        LABEL_NAMESPACE: namespace,
+    }
+
+
+def parse_workflow_ref(ref: str) -> tuple[str, str]:
+    """``owner/repo/.github/workflows/ci.yml@refs/heads/main`` -> ``("ci", "main")``.
+
+    The target keeps the ref without ``refs/heads/``; pull refs become ``pull/<n>``, tags keep
+    ``tags/<t>``.
+    """
+    path, _, target = ref.partition("@")
+    file = path.rsplit("/", 1)[-1]
+    name = file.rsplit(".", 1)[0] if "." in file else file
+    if target.startswith("refs/heads/"):
+        target = target.removeprefix("refs/heads/")
+    elif target.startswith("refs/pull/"):
+        target = "pull/" + target.removeprefix("refs/pull/").split("/", 1)[0]
+    elif target.startswith("refs/"):
+        target = target.removeprefix("refs/")
+    return name, target
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None or start.year <= 1 or end.year <= 1:
+        return None
+    return float(int((end - start).total_seconds()))
+
+
+@dataclass
+class _Instruments:
+    gauges: dict[str, _Gauge] = field(default_factory=dict)
+    counters: dict[str, Counter] = field(default_factory=dict)
+    histograms: dict[str, Histogram] = field(default_factory=dict)
+
+
+class ListenerMetrics:
+    """The process-wide metrics: instruments, the private registry and the HTTP endpoint."""
+
+    def __init__(self, specs: Mapping[str, MetricSpec] | None = None) -> None:
+        self.specs = dict(default_metric_specs() if specs is None else specs)
+        self.registry = CollectorRegistry(auto_describe=True)
+        reader = PrometheusMetricReader(scope_info_enabled=False, registry=self.registry)
+        self.provider = MeterProvider(
+            resource=Resource.create({"service.name": "arcflow-listener"}),
+            metric_readers=[reader],
+        )
+        meter: Meter = self.provider.get_meter("arcflow.listener")
+        self._instruments = _Instruments()
+        for spec in self.specs.values():
+            description = _DESCRIPTIONS.get(spec.name, "")
+            if spec.kind == "gauge":
+                self._instruments.gauges[spec.name] = meter.create_gauge(
+                    spec.name, description=description
+                )
+            elif spec.kind == "counter":
+                self._instruments.counters[spec.name] = meter.create_counter(
+                    spec.name, description=description
+                )
+            else:
+                self._instruments.histograms[spec.name] = meter.create_histogram(
+                    spec.name,
+                    description=description,
+                    explicit_bucket_boundaries_advisory=list(spec.buckets or DEFAULT_BUCKETS),
+                )
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+        self.endpoint = "/metrics"
+
+    def recorder_for(self, configure_url: str, ers_name: str, namespace: str) -> ScaleSetRecorder:
+        """A recorder stamping this scale set's labels; instruments are shared."""
+        return ScaleSetRecorder(self, scale_set_labels_for(configure_url, ers_name, namespace))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    async def start(self, addr: str, endpoint: str) -> None:
+        """Serve ``endpoint`` on ``addr``; nothing is served when ``addr`` is empty."""
+        if not addr:
+            log.info("metrics disabled (no metrics_addr)")
+            return
+        host, port = parse_metrics_addr(addr)
+        self.endpoint = endpoint or "/metrics"
+        if not self.endpoint.startswith("/"):
+            self.endpoint = "/" + self.endpoint
+
+        async def serve(_request: web.Request) -> web.Response:
+            body = self.exposition()
+            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        app = web.Application()
+        app.router.add_get(self.endpoint, serve)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        self._runner = runner
+        self.port = int(runner.addresses[0][1])
+        log.info("metrics endpoint on %s:%d%s", host, self.port, self.endpoint)
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+        self.provider.shutdown()
+
+    # -- used by recorders ---------------------------------------------------------------
+    def _attrs(self, name: str, values: Mapping[str, str]) -> dict[str, str]:
+        return {label: values.get(label, "") for label in self.specs[name].labels}
+
+    def set_gauge(self, name: str, value: float, values: Mapping[str, str]) -> None:
+        gauge = self._instruments.gauges.get(name)
+        if gauge is not None:
+            gauge.set(value, self._attrs(name, values))
+
+    def add_counter(self, name: str, values: Mapping[str, str]) -> None:
+        counter = self._instruments.counters.get(name)
+        if counter is not None:
+            counter.add(1, self._attrs(name, values))
+
+    def observe(self, name: str, value: float, values: Mapping[str, str]) -> None:
+        histogram = self._instruments.histograms.get(name)
+        if histogram is not None:
+            histogram.record(value, self._attrs(name, values))
+
+
+class ScaleSetRecorder:
+    """Upstream's ``MetricsRecorder`` for one scale set."""
+
+    def __init__(self, metrics: ListenerMetrics, scale_set_labels: Mapping[str, str]) -> None:
+        self._metrics = metrics
+        self.labels = dict(scale_set_labels)
+
+    def record_static(self, min_runners: int, max_runners: int) -> None:
+        self._metrics.set_gauge(GAUGE_MIN_RUNNERS, min_runners, self.labels)
+        self._metrics.set_gauge(GAUGE_MAX_RUNNERS, max_runners, self.labels)
+
+    def record_statistics(self, stats: JobStatistics) -> None:
+        m, labels = self._metrics, self.labels
+        m.set_gauge(GAUGE_ASSIGNED_JOBS, stats.total_assigned_jobs, labels)
+        m.set_gauge(GAUGE_RUNNING_JOBS, stats.total_running_jobs, labels)
+        m.set_gauge(GAUGE_REGISTERED_RUNNERS, stats.total_registered_runners, labels)
+        m.set_gauge(GAUGE_BUSY_RUNNERS, stats.total_busy_runners, labels)
+        m.set_gauge(GAUGE_IDLE_RUNNERS, stats.total_idle_runners, labels)
+
+    def record_desired(self, desired: int) -> None:
+        self._metrics.set_gauge(GAUGE_DESIRED_RUNNERS, desired, self.labels)
+
+    def _job_labels(self, job: JobInfo) -> dict[str, str]:
+        workflow_name, workflow_target = parse_workflow_ref(job.job_workflow_ref)
+        values = dict(self.labels)
+        values.update(
+            {
+                LABEL_ORGANIZATION: job.owner_name,
+                LABEL_REPOSITORY: job.repository_name,
+                LABEL_JOB_NAME: job.job_display_name,
+                LABEL_JOB_WORKFLOW_REF: job.job_workflow_ref,
+                LABEL_JOB_WORKFLOW_NAME: workflow_name,
+                LABEL_JOB_WORKFLOW_TARGET: workflow_target,
+                LABEL_EVENT_NAME: job.event_name,
+            }
+        )
+        return values
+
+    def record_job_started(self, job: JobInfo) -> None:
+        values = self._job_labels(job)
+        self._metrics.add_counter(COUNTER_STARTED_JOBS, values)
+        startup = _seconds(job.scale_set_assign_time, job.runner_assign_time)
+        if startup is not None:
+            self._metrics.observe(HISTOGRAM_STARTUP, startup, values)
+
+    def record_job_completed(self, job: JobInfo) -> None:
+        """Skipped for a job no runner ever took (zero ``runnerAssignTime``), as upstream."""
+        if job.runner_assign_time is None or job.runner_assign_time.year <= 1:
+            return
+        values = self._job_labels(job)
+        values[LABEL_JOB_RESULT] = job.result
+        self._metrics.add_counter(COUNTER_COMPLETED_JOBS, values)
+        execution = _seconds(job.runner_assign_time, job.finish_time)
+        if execution is not None:
+            self._metrics.observe(HISTOGRAM_EXECUTION, execution, values)

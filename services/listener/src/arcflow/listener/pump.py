@@ -1,0 +1,243 @@
+"""The session pump of one scale set: GitHub message session -> JetStream, publish before ack.
+
+Per GitHub message the pump (1) publishes a ``jobs.batch`` event on
+``arc.jobs.<ns>.<ars>.<variant>`` and waits for the PubAck, (2) only then deletes the message
+on GitHub, (3) acquires the ``JobAvailable`` request ids (GHES flow). A crash between (1) and
+(2) makes GitHub redeliver the message; JetStream drops the re-publish inside its duplicate
+window (``Nats-Msg-Id`` = ``jobs.batch:<scale set id>:<message id>``) and the worker's message-id
+watermark covers the rest, so nothing is lost and nothing is handled twice.
+
+Statistics without a message (the session's initial statistics, and every empty long poll)
+are handed to the worker in-process as a :class:`StatisticsTick`: they are level-triggered
+refreshes that need no durability, and publishing one per long poll per scale set would only
+fill the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from nats.js import JetStreamContext
+from opentelemetry import trace
+
+from arcflow.common.actions import (
+    ActionsClient,
+    ConflictRetry,
+    InvalidResponseError,
+    JobAvailable,
+    JobMessage,
+    MessageSessionClient,
+    RunnerScaleSetMessage,
+    RunnerScaleSetStatistic,
+)
+from arcflow.common.events import EventKeys, JobInfo, JobsBatch, JobStatistics
+from arcflow.common.nats import publish_event
+from arcflow.listener.config import ScaleSetTarget
+
+log = logging.getLogger("arcflow.listener.pump")
+_tracer = trace.get_tracer("arcflow.listener")
+
+SOURCE = "listener"
+
+
+@dataclass(frozen=True)
+class StatisticsTick:
+    """Statistics the pump saw without a message; ``last_message_id`` orders it after batches."""
+
+    statistics: JobStatistics
+    last_message_id: int
+    reason: str
+
+
+AfterPublish = Callable[[JobsBatch], Awaitable[None]]
+TickSink = Callable[[StatisticsTick], None]
+
+
+def job_statistics(stats: RunnerScaleSetStatistic) -> JobStatistics:
+    return JobStatistics(
+        total_available_jobs=stats.total_available_jobs,
+        total_acquired_jobs=stats.total_acquired_jobs,
+        total_assigned_jobs=stats.total_assigned_jobs,
+        total_running_jobs=stats.total_running_jobs,
+        total_registered_runners=stats.total_registered_runners,
+        total_busy_runners=stats.total_busy_runners,
+        total_idle_runners=stats.total_idle_runners,
+    )
+
+
+def _time(value: datetime) -> datetime | None:
+    """Go's zero time (year 1) means "not set"."""
+    return None if value.year <= 1 else value
+
+
+def job_info(message: JobMessage) -> JobInfo:
+    """A job message without anything but ids, names and times (no URL, no token)."""
+    return JobInfo(
+        message_type=message.message_type,
+        runner_request_id=message.runner_request_id,
+        job_id=message.job_id,
+        repository_name=message.repository_name,
+        owner_name=message.owner_name,
+        job_workflow_ref=message.job_workflow_ref,
+        job_display_name=message.job_display_name,
+        workflow_run_id=message.workflow_run_id,
+        event_name=message.event_name,
+        request_labels=list(message.request_labels),
+        runner_id=getattr(message, "runner_id", 0),
+        runner_name=getattr(message, "runner_name", ""),
+        result=getattr(message, "result", ""),
+        queue_time=_time(message.queue_time),
+        scale_set_assign_time=_time(message.scale_set_assign_time),
+        runner_assign_time=_time(message.runner_assign_time),
+        finish_time=_time(message.finish_time),
+    )
+
+
+def jobs_batch(target: ScaleSetTarget, message: RunnerScaleSetMessage) -> JobsBatch:
+    """The event for one GitHub message (pure). Requires the message's statistics."""
+    if message.statistics is None:
+        raise InvalidResponseError(f"message {message.message_id} has no statistics")
+    return JobsBatch(
+        source=SOURCE,
+        keys=EventKeys(
+            namespace=target.namespace,
+            ars=target.ars,
+            variant=target.variant,
+            scale_set_id=target.scale_set_id,
+        ),
+        scale_set_id=target.scale_set_id,
+        message_id=message.message_id,
+        statistics=job_statistics(message.statistics),
+        jobs=[job_info(m) for m in message.job_messages],
+    )
+
+
+class _StoppedError(Exception):
+    pass
+
+
+class SessionPump:
+    """Runs one message session until ``stop`` is set or an error ends it."""
+
+    def __init__(
+        self,
+        target: ScaleSetTarget,
+        client: ActionsClient,
+        js: JetStreamContext,
+        *,
+        on_tick: TickSink | None = None,
+        after_publish: AfterPublish | None = None,
+        retry_conflict: ConflictRetry | None = None,
+        publish_timeout: float = 10.0,
+    ) -> None:
+        self.target = target
+        self._client = client
+        self._js = js
+        self._on_tick = on_tick
+        self._after_publish = after_publish
+        self._retry_conflict = retry_conflict
+        self._publish_timeout = publish_timeout
+        self.batches_published = 0
+        self.session_id: str | None = None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        target = self.target
+        session_client = self._client.message_session(
+            target.scale_set_id, target.owner, retry_conflict=self._retry_conflict
+        )
+        async with session_client as session:
+            opened = session.session
+            self.session_id = opened.session_id
+            if opened.statistics is None:
+                raise InvalidResponseError(
+                    f"message session of scale set {target.scale_set_id} has no statistics"
+                )
+            log.info(
+                "message session open for %s",
+                target.label,
+                extra={"scale_set_id": target.scale_set_id, "owner": target.owner},
+            )
+            latest = job_statistics(opened.statistics)
+            last_message_id = 0
+            self._tick(latest, last_message_id, "session")
+            while not stop.is_set():
+                try:
+                    message = await self._poll(session, last_message_id, stop)
+                except _StoppedError:
+                    break
+                if message is None:
+                    self._tick(latest, last_message_id, "idle")
+                    continue
+                batch = jobs_batch(target, message)
+                await self._hand_over(session, message, batch)
+                last_message_id = message.message_id
+                latest = batch.statistics
+        log.info("message session closed for %s", target.label)
+
+    def _tick(self, stats: JobStatistics, last_message_id: int, reason: str) -> None:
+        if self._on_tick is not None:
+            self._on_tick(StatisticsTick(stats, last_message_id, reason))
+
+    async def _poll(
+        self, session: MessageSessionClient, last_message_id: int, stop: asyncio.Event
+    ) -> RunnerScaleSetMessage | None:
+        """One long poll that gives up at once (cleanly) when ``stop`` is set."""
+        poll = asyncio.ensure_future(session.get_message(last_message_id, self.target.max_runners))
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({poll, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+        if not poll.done():
+            poll.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await poll
+            raise _StoppedError
+        return poll.result()
+
+    async def _hand_over(
+        self, session: MessageSessionClient, message: RunnerScaleSetMessage, batch: JobsBatch
+    ) -> None:
+        """Publish, then ack on GitHub, then acquire; shielded so a stop never splits it."""
+        await asyncio.shield(self._hand_over_unshielded(session, message, batch))
+
+    async def _hand_over_unshielded(
+        self, session: MessageSessionClient, message: RunnerScaleSetMessage, batch: JobsBatch
+    ) -> None:
+        target = self.target
+        attributes: dict[str, Any] = {
+            "scale_set.id": target.scale_set_id,
+            "scale_set.ers": target.ephemeral_runner_set_name,
+            "github.message_id": message.message_id,
+            "jobs.count": len(batch.jobs),
+        }
+        with _tracer.start_as_current_span("jobs.batch", attributes=attributes):
+            ack = await publish_event(
+                self._js, target.jobs_subject, batch, timeout=self._publish_timeout
+            )
+            self.batches_published += 1
+            log.debug(
+                "published message %d of %s (duplicate=%s)",
+                message.message_id,
+                target.label,
+                getattr(ack, "duplicate", None),
+            )
+            if self._after_publish is not None:
+                await self._after_publish(batch)
+            await session.delete_message(message.message_id)
+            available = [m for m in message.job_messages if isinstance(m, JobAvailable)]
+            if available:
+                ids = [m.runner_request_id for m in available]
+                acquired = await session.acquire_jobs(ids)
+                log.info(
+                    "acquired %d of %d available jobs for %s",
+                    len(acquired),
+                    len(ids),
+                    target.label,
+                )

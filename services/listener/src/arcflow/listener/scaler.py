@@ -1,0 +1,97 @@
+"""The desired-runner computation and the patches it produces (spec/arc-objects.md §4.4-4.5).
+
+Pure: :class:`DesiredRunnerScaler` holds upstream's three state variables and turns
+``totalAssignedJobs`` into ``(target, patchID)``; the patch bodies are plain functions. The
+worker does the I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from arcflow.common.constants import UNBOUNDED_MAX_RUNNERS
+from arcflow.common.events import JobInfo
+
+MAX_INT32 = UNBOUNDED_MAX_RUNNERS
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One ``HandleDesiredRunnerCount`` result: the replica target and the patch id to send."""
+
+    target: int
+    patch_id: int
+    assigned_jobs: int
+    was_dirty: bool
+
+
+class DesiredRunnerScaler:
+    """Upstream's scaler state machine, one per scale set.
+
+    State starts at ``target=-1``, ``patch_seq=-1``, not dirty; job started/completed mark it
+    dirty. ``decide`` increments the sequence on every call (wrapping at MaxInt32 back to 1),
+    computes ``min(min_runners + assigned, max_runners)`` and forces ``patchID=0`` when nothing
+    happened since the last call, the target did not move, and it equals ``min_runners`` (the
+    "force state" signal that lets the ERS scale idle runners down). The very first call
+    always yields 0.
+    """
+
+    def __init__(self, min_runners: int, max_runners: int) -> None:
+        if min_runners < 0 or max_runners < 0:
+            raise ValueError("min_runners and max_runners must not be negative")
+        if min_runners > max_runners:
+            raise ValueError(f"min_runners {min_runners} > max_runners {max_runners}")
+        self.min_runners = min_runners
+        self.max_runners = max_runners
+        self.target = -1
+        self.patch_seq = -1
+        self.dirty = False
+
+    def job_started(self) -> None:
+        self.dirty = True
+
+    def job_completed(self) -> None:
+        self.dirty = True
+
+    def desired_count(self, assigned_jobs: int) -> int:
+        """``min(minRunners + totalAssignedJobs, maxRunners)``."""
+        if assigned_jobs < 0:
+            raise ValueError("assigned job count must not be negative")
+        return min(self.min_runners + assigned_jobs, self.max_runners)
+
+    def decide(self, assigned_jobs: int) -> Decision:
+        target = self.desired_count(assigned_jobs)
+        was_dirty = self.dirty
+        self.dirty = False
+        if self.patch_seq == MAX_INT32:
+            self.patch_seq = 0
+        self.patch_seq += 1
+        previous = self.target
+        self.target = target
+        patch_id = self.patch_seq
+        if not was_dirty and target == previous and target == self.min_runners:
+            patch_id = 0
+        return Decision(
+            target=target, patch_id=patch_id, assigned_jobs=assigned_jobs, was_dirty=was_dirty
+        )
+
+
+def ers_patch(decision: Decision) -> dict[str, Any]:
+    """The JSON merge patch for the ERS: ``replicas`` 0 is sent as ``null`` (omitempty)."""
+    replicas: int | None = decision.target if decision.target != 0 else None
+    return {"spec": {"patchID": decision.patch_id, "replicas": replicas}}
+
+
+def runner_status_patch(job: JobInfo) -> dict[str, Any]:
+    """The EphemeralRunner ``status`` fields for a started job, empty values left out."""
+    repository = f"{job.owner_name}/{job.repository_name}" if job.repository_name else ""
+    fields: dict[str, Any] = {
+        "jobRequestId": job.runner_request_id,
+        "jobRepositoryName": repository,
+        "jobId": job.job_id,
+        "workflowRunId": job.workflow_run_id,
+        "jobWorkflowRef": job.job_workflow_ref,
+        "jobDisplayName": job.job_display_name,
+    }
+    return {k: v for k, v in fields.items() if v not in ("", 0, None)}

@@ -1,0 +1,174 @@
+"""Shared set-up for the listener integration tests: simulator scale sets, ERS objects, config."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from arcflow.common.actions import ActionsClient, Label, PatCredentials, RetryPolicy, RunnerScaleSet
+from arcflow.common.kube import KubeClient, KubeSettings
+from arcflow.common.listener_config import ListenerConfig, ScaleSetConfig
+from arcflow.common.nats import NatsSettings
+from arcflow.devstack.actions_sim import ActionsSimulator
+from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.listener.app import Listener, ListenerOptions
+from arcflow.listener.supervisor import Backoff
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    min_runners: int
+    max_runners: int
+
+    def ers(self, ars: str) -> str:
+        return f"{ars}-{self.name}"
+
+    @property
+    def label(self) -> str:
+        return f"self-hosted-{self.name}"
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, within: float = 15.0
+) -> T:
+    """Poll ``probe`` every 50 ms until ``ok`` holds; fail with the last value seen."""
+    deadline = time.monotonic() + within
+    value = await probe()
+    while not ok(value):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within}s; last value: {value!r}")
+        await asyncio.sleep(0.05)
+        value = await probe()
+    return value
+
+
+async def create_scale_sets(
+    sim: ActionsSimulator, token: str, ars: str, variants: list[Variant]
+) -> dict[str, int]:
+    """Register one simulator scale set per variant (labelled ``self-hosted-<variant>``)."""
+    ids: dict[str, int] = {}
+    async with ActionsClient(
+        sim.config_url(), PatCredentials(token), retry=RetryPolicy.fast()
+    ) as client:
+        for variant in variants:
+            created = await client.create_runner_scale_set(
+                RunnerScaleSet(name=variant.ers(ars), labels=[Label(name=variant.label)])
+            )
+            ids[variant.name] = created.id
+    return ids
+
+
+async def create_runner_sets(
+    kube: KubeClient, namespace: str, ars: str, variants: list[Variant]
+) -> None:
+    for variant in variants:
+        await kube.create(
+            {
+                "apiVersion": "actions.github.com/v1alpha1",
+                "kind": "EphemeralRunnerSet",
+                "metadata": {"name": variant.ers(ars), "namespace": namespace},
+                "spec": {"replicas": 0, "patchID": 0, "ephemeralRunnerSpec": {}},
+            }
+        )
+
+
+async def ers_specs(
+    kube: KubeClient, namespace: str, ars: str, variants: list[Variant]
+) -> dict[str, Any]:
+    specs = {}
+    for variant in variants:
+        obj = await kube.get("EphemeralRunnerSet", variant.ers(ars), namespace)
+        specs[variant.name] = obj.get("spec", {})
+    return specs
+
+
+def multi_config(
+    sim: ActionsSimulator,
+    token: str,
+    namespace: str,
+    ars: str,
+    variants: list[Variant],
+    ids: dict[str, int],
+    **extra: Any,
+) -> ListenerConfig:
+    return ListenerConfig(
+        configure_url=sim.config_url(),
+        github_token=token,
+        ephemeral_runner_set_namespace=namespace,
+        runner_scale_set_name=ars,
+        scale_sets=[
+            ScaleSetConfig(
+                runner_scale_set_id=ids[v.name],
+                runner_scale_set_name=v.ers(ars),
+                ephemeral_runner_set_name=v.ers(ars),
+                min_runners=v.min_runners,
+                max_runners=v.max_runners,
+            )
+            for v in variants
+        ],
+        **extra,
+    )
+
+
+def listener_options(nats_url: str, kubeconfig: Path, **overrides: Any) -> ListenerOptions:
+    options = ListenerOptions(
+        backoff=Backoff(initial=0.05, cap=0.2),
+        retry=RetryPolicy.fast(max_retries=1),
+        fetch_timeout=0.5,
+        host="listener-pod",
+        kube_settings=KubeSettings(kubeconfig=str(kubeconfig), qps=1000, burst=1000),
+        nats=NatsSettings(url=nats_url),
+        environ={},
+    )
+    for key, value in overrides.items():
+        setattr(options, key, value)
+    return options
+
+
+class RunningListener:
+    """``async with RunningListener(listener):`` runs it in a task and stops it cleanly."""
+
+    def __init__(self, listener: Listener) -> None:
+        self.listener = listener
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Listener:
+        self.task = asyncio.ensure_future(self.listener.run(self.stop))
+        return self.listener
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop.set()
+        assert self.task is not None
+        await asyncio.wait_for(self.task, 15)
+
+
+def write_kubeconfig(emulator: KubeEmulator, tmp_path: Path) -> Path:
+    return emulator.write_kubeconfig(tmp_path / "listener-kubeconfig")
+
+
+async def stream_events(nats_url: str, subject: str) -> list[tuple[dict[str, str], bytes]]:
+    """Every stored message on ``subject`` (headers, data), read with an ordered consumer."""
+    import nats
+    import nats.errors
+
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        sub = await js.subscribe(subject, ordered_consumer=True)
+        out: list[tuple[dict[str, str], bytes]] = []
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=0.5)
+            except nats.errors.TimeoutError:
+                return out
+            out.append((dict(msg.headers or {}), bytes(msg.data)))
+    finally:
+        await nc.close()

@@ -1,0 +1,166 @@
+"""``python -m arcflow.listener`` as a real process: SIGTERM, config errors, single-set errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from arcflow.common.kube import KubeClient
+from arcflow.common.listener_config import ListenerConfig
+from arcflow.devstack.actions_sim import ActionsSimulator
+from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.nats_server import NatsServer
+from arcflow.listener.app import Listener
+
+from .helpers import (
+    Variant,
+    create_runner_sets,
+    create_scale_sets,
+    ers_specs,
+    eventually,
+    listener_options,
+    multi_config,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+ARS = "arc"
+T = TypeVar("T")
+
+
+def _env(config_path: Path, nats_url: str, kubeconfig: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "LISTENER_CONFIG_PATH": str(config_path),
+            "ARCFLOW_NATS_URL": nats_url,
+            "ARCFLOW_KUBE_KUBECONFIG": str(kubeconfig),
+        }
+    )
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    return env
+
+
+async def test_sigterm_deletes_every_session_and_exits_zero(
+    sim_fast: ActionsSimulator,
+    kube_client: KubeClient,
+    kube_emulator: KubeEmulator,
+    kube_namespace: str,
+    private_nats_server: NatsServer,
+    tmp_path: Path,
+) -> None:
+    sim = sim_fast
+    variants = [Variant("cpu", 0, 10), Variant("gpu", 1, 2)]
+    token = sim.add_pat()
+    ids = await create_scale_sets(sim, token, ARS, variants)
+    await create_runner_sets(kube_client, kube_namespace, ARS, variants)
+    config = multi_config(sim, token, kube_namespace, ARS, variants, ids, log_format="json")
+    config_path = tmp_path / "config.json"
+    config_path.write_text(config.to_json())
+    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "arcflow.listener",
+        env=_env(config_path, private_nats_server.url, kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await eventually(
+            lambda: _value(sim.snapshot()),
+            lambda snap: all(s["session"] is not None for s in snap["scaleSets"]),
+            within=30,
+        )
+        # The gpu variant's minimum (1) reaches its ERS from the session statistics.
+        await eventually(
+            lambda: ers_specs(kube_client, kube_namespace, ARS, variants),
+            lambda s: s["gpu"].get("replicas") == 1,
+        )
+        proc.send_signal(signal.SIGTERM)
+        _stdout, stderr = await asyncio.wait_for(proc.communicate(), 20)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, stderr.decode()[-2000:]
+    assert all(s["session"] is None for s in sim.snapshot()["scaleSets"])
+    closed = sim.requests_matching("*/runnerscalesets/*/sessions/*", method="DELETE")
+    assert sorted(r.status for r in closed) == [204, 204]
+    assert token not in stderr.decode()
+    assert b"message session open" in stderr
+
+
+async def test_invalid_config_is_a_clear_fatal_error(tmp_path: Path) -> None:
+    token = "ghp_listenerTestSecret0123456789"
+    config = ListenerConfig(
+        configure_url="https://github.com/octo",
+        github_token=token,
+        ephemeral_runner_set_namespace="ci",
+        ephemeral_runner_set_name="arc",
+        runner_scale_set_id=0,
+    )
+    path = tmp_path / "config.json"
+    path.write_text(config.to_json())
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "arcflow.listener",
+        env={**os.environ, "LISTENER_CONFIG_PATH": str(path)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _stdout, stderr = await asyncio.wait_for(proc.communicate(), 30)
+    text = stderr.decode()
+    assert proc.returncode == 2
+    assert "fatal configuration error" in text
+    assert 'RunnerScaleSetId "0" is missing' in text
+    assert token not in text
+    assert json.loads(path.read_text())["github_token"] == token  # the file itself is intact
+
+
+async def test_single_set_mode_error_ends_the_listener(
+    sim_fast: ActionsSimulator,
+    kube_client: KubeClient,
+    kube_emulator: KubeEmulator,
+    kube_namespace: str,
+    private_nats_server: NatsServer,
+    tmp_path: Path,
+) -> None:
+    """Upstream semantics with one scale set: an error (here a session that cannot be
+    created) propagates instead of being retried, so the pod restarts."""
+    sim = sim_fast
+    token = sim.add_pat()
+    variants = [Variant("cpu", 0, 3)]
+    ids = await create_scale_sets(sim, token, ARS, variants)
+    await create_runner_sets(kube_client, kube_namespace, ARS, variants)
+    sim.conflict_session_create(times=1)
+    config = ListenerConfig(
+        configure_url=sim.config_url(),
+        github_token=token,
+        ephemeral_runner_set_namespace=kube_namespace,
+        ephemeral_runner_set_name="arc-cpu",
+        runner_scale_set_id=ids["cpu"],
+        runner_scale_set_name=ARS,
+        max_runners=3,
+    )
+    options = listener_options(
+        private_nats_server.url, kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    )
+    listener = Listener(config, options=options)
+    assert listener.targets[0].owner == "listener-pod"  # bare host name in single-set mode
+    with pytest.raises(Exception, match="409") as info:
+        await asyncio.wait_for(listener.run(asyncio.Event()), 20)
+    assert type(info.value).__name__ == "SessionConflictError"
+    assert listener.units[0].pump_stats.starts == 0  # not supervised
+
+
+async def _value(value: T) -> T:
+    return value

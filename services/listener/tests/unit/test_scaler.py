@@ -1,0 +1,103 @@
+"""The scaler state machine of spec/arc-objects.md §4.4, call by call."""
+
+from __future__ import annotations
+
+import pytest
+
+from arcflow.common.events import JobInfo
+from arcflow.listener.scaler import (
+    MAX_INT32,
+    Decision,
+    DesiredRunnerScaler,
+    ers_patch,
+    runner_status_patch,
+)
+
+
+def test_first_call_always_yields_patch_id_zero() -> None:
+    scaler = DesiredRunnerScaler(min_runners=2, max_runners=10)
+    assert (scaler.target, scaler.patch_seq, scaler.dirty) == (-1, -1, False)
+    decision = scaler.decide(3)
+    assert decision.target == 5
+    assert decision.patch_id == 0
+    assert scaler.patch_seq == 0
+
+
+def test_sequence_increments_and_forces_zero_only_when_idle_at_min() -> None:
+    scaler = DesiredRunnerScaler(min_runners=1, max_runners=10)
+    assert scaler.decide(0).patch_id == 0  # first call
+    # Not dirty, unchanged, equal to min -> forced 0 even though the sequence moved on.
+    second = scaler.decide(0)
+    assert (second.target, second.patch_id, scaler.patch_seq) == (1, 0, 1)
+    # Target moves -> the sequence number is the patch id.
+    third = scaler.decide(2)
+    assert (third.target, third.patch_id) == (3, 2)
+    # Unchanged but above min -> not forced.
+    assert scaler.decide(2).patch_id == 3
+    # Back to min: target changed this call -> not forced.
+    assert scaler.decide(0).patch_id == 4
+    # Unchanged at min and nothing happened -> forced.
+    assert scaler.decide(0).patch_id == 0
+
+
+def test_dirty_prevents_the_forced_zero_once() -> None:
+    scaler = DesiredRunnerScaler(min_runners=0, max_runners=5)
+    scaler.decide(0)
+    scaler.job_completed()
+    assert scaler.decide(0).patch_id == 1  # dirty: the sequence number, not 0
+    assert scaler.dirty is False
+    assert scaler.decide(0).patch_id == 0
+    scaler.job_started()
+    decision = scaler.decide(0)
+    assert decision.patch_id == 3
+    assert decision.was_dirty is True
+
+
+def test_target_is_capped_by_max_runners() -> None:
+    scaler = DesiredRunnerScaler(min_runners=2, max_runners=4)
+    assert scaler.decide(100).target == 4
+    assert scaler.desired_count(1) == 3
+
+
+def test_patch_sequence_wraps_at_max_int32() -> None:
+    scaler = DesiredRunnerScaler(min_runners=0, max_runners=MAX_INT32)
+    scaler.decide(1)
+    scaler.patch_seq = MAX_INT32
+    decision = scaler.decide(2)
+    assert scaler.patch_seq == 1
+    assert decision.patch_id == 1
+
+
+def test_invalid_bounds_are_rejected() -> None:
+    with pytest.raises(ValueError, match="min_runners 3 > max_runners 2"):
+        DesiredRunnerScaler(3, 2)
+    with pytest.raises(ValueError, match="negative"):
+        DesiredRunnerScaler(0, 1).decide(-1)
+
+
+def test_ers_patch_sends_null_for_zero_replicas() -> None:
+    assert ers_patch(Decision(target=0, patch_id=7, assigned_jobs=0, was_dirty=False)) == {
+        "spec": {"patchID": 7, "replicas": None}
+    }
+    assert ers_patch(Decision(target=3, patch_id=0, assigned_jobs=3, was_dirty=True)) == {
+        "spec": {"patchID": 0, "replicas": 3}
+    }
+
+
+def test_runner_status_patch_omits_empty_values() -> None:
+    job = JobInfo(
+        message_type="JobStarted",
+        runner_request_id=42,
+        job_id="j-1",
+        repository_name="repo",
+        owner_name="octo",
+        job_workflow_ref="octo/repo/.github/workflows/ci.yml@refs/heads/main",
+        workflow_run_id=0,
+        runner_name="r-1",
+    )
+    assert runner_status_patch(job) == {
+        "jobRequestId": 42,
+        "jobRepositoryName": "octo/repo",
+        "jobId": "j-1",
+        "jobWorkflowRef": "octo/repo/.github/workflows/ci.yml@refs/heads/main",
+    }
