@@ -1,0 +1,177 @@
+"""``arcflow dev``: the whole stack on one machine, with a demo workload and a live view.
+
+Exit codes: 0 every demo job completed (or Ctrl-C after they did), 1 timeout/failure,
+3 blocked (a required component is missing or died; the summary names it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.live import Live
+
+from arcflow.devstack.demo import DemoError
+from arcflow.devstack.live_view import ViewModel, render
+from arcflow.devstack.nats_server import NatsServerError
+from arcflow.devstack.stack import DevStack, StackError, StackOptions
+
+
+async def _run(
+    options: StackOptions, *, headless: bool, summary_json: Path | None
+) -> tuple[int, dict[str, Any]]:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    console = Console(stderr=headless)
+    live: Live | None = None
+    last_line = ""
+
+    def on_update(model: ViewModel) -> None:
+        nonlocal last_line
+        if live is not None:
+            live.update(render(model))
+            return
+        line = " | ".join(
+            f"{r.variant}: id={r.scale_set_id} done={r.done}/{r.queued + r.running + r.done}"
+            for r in model.rows
+        )
+        if line != last_line:
+            last_line = line
+            console.print(line, highlight=False)
+
+    try:
+        with contextlib.ExitStack() as screens:
+            if not headless:
+                live = screens.enter_context(
+                    Live(console=console, refresh_per_second=4, transient=False)
+                )
+            async with DevStack(options, on_update=on_update) as stack:
+                if headless:
+                    for name, status in stack.components.items():
+                        console.print(f"{name}: {status}", highlight=False)
+                code, summary = await stack.run(stop)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(signum)
+    if summary_json is not None:
+        await asyncio.to_thread(_write_summary, summary_json, summary)
+    return code, summary
+
+
+def _write_summary(path: Path, summary: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+@click.command(name="dev")
+@click.option(
+    "--jobs",
+    type=click.IntRange(0),
+    default=12,
+    show_default=True,
+    help="demo jobs, spread round-robin over the variants",
+)
+@click.option(
+    "--job-duration",
+    type=click.FloatRange(0),
+    default=1.0,
+    show_default=True,
+    help="base seconds a demo job runs (jobs take 1x, 1.5x or 2x)",
+)
+@click.option(
+    "--example",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="ARS YAML to apply (default: examples/02-runner-variants.yaml)",
+)
+@click.option("--headless", is_flag=True, help="no live view; progress lines on stderr")
+@click.option(
+    "--exit-when-done",
+    is_flag=True,
+    help="exit once every demo job completed (or the stack is blocked/timed out)",
+)
+@click.option(
+    "--summary-json",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="write the run summary (jobs, pods, objects, latencies) here on exit",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(1),
+    default=600.0,
+    show_default=True,
+    help="with --exit-when-done: give up after this many seconds (exit 1)",
+)
+@click.option(
+    "--kubeconfig",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="use this cluster instead of the embedded Kubernetes API emulator",
+)
+@click.option(
+    "--github-config-url",
+    default=None,
+    help="use real GitHub at this config URL instead of the Actions simulator",
+)
+@click.option(
+    "--github-token",
+    envvar="ARCFLOW_DEV_GITHUB_TOKEN",
+    default=None,
+    help="token for --github-config-url (or env ARCFLOW_DEV_GITHUB_TOKEN)",
+)
+@click.option("--keep-temp", is_flag=True, help="keep the temp dir (logs) after exit")
+@click.option("-v", "--verbose", is_flag=True, help="log the stack's own debug lines")
+def dev_command(
+    jobs: int,
+    job_duration: float,
+    example: Path | None,
+    headless: bool,
+    exit_when_done: bool,
+    summary_json: Path | None,
+    timeout: float,
+    kubeconfig: str | None,
+    github_config_url: str | None,
+    github_token: str | None,
+    keep_temp: bool,
+    verbose: bool,
+) -> None:
+    """Run nats-server, the Kubernetes API emulator, the Actions simulator, a pod runner and
+    all services locally; apply the runner-variants example and run a demo workload."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING)
+    if github_config_url and not github_token:
+        raise click.UsageError("--github-config-url needs --github-token (or the env var)")
+    options = StackOptions(
+        jobs=jobs,
+        job_duration=job_duration,
+        example=example,
+        kubeconfig=kubeconfig,
+        github_config_url=github_config_url,
+        github_token=github_token,
+        exit_when_done=exit_when_done,
+        timeout=timeout,
+        keep_temp=keep_temp,
+    )
+    try:
+        code, summary = asyncio.run(_run(options, headless=headless, summary_json=summary_json))
+    except (StackError, DemoError, NatsServerError) as exc:
+        raise click.ClickException(str(exc)) from None
+    jobs_info = summary["jobs"]
+    click.echo(
+        f"demo jobs: {jobs_info['completed']}/{jobs_info['total']} completed, "
+        f"{jobs_info['failed']} failed",
+        err=True,
+    )
+    if summary["blocked_by"]:
+        click.echo("blocked by: " + ", ".join(summary["blocked_by"]), err=True)
+    raise SystemExit(code)

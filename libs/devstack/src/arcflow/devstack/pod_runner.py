@@ -1,0 +1,542 @@
+"""A kubelet stand-in for the dev stack: runs the Pods the reconciler creates in the emulator.
+
+No real kubelet (or container runtime) exists on a dev machine, yet the flow only closes when
+pods run: the listener pod must pump GitHub messages and runner pods must take jobs and exit.
+So this watches Pods and plays them:
+
+* a **listener pod** (label ``app.kubernetes.io/component=runner-scale-set-listener`` or a
+  container named ``listener``) becomes a real ``python -m arcflow.listener`` process fed with
+  the ``config.json`` of its mounted config Secret;
+* a **runner pod** (label ``actions-ephemeral-runner=True``) becomes a simulated runner that
+  connects with the JIT config of its Secret, takes one job, finishes it and exits 0.
+
+Either way the pod's status goes Running, then Succeeded/Failed with the exit code in
+``status.containerStatuses[].state.terminated``, as a kubelet reports it. Deleting a pod stops
+its process or task. Secrets (config.json, JIT configs) are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from arcflow.common import constants
+from arcflow.common.kube import (
+    POD,
+    SECRET,
+    KubeApiError,
+    KubeClient,
+    NotFoundError,
+    ResourceVersionExpired,
+)
+from arcflow.devstack.nats_server import free_port
+
+log = logging.getLogger(__name__)
+
+PodKind = Literal["listener", "runner"]
+_SECRET_WAIT_SECONDS = 10.0
+_STOP_GRACE_SECONDS = 5.0
+
+
+class PodStartError(Exception):
+    """The pod cannot be started (missing Secret, malformed config); the text names no value."""
+
+
+# --- pure helpers -----------------------------------------------------------------------------
+
+
+def classify_pod(pod: Mapping[str, Any]) -> PodKind | None:
+    """Which kind of arcflow pod this is, or ``None`` for a pod we do not play."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if labels.get(constants.LABEL_EPHEMERAL_RUNNER) == "True":
+        return "runner"
+    if labels.get(constants.LABEL_COMPONENT) == constants.COMPONENT_LISTENER:
+        return "listener"
+    containers = (pod.get("spec") or {}).get("containers") or []
+    if any(c.get("name") == constants.LISTENER_CONTAINER for c in containers):
+        return "listener"
+    return None
+
+
+def listener_config_secret_of(pod: Mapping[str, Any]) -> str:
+    """The Secret mounted as the listener's config volume (``<pod>-config`` by default)."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        secret = volume.get("secret") or {}
+        if volume.get("name") == constants.LISTENER_CONFIG_VOLUME and secret.get("secretName"):
+            return str(secret["secretName"])
+    return f"{(pod.get('metadata') or {}).get('name', '')}-config"
+
+
+def jit_secret_ref_of(pod: Mapping[str, Any]) -> tuple[str, str]:
+    """(secret name, key) of the ``ACTIONS_RUNNER_INPUT_JITCONFIG`` env of the runner container."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    ordered = sorted(containers, key=lambda c: c.get("name") != constants.RUNNER_CONTAINER)
+    for container in ordered:
+        for env in container.get("env") or []:
+            if env.get("name") != constants.ENV_JIT_CONFIG:
+                continue
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef") or {}
+            if ref.get("name") and ref.get("key"):
+                return str(ref["name"]), str(ref["key"])
+    raise PodStartError(f"no {constants.ENV_JIT_CONFIG} secretKeyRef in the pod")
+
+
+def plain_env_of(pod: Mapping[str, Any], container_name: str) -> dict[str, str]:
+    """Literal ``value`` env entries of one container (secret refs are resolved elsewhere)."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") == container_name:
+            return {
+                str(e["name"]): str(e["value"])
+                for e in container.get("env") or []
+                if "name" in e and isinstance(e.get("value"), str)
+            }
+    return {}
+
+
+def secret_value(secret: Mapping[str, Any], key: str) -> str:
+    """One decoded value of a Secret manifest (``data`` base64, or ``stringData``)."""
+    data = secret.get("data") or {}
+    if key in data:
+        try:
+            return base64.b64decode(str(data[key]), validate=True).decode()
+        except (binascii.Error, ValueError, UnicodeDecodeError):
+            raise PodStartError(f"secret key {key} is not valid base64 text") from None
+    string_data = secret.get("stringData") or {}
+    if key in string_data:
+        return str(string_data[key])
+    raise PodStartError(f"secret has no key {key}")
+
+
+def localize_listener_config(config_text: str, metrics_port: int) -> str:
+    """Give the listener its own metrics port: real pods each have a network namespace, local
+    processes share one, so two listeners on ``:8080`` would collide."""
+    try:
+        config = json.loads(config_text)
+    except json.JSONDecodeError:
+        raise PodStartError("config.json is not valid JSON") from None
+    if not isinstance(config, dict):
+        raise PodStartError("config.json is not a JSON object")
+    if config.get("metrics_addr"):
+        config["metrics_addr"] = f"127.0.0.1:{metrics_port}"
+    return json.dumps(config)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def running_status(pod: Mapping[str, Any], started_at: str) -> dict[str, Any]:
+    return {
+        "phase": "Running",
+        "startTime": started_at,
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": started_at}],
+        "containerStatuses": [
+            {
+                "name": c.get("name", ""),
+                "image": c.get("image", ""),
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": started_at}},
+            }
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ],
+    }
+
+
+def terminated_status(
+    pod: Mapping[str, Any], started_at: str, finished_at: str, exit_code: int, message: str = ""
+) -> dict[str, Any]:
+    """What a kubelet reports when the (only) container ended with ``exit_code``."""
+    terminated: dict[str, Any] = {
+        "exitCode": exit_code,
+        "reason": "Completed" if exit_code == 0 else "Error",
+        "startedAt": started_at,
+        "finishedAt": finished_at,
+    }
+    if message:
+        terminated["message"] = message
+    return {
+        "phase": "Succeeded" if exit_code == 0 else "Failed",
+        "startTime": started_at,
+        "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": finished_at}],
+        "containerStatuses": [
+            {
+                "name": c.get("name", ""),
+                "image": c.get("image", ""),
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {"terminated": dict(terminated)},
+            }
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ],
+    }
+
+
+# --- runner backends --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunnerOutcome:
+    exit_code: int
+    job_id: str | None
+    message: str = ""
+
+
+class RunnerBackend(Protocol):
+    """What plays the runner binary of a runner pod."""
+
+    async def run(
+        self, jit_config: str, on_job: Callable[[str], None] | None = None
+    ) -> RunnerOutcome: ...
+
+
+class SimulatedRunnerBackend:
+    """A runner against the in-process Actions simulator: connect with the JIT config, wait
+    (as long as it takes, like an idle real runner) for a job, let it run for its duration,
+    exit 0. A job without a duration finishes after ``default_job_duration``."""
+
+    def __init__(self, simulator: Any, *, default_job_duration: float = 1.0) -> None:
+        self._sim = simulator
+        self.default_job_duration = default_job_duration
+
+    async def run(
+        self, jit_config: str, on_job: Callable[[str], None] | None = None
+    ) -> RunnerOutcome:
+        from arcflow.devstack.actions_sim import JitConfigError, JobState
+
+        engine = self._sim.engine
+        try:
+            connection = self._sim.connect_runner(jit_config)
+            job_id = connection.job_id
+            while job_id is None:
+                job_id = await engine.wait_for_runner_job(connection.runner_id, 30.0)
+                if job_id is None and engine.closing:
+                    return RunnerOutcome(1, None, "the Actions service went away")
+        except JitConfigError as exc:
+            return RunnerOutcome(1, None, f"runner registration rejected: {exc}")
+        if on_job is not None:
+            on_job(job_id)
+        job = engine.job(job_id)
+        if job.duration is None:
+            await asyncio.sleep(self.default_job_duration)
+            if job.state is JobState.RUNNING and job.runner_id == connection.runner_id:
+                self._sim.complete_job(job_id)
+        else:
+            finished = await engine.wait_for_job_state(
+                job_id, {JobState.COMPLETED}, job.duration + 30.0
+            )
+            if finished is None:
+                return RunnerOutcome(1, job_id, "the job did not finish in time")
+        return RunnerOutcome(0, job_id)
+
+
+# --- the pod runner ---------------------------------------------------------------------------
+
+
+@dataclass
+class PodRecord:
+    """What happened to one pod (wall-clock seconds); the summary reads these."""
+
+    namespace: str
+    name: str
+    uid: str
+    kind: PodKind
+    labels: dict[str, str]
+    seen_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    exit_code: int | None = None
+    job_id: str | None = None
+    deleted: bool = False
+
+    @property
+    def active(self) -> bool:
+        return not self.deleted and self.exit_code is None
+
+
+def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
+    """Linux: the child gets SIGTERM if the dev stack dies (even SIGKILL): no orphans."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+@dataclass
+class PodRunner:
+    """Watch Pods (one namespace, or all) and play the arcflow ones until :meth:`stop`."""
+
+    kube: KubeClient
+    work_dir: Path
+    runner_backend: RunnerBackend | None = None
+    namespace: str | None = None
+    listener_env: dict[str, str] = field(default_factory=dict)
+    python: str = sys.executable
+    listener_module: str = "arcflow.listener"
+    records: dict[str, PodRecord] = field(default_factory=dict)
+    on_change: Callable[[PodRecord], None] | None = None
+    _watch_task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
+    _pod_tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False, repr=False)
+    _processes: dict[str, asyncio.subprocess.Process] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    _ready: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+
+    async def start(self) -> PodRunner:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._watch_task = asyncio.create_task(self._watch_loop(), name="pod-runner-watch")
+        return self
+
+    async def wait_ready(self, within: float = 10.0) -> None:
+        """Until the first watch is open (so no pod created afterwards is missed)."""
+        await asyncio.wait_for(self._ready.wait(), within)
+
+    async def stop(self) -> None:
+        """Stop watching, then stop every pod's process or task (listeners get SIGTERM)."""
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._watch_task
+            self._watch_task = None
+        tasks = list(self._pod_tasks.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._pod_tasks.clear()
+
+    @property
+    def running_processes(self) -> list[int]:
+        return [p.pid for p in self._processes.values() if p.returncode is None]
+
+    # --- watch ------------------------------------------------------------------------
+
+    async def _watch_loop(self) -> None:
+        resource_version: str | None = None
+        backoff = 0.2
+        while True:
+            try:
+                if resource_version is None:
+                    listed = await self.kube.list(POD, namespace=self.namespace)
+                    for pod in listed.items:
+                        self._observe("ADDED", pod)
+                    resource_version = listed.resource_version or None
+                stream = self.kube.watch(
+                    POD, namespace=self.namespace, resource_version=resource_version
+                )
+                async with stream:
+                    self._ready.set()
+                    async for event in stream:
+                        if event.type == "BOOKMARK":
+                            resource_version = event.resource_version or resource_version
+                            continue
+                        resource_version = event.resource_version or resource_version
+                        self._observe(event.type, event.object)
+                backoff = 0.2
+            except asyncio.CancelledError:
+                raise
+            except ResourceVersionExpired:
+                resource_version = None  # re-list; already-played pods are skipped by uid
+            except KubeApiError as exc:
+                log.warning("pod watch error (%s); retrying", type(exc).__name__)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+            except Exception as exc:
+                log.warning("pod watch failed (%s); retrying", type(exc).__name__)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _observe(self, event_type: str, pod: Mapping[str, Any]) -> None:
+        kind = classify_pod(pod)
+        if kind is None:
+            return
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+        gone = event_type == "DELETED" or bool(meta.get("deletionTimestamp"))
+        if gone:
+            record = self.records.get(uid)
+            if record is not None and not record.deleted:
+                record.deleted = True
+                self._notify(record)
+            task = self._pod_tasks.pop(uid, None)
+            if task is not None:
+                task.cancel()
+            return
+        if uid in self.records:
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            return
+        record = PodRecord(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            uid=uid,
+            kind=kind,
+            labels=dict(meta.get("labels") or {}),
+            seen_at=time.time(),
+        )
+        self.records[uid] = record
+        self._notify(record)
+        runner = self._run_listener if kind == "listener" else self._run_runner
+        task = asyncio.create_task(runner(record, dict(pod)), name=f"pod-{record.name}")
+        self._pod_tasks[uid] = task
+        task.add_done_callback(self._forget_task(uid))
+
+    def _forget_task(self, uid: str) -> Callable[[asyncio.Task[None]], None]:
+        def forget(task: asyncio.Task[None]) -> None:
+            if self._pod_tasks.get(uid) is task:
+                del self._pod_tasks[uid]
+
+        return forget
+
+    def _notify(self, record: PodRecord) -> None:
+        if self.on_change is not None:
+            with contextlib.suppress(Exception):
+                self.on_change(record)
+
+    # --- status -----------------------------------------------------------------------
+
+    async def _patch_status(self, record: PodRecord, status: Mapping[str, Any]) -> None:
+        try:
+            await self.kube.patch_status(POD, record.name, status, namespace=record.namespace)
+        except NotFoundError:
+            pass  # deleted meanwhile: nothing to report to
+        except KubeApiError as exc:
+            log.warning("pod %s/%s: status update failed: %s", record.namespace, record.name, exc)
+
+    async def _finish(
+        self, record: PodRecord, pod: Mapping[str, Any], started: str, code: int, message: str
+    ) -> None:
+        record.exit_code = code
+        record.finished_at = time.time()
+        self._notify(record)
+        await self._patch_status(record, terminated_status(pod, started, _now(), code, message))
+
+    async def _read_secret(self, namespace: str, name: str) -> Mapping[str, Any]:
+        """The Secret, waiting a little: the reconciler may create it right after the pod."""
+        deadline = time.monotonic() + _SECRET_WAIT_SECONDS
+        while True:
+            try:
+                return await self.kube.get(SECRET, name, namespace)
+            except NotFoundError:
+                if time.monotonic() > deadline:
+                    raise PodStartError(f"secret {namespace}/{name} not found") from None
+                await asyncio.sleep(0.2)
+
+    # --- listener pods ----------------------------------------------------------------
+
+    async def _run_listener(self, record: PodRecord, pod: Mapping[str, Any]) -> None:
+        started = _now()
+        try:
+            secret = await self._read_secret(record.namespace, listener_config_secret_of(pod))
+            config_text = localize_listener_config(
+                secret_value(secret, constants.LISTENER_CONFIG_KEY), free_port()
+            )
+        except (PodStartError, KubeApiError) as exc:
+            log.warning("listener pod %s/%s cannot start: %s", record.namespace, record.name, exc)
+            await self._finish(record, pod, started, 1, str(exc))
+            return
+        pod_dir = self.work_dir / f"{record.namespace}_{record.name}_{record.uid[:8]}"
+        pod_dir.mkdir(parents=True, exist_ok=True)
+        config_path = pod_dir / constants.LISTENER_CONFIG_KEY
+        fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(config_text)
+        env = {**os.environ, **plain_env_of(pod, constants.LISTENER_CONTAINER)}
+        env.update(self.listener_env)
+        env["LISTENER_CONFIG_PATH"] = str(config_path)
+        env["PYTHONUNBUFFERED"] = "1"
+        log_path = pod_dir / "listener.log"
+        with log_path.open("ab") as log_file:
+            process = await asyncio.create_subprocess_exec(
+                self.python,
+                "-m",
+                self.listener_module,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=log_file,
+                start_new_session=True,
+                preexec_fn=set_parent_death_signal if sys.platform == "linux" else None,
+            )
+        self._processes[record.uid] = process
+        record.started_at = time.time()
+        self._notify(record)
+        await self._patch_status(record, running_status(pod, started))
+        try:
+            code = await process.wait()
+        except asyncio.CancelledError:
+            await _terminate(process)
+            self._processes.pop(record.uid, None)
+            raise
+        self._processes.pop(record.uid, None)
+        message = "" if code == 0 else _last_line(log_path)
+        await self._finish(record, pod, started, code, message)
+
+    # --- runner pods ------------------------------------------------------------------
+
+    async def _run_runner(self, record: PodRecord, pod: Mapping[str, Any]) -> None:
+        started = _now()
+        if self.runner_backend is None:
+            log.warning("runner pod %s/%s: no runner backend; left Pending", *_where(record))
+            return
+        try:
+            secret_name, key = jit_secret_ref_of(pod)
+            secret = await self._read_secret(record.namespace, secret_name)
+            jit_config = secret_value(secret, key)
+        except (PodStartError, KubeApiError) as exc:
+            log.warning("runner pod %s/%s cannot start: %s", *_where(record), exc)
+            await self._finish(record, pod, started, 1, str(exc))
+            return
+        record.started_at = time.time()
+        self._notify(record)
+        await self._patch_status(record, running_status(pod, started))
+
+        def took_job(job_id: str) -> None:
+            record.job_id = job_id
+            self._notify(record)
+
+        outcome = await self.runner_backend.run(jit_config, took_job)
+        record.job_id = outcome.job_id or record.job_id
+        await self._finish(record, pod, started, outcome.exit_code, outcome.message)
+
+
+def _where(record: PodRecord) -> tuple[str, str]:
+    return record.namespace, record.name
+
+
+def _last_line(path: Path, limit: int = 300) -> str:
+    with contextlib.suppress(OSError):
+        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
+        if lines:
+            return lines[-1][-limit:]
+    return ""
+
+
+async def _terminate(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM, then SIGKILL after a grace period: what a kubelet does on pod deletion."""
+    if process.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), _STOP_GRACE_SECONDS)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()

@@ -1,0 +1,663 @@
+"""The embedded dev stack behind ``arcflow dev``: start order, readiness, demo, clean shutdown.
+
+Start order: a private temp dir, nats-server, the Kubernetes API emulator, the Actions
+simulator, the pod runner (kubelet stand-in), then watcher, registrar and reconciler as
+subprocesses (``python -m arcflow.<service>``), then the example ARS and the demo workload.
+Every started part is pushed on one :class:`contextlib.AsyncExitStack`, so shutdown runs in
+exact reverse order whatever failed, and the temp dir goes last.
+
+A service that is not installed/importable, or that exits, is reported as such (view and
+summary) instead of being waited for: the stack runs whatever exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import importlib.util
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+
+from arcflow.common.actions.auth import KEY_TOKEN
+from arcflow.common.kube import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+    POD,
+    ROLE,
+    ROLE_BINDING,
+    SECRET,
+    SERVICE_ACCOUNT,
+    ConflictError,
+    KubeApiError,
+    KubeClient,
+    KubeSettings,
+    Resource,
+)
+from arcflow.devstack import demo
+from arcflow.devstack.demo import JobRecord, SummaryInputs, VariantTarget
+from arcflow.devstack.live_view import (
+    FEED_SUBJECTS,
+    EventTail,
+    ViewModel,
+    build_view_model,
+    busy_by_scale_set,
+    desired_by_variant,
+    scale_set_ids_from_events,
+    variant_of,
+)
+from arcflow.devstack.nats_server import NatsServer, free_port
+from arcflow.devstack.pod_runner import PodRunner, SimulatedRunnerBackend, set_parent_death_signal
+
+log = logging.getLogger(__name__)
+
+SERVICES: tuple[str, ...] = ("watcher", "registrar", "reconciler")
+#: Everything the demo needs to complete; the listener runs inside listener pods.
+REQUIRED_FOR_DEMO: tuple[str, ...] = (*SERVICES, "listener")
+COUNTED_KINDS: tuple[Resource, ...] = (
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    AUTOSCALING_LISTENER,
+    POD,
+    SECRET,
+    SERVICE_ACCOUNT,
+    ROLE,
+    ROLE_BINDING,
+)
+_HEALTH_WAIT_SECONDS = 20.0
+_SERVICE_STOP_GRACE = 10.0
+_BLOCKED_GRACE_SECONDS = 30.0
+
+EXIT_DONE = 0
+EXIT_FAILED = 1
+EXIT_BLOCKED = 3
+
+
+class StackError(RuntimeError):
+    """The stack cannot start (bad options, a server that did not come up)."""
+
+
+@dataclass
+class StackOptions:
+    jobs: int = 12
+    job_duration: float = 1.0
+    example: Path | None = None
+    kubeconfig: str | None = None
+    github_config_url: str | None = None
+    github_token: str | None = None
+    exit_when_done: bool = False
+    timeout: float = 600.0
+    keep_temp: bool = False
+    poll_timeout: float = 5.0
+
+    def __repr__(self) -> str:  # the token never shows
+        return (
+            f"StackOptions(jobs={self.jobs}, kubeconfig={self.kubeconfig!r}, "
+            f"github_config_url={self.github_config_url!r}, "
+            f"exit_when_done={self.exit_when_done})"
+        )
+
+
+@dataclass
+class ServiceProcess:
+    """One service subprocess; ``status`` is what the view and the summary show."""
+
+    name: str
+    log_path: Path
+    health_port: int
+    process: asyncio.subprocess.Process | None = None
+    status: str = "starting"
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+
+def module_available(module: str) -> bool:
+    """True when ``python -m <module>`` can run (the package and its ``__main__`` exist)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def service_env(
+    name: str,
+    *,
+    nats_url: str,
+    kubeconfig: str | None,
+    health_port: int,
+    metrics_port: int,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Environment of one service subprocess: shared NATS/Kubernetes settings plus private
+    health/metrics ports (the defaults 8080/8081 would collide between services)."""
+    env = dict(os.environ if base is None else base)
+    prefix = f"ARCFLOW_{name.upper()}_"
+    env.update(
+        {
+            "ARCFLOW_NATS_URL": nats_url,
+            f"{prefix}HEALTH_HOST": "127.0.0.1",
+            f"{prefix}HEALTH_PORT": str(health_port),
+            f"{prefix}METRICS_HOST": "127.0.0.1",
+            f"{prefix}METRICS_PORT": str(metrics_port),
+            f"{prefix}LOG_JSON": "false",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    if kubeconfig:
+        env["ARCFLOW_KUBE_KUBECONFIG"] = kubeconfig
+    return env
+
+
+def _last_log_line(path: Path, limit: int = 200) -> str:
+    with contextlib.suppress(OSError):
+        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
+        if lines:
+            return lines[-1][-limit:]
+    return ""
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 (our own port)
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+@dataclass
+class DevStack:
+    """``async with DevStack(options) as stack: await stack.run(stop_event)``."""
+
+    options: StackOptions
+    on_update: Callable[[ViewModel], None] | None = None
+    components: dict[str, str] = field(default_factory=dict)
+    jobs: list[JobRecord] = field(default_factory=list)
+    targets: list[VariantTarget] = field(default_factory=list)
+    temp_dir: Path | None = None
+    nats: NatsServer | None = None
+    kube: KubeClient | None = None
+    simulator: Any = None
+    pod_runner: PodRunner | None = None
+    services: dict[str, ServiceProcess] = field(default_factory=dict)
+    tail: EventTail = field(default_factory=EventTail)
+    objects_created: dict[str, int] = field(default_factory=dict)
+    ars: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    _exit: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    _started_at: float = 0.0
+    _ers: list[dict[str, Any]] = field(default_factory=list)
+    _kubeconfig: str | None = None
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    async def __aenter__(self) -> DevStack:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        self._started_at = time.monotonic()
+        example = self.options.example or demo.find_example()
+        if example is None:
+            raise StackError(f"cannot find {demo.EXAMPLE_RELATIVE_PATH}; pass --example PATH")
+        raw_ars = demo.load_example_ars(example)
+        temp = Path(tempfile.mkdtemp(prefix="arcflow-dev-"))
+        self.temp_dir = temp
+        if not self.options.keep_temp:
+            self._exit.callback(shutil.rmtree, temp, True)
+        (temp / "logs").mkdir()
+
+        self._set("nats", "starting")
+        self.nats = NatsServer(store_dir=str(temp / "nats"))
+        self._exit.callback(self.nats.stop)
+        await asyncio.to_thread(self.nats.start)
+        self._set("nats", f"running {self.nats.url}")
+
+        if self.options.kubeconfig:
+            self._kubeconfig = self.options.kubeconfig
+            self._set("kubernetes", f"external ({self.options.kubeconfig})")
+        else:
+            from arcflow.devstack.kube_emulator import KubeEmulator
+
+            emulator = KubeEmulator()
+            self._exit.push_async_callback(emulator.stop)
+            await emulator.start()
+            self._kubeconfig = str(emulator.write_kubeconfig(temp / "kubeconfig"))
+            self._set("kubernetes", f"running emulator {emulator.url}")
+
+        if self.options.github_config_url:
+            if not self.options.github_token:
+                raise StackError("--github-config-url needs a token (--github-token or env)")
+            config_url = self.options.github_config_url
+            token = self.options.github_token
+            self._set("github", f"external ({config_url})")
+        else:
+            from arcflow.devstack.actions_sim import ActionsSimulator
+
+            org = _org_of(str((raw_ars.get("spec") or {}).get("githubConfigUrl") or ""))
+            simulator = ActionsSimulator(poll_timeout=self.options.poll_timeout)
+            self._exit.push_async_callback(simulator.stop)
+            await simulator.start()
+            self.simulator = simulator
+            config_url = simulator.config_url(org)
+            token = simulator.add_pat()
+            self._set("github", f"running simulator {simulator.base_url}")
+
+        self.ars = demo.prepare_ars(raw_ars, github_config_url=config_url)
+        self.targets = demo.variant_targets(self.ars)
+
+        self.kube = await KubeClient.from_settings(
+            KubeSettings(kubeconfig=self._kubeconfig, qps=200, burst=400)
+        )
+        self._exit.push_async_callback(self.kube.close)
+
+        await self._start_feed()
+        self._spawn(self._count_objects(), "object-counter")
+
+        if self.options.kubeconfig:
+            self._set("pod runner", "disabled (a real cluster runs its own pods)")
+        else:
+            backend = (
+                SimulatedRunnerBackend(self.simulator, default_job_duration=1.0)
+                if self.simulator is not None
+                else None
+            )
+            self.pod_runner = PodRunner(
+                self.kube,
+                temp / "pods",
+                backend,
+                listener_env={
+                    "ARCFLOW_NATS_URL": self.nats.url,
+                    "ARCFLOW_KUBE_KUBECONFIG": self._kubeconfig or "",
+                    "PYTHONUNBUFFERED": "1",
+                },
+            )
+            self._exit.push_async_callback(self.pod_runner.stop)
+            await self.pod_runner.start()
+            await self.pod_runner.wait_ready()
+            self._set("pod runner", "running")
+
+        if module_available("arcflow.listener.__main__"):
+            self._set("listener", "ready (runs in listener pods)")
+        else:
+            self._set("listener", "missing: arcflow.listener has no __main__")
+
+        await asyncio.gather(*(self._start_service(name) for name in SERVICES))
+        self._exit.push_async_callback(self._stop_services)
+
+        await self._apply_example(token)
+        self._notify()
+
+    async def stop(self) -> None:
+        """Stop everything in reverse start order; safe to call twice."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        exit_stack, self._exit = self._exit, contextlib.AsyncExitStack()
+        await exit_stack.aclose()
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        self._tasks.append(asyncio.create_task(coro, name=name))
+
+    def _set(self, component: str, status: str) -> None:
+        self.components[component] = status
+
+    # --- services ---------------------------------------------------------------------
+
+    async def _start_service(self, name: str) -> None:
+        assert self.nats is not None
+        assert self.temp_dir is not None
+        service = ServiceProcess(name, self.temp_dir / "logs" / f"{name}.log", free_port())
+        self.services[name] = service
+        module = f"arcflow.{name}"
+        if not module_available(f"{module}.__main__"):
+            service.status = f"missing: {module} has no __main__ (not built yet?)"
+            self._set(name, service.status)
+            return
+        env = service_env(
+            name,
+            nats_url=self.nats.url,
+            kubeconfig=self._kubeconfig,
+            health_port=service.health_port,
+            metrics_port=free_port(),
+        )
+        with service.log_path.open("ab") as log_file:
+            service.process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                module,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=set_parent_death_signal if sys.platform == "linux" else None,
+            )
+        self._set(name, "starting")
+        health = f"http://127.0.0.1:{service.health_port}/healthz"
+        deadline = time.monotonic() + _HEALTH_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            if not service.alive:
+                break
+            if await asyncio.to_thread(_http_ok, health):
+                service.status = f"running (pid {service.process.pid}, healthy)"
+                break
+            await asyncio.sleep(0.2)
+        else:
+            service.status = f"running (pid {service.process.pid}, no health answer)"
+        if not service.alive:
+            service.status = self._exited_status(service)
+        self._set(name, service.status)
+        self._spawn(self._watch_service(service), f"watch-{name}")
+
+    def _exited_status(self, service: ServiceProcess) -> str:
+        code = service.process.returncode if service.process is not None else None
+        last = _last_log_line(service.log_path)
+        return f"exited {code}: {last}" if last else f"exited {code}"
+
+    async def _watch_service(self, service: ServiceProcess) -> None:
+        if service.process is None:
+            return
+        await service.process.wait()
+        service.status = self._exited_status(service)
+        self._set(service.name, service.status)
+
+    async def _stop_services(self) -> None:
+        """SIGTERM every service at once (reverse start order does not matter among peers),
+        SIGKILL after a grace period."""
+        running = [s for s in reversed(list(self.services.values())) if s.alive]
+        for service in running:
+            assert service.process is not None
+            with contextlib.suppress(ProcessLookupError):
+                service.process.send_signal(signal.SIGTERM)
+
+        async def reap(service: ServiceProcess) -> None:
+            assert service.process is not None
+            try:
+                await asyncio.wait_for(service.process.wait(), _SERVICE_STOP_GRACE)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    service.process.kill()
+                await service.process.wait()
+
+        await asyncio.gather(*(reap(s) for s in running))
+
+    # --- the example ARS ----------------------------------------------------------------
+
+    async def _apply_example(self, token: str) -> None:
+        assert self.kube is not None
+        meta = self.ars["metadata"]
+        namespace = str(meta["namespace"])
+        secret_name = str(self.ars["spec"]["githubConfigSecret"])
+        documents: list[dict[str, Any]] = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": secret_name, "namespace": namespace},
+                "data": {KEY_TOKEN: base64.b64encode(token.encode()).decode()},
+            },
+            self.ars,
+        ]
+        for document in documents:
+            with contextlib.suppress(ConflictError):
+                await self.kube.create(document)
+        self._set("example", f"applied ARS {namespace}/{meta['name']}")
+
+    # --- event feed and object counts -------------------------------------------------
+
+    async def _start_feed(self) -> None:
+        assert self.nats is not None
+        client: NatsClient = await nats.connect(
+            self.nats.url, name="arcflow-dev-view", max_reconnect_attempts=-1
+        )
+        self._exit.push_async_callback(_close_nats, client)
+
+        async def on_message(msg: Any) -> None:
+            self.tail.add(msg.subject, msg.data)
+
+        for subject in FEED_SUBJECTS:
+            await client.subscribe(subject, cb=on_message)
+
+    async def _count_objects(self) -> None:
+        await asyncio.gather(*(self._count_kind(kind) for kind in COUNTED_KINDS))
+
+    async def _count_kind(self, kind: Resource) -> None:
+        """Objects of ``kind`` created since start: list for a baseline, then count ADDED."""
+        assert self.kube is not None
+        seen: set[str] = set()
+        resource_version: str | None = None
+        while True:
+            try:
+                if resource_version is None:
+                    listed = await self.kube.list(kind)
+                    seen.update(str(o["metadata"].get("uid")) for o in listed.items)
+                    resource_version = listed.resource_version or None
+                stream = self.kube.watch(kind, resource_version=resource_version)
+                async with stream:
+                    async for event in stream:
+                        resource_version = event.resource_version or resource_version
+                        uid = str((event.object.get("metadata") or {}).get("uid"))
+                        if event.type == "ADDED" and uid not in seen:
+                            seen.add(uid)
+                            self.objects_created[kind.kind] = (
+                                self.objects_created.get(kind.kind, 0) + 1
+                            )
+                        if kind is EPHEMERAL_RUNNER_SET:
+                            self._track_ers(event.type, event.object)
+            except asyncio.CancelledError:
+                raise
+            except KubeApiError as exc:
+                if exc.status == 410:
+                    resource_version = None
+                await asyncio.sleep(0.5)
+            except Exception:  # the count is best effort; the stack keeps going
+                await asyncio.sleep(0.5)
+
+    def _track_ers(self, event_type: str, obj: dict[str, Any]) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        self._ers = [e for e in self._ers if (e.get("metadata") or {}).get("name") != name]
+        if event_type != "DELETED":
+            self._ers.append(obj)
+
+    # --- demo ---------------------------------------------------------------------------
+
+    @property
+    def variants(self) -> list[str]:
+        return [t.variant for t in self.targets]
+
+    @property
+    def ars_name(self) -> str:
+        return str(self.ars.get("metadata", {}).get("name", ""))
+
+    def blocked_by(self) -> list[str]:
+        """Required parts that are missing or died: the demo cannot complete without them."""
+        blocked = [
+            name
+            for name in REQUIRED_FOR_DEMO
+            if self.components.get(name, "").startswith(("missing", "exited"))
+        ]
+        if self.pod_runner is None:
+            blocked.append("pod runner")
+        if self.simulator is None:
+            blocked.append("simulator (demo jobs need it)")
+        return blocked
+
+    def scale_set_ids(self) -> dict[str, int]:
+        ids = scale_set_ids_from_events(self.tail.assignments, self.ars_name)
+        if self.simulator is not None:
+            by_name = {s["name"]: int(s["id"]) for s in self.simulator.snapshot()["scaleSets"]}
+            for target in self.targets:
+                if target.scale_set_name in by_name:
+                    ids.setdefault(target.variant, by_name[target.scale_set_name])
+        return ids
+
+    def enqueue_demo(self) -> None:
+        if self.simulator is None:
+            return
+        plan = demo.plan_demo_jobs(
+            self.targets, self.options.jobs, base_duration=self.options.job_duration
+        )
+        for job in plan:
+            job_id = self.simulator.enqueue_job(
+                job.labels, duration=job.duration, display_name=f"demo {job.variant}"
+            )
+            self.jobs.append(JobRecord(job_id=job_id, variant=job.variant, queued_at=time.time()))
+
+    def refresh_jobs(self) -> None:
+        if self.simulator is None:
+            return
+        pods_by_job: dict[str, float] = {}
+        if self.pod_runner is not None:
+            for record in self.pod_runner.records.values():
+                if record.job_id is not None:
+                    pods_by_job[record.job_id] = record.seen_at
+        for job in self.jobs:
+            sim_job = self.simulator.engine.job(job.job_id)
+            job.state = sim_job.state.value
+            job.result = sim_job.final_result
+            if sim_job.runner_assign_time is not None:
+                job.started_at = sim_job.runner_assign_time.timestamp()
+            if sim_job.finish_time is not None and job.state == "completed":
+                job.finished_at = sim_job.finish_time.timestamp()
+            if job.job_id in pods_by_job:
+                job.runner_pod_created_at = pods_by_job[job.job_id]
+
+    def pods_created(self) -> dict[str, int]:
+        counts = {"listener": 0, "runner": 0}
+        if self.pod_runner is not None:
+            for record in self.pod_runner.records.values():
+                counts[record.kind] += 1
+        return counts
+
+    def view_model(self) -> ViewModel:
+        current: dict[str, int] = {}
+        notes = list(self.notes)
+        if self.pod_runner is not None:
+            for record in self.pod_runner.records.values():
+                if record.kind == "runner" and record.active:
+                    variant = variant_of(record.name, record.labels, self.ars_name, self.variants)
+                    if variant is not None:
+                        current[variant] = current.get(variant, 0) + 1
+                if record.kind == "listener" and record.exit_code not in (None, 0):
+                    notes.append(f"listener pod {record.name} exited {record.exit_code}")
+        blocked = self.blocked_by()
+        if blocked:
+            notes.append("demo cannot complete without: " + ", ".join(blocked))
+        return build_view_model(
+            title=f"arcflow dev: {self.ars.get('metadata', {}).get('namespace')}/{self.ars_name}",
+            variants=self.variants,
+            scale_set_ids=self.scale_set_ids(),
+            desired=desired_by_variant(self._ers, self.ars_name, self.variants),
+            current=current,
+            busy=busy_by_scale_set(self.simulator.snapshot() if self.simulator else None),
+            jobs=demo.counts_by_variant(self.jobs, self.variants),
+            components=self.components,
+            events=list(self.tail.lines),
+            notes=notes,
+        )
+
+    def _notify(self) -> None:
+        if self.on_update is not None:
+            self.on_update(self.view_model())
+
+    def summary(self, *, timed_out: bool = False) -> dict[str, Any]:
+        self.refresh_jobs()
+        return demo.build_summary(
+            SummaryInputs(
+                jobs=self.jobs,
+                variants=self.variants,
+                scale_set_ids=self.scale_set_ids(),
+                pods_created=self.pods_created(),
+                objects_created=dict(self.objects_created),
+                components=dict(self.components),
+                blocked_by=self.blocked_by(),
+                duration_seconds=time.monotonic() - self._started_at,
+                timed_out=timed_out,
+            )
+        )
+
+    async def run(self, stop: asyncio.Event) -> tuple[int, dict[str, Any]]:
+        """Wait for scale sets, enqueue the demo, refresh until ``stop`` (or done/blocked when
+        ``exit_when_done``). Returns the exit code and the summary."""
+        options = self.options
+        deadline = time.monotonic() + options.timeout
+        blocked_since: float | None = None
+        enqueued = False
+        while not stop.is_set():
+            now = time.monotonic()
+            ids = self.scale_set_ids()
+            all_registered = bool(self.targets) and all(t.variant in ids for t in self.targets)
+            if not enqueued and all_registered and self.simulator is not None:
+                self.enqueue_demo()
+                enqueued = True
+            self.refresh_jobs()
+            self._notify()
+            if options.exit_when_done:
+                if enqueued and demo.all_jobs_done(self.jobs):
+                    return EXIT_DONE, self.summary()
+                if self.blocked_by():
+                    blocked_since = blocked_since or now
+                    if all_registered or now - blocked_since > _BLOCKED_GRACE_SECONDS:
+                        return EXIT_BLOCKED, self.summary()
+                if now > deadline:
+                    return EXIT_FAILED, self.summary(timed_out=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.25)
+        return (EXIT_DONE if demo.all_jobs_done(self.jobs) else EXIT_FAILED), self.summary()
+
+
+async def _close_nats(client: NatsClient) -> None:
+    with contextlib.suppress(Exception):
+        await client.drain()
+    with contextlib.suppress(Exception):
+        await client.close()
+
+
+def _org_of(config_url: str) -> str:
+    """The org (or owner) of a github.com config URL, for the simulator's URL."""
+    parts = [p for p in config_url.split("://", 1)[-1].split("/")[1:] if p]
+    return parts[0] if parts else "example-org"
+
+
+__all__ = [
+    "EXIT_BLOCKED",
+    "EXIT_DONE",
+    "EXIT_FAILED",
+    "REQUIRED_FOR_DEMO",
+    "SERVICES",
+    "DevStack",
+    "ServiceProcess",
+    "StackError",
+    "StackOptions",
+    "module_available",
+    "service_env",
+]

@@ -1,0 +1,224 @@
+"""The kubelet stand-in against the real emulator (HTTP) and the Actions simulator."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arcflow.common import constants
+from arcflow.common.kube import POD, KubeClient, KubeSettings, NotFoundError
+from arcflow.devstack.actions_sim import ActionsSimulator
+from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.pod_runner import PodRunner, SimulatedRunnerBackend
+
+pytestmark = pytest.mark.integration
+
+NS = "arc-test"
+
+
+@pytest.fixture
+async def emulator_client(tmp_path: Path) -> AsyncIterator[KubeClient]:
+    async with KubeEmulator() as emulator:
+        kubeconfig = emulator.write_kubeconfig(tmp_path / "kubeconfig")
+        client = await KubeClient.from_settings(
+            KubeSettings(kubeconfig=str(kubeconfig), qps=1000, burst=1000)
+        )
+        async with client:
+            yield client
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[ActionsSimulator]:
+    async with ActionsSimulator(poll_timeout=1.0) as simulator:
+        yield simulator
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _runner_pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {constants.LABEL_EPHEMERAL_RUNNER: "True"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "runner",
+                    "image": "ghcr.io/actions/actions-runner:latest",
+                    "env": [
+                        {
+                            "name": constants.ENV_JIT_CONFIG,
+                            "valueFrom": {
+                                "secretKeyRef": {
+                                    "name": name,
+                                    "key": constants.JIT_SECRET_TOKEN_KEY,
+                                }
+                            },
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def _listener_pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {constants.LABEL_COMPONENT: constants.COMPONENT_LISTENER},
+        },
+        "spec": {
+            "containers": [{"name": "listener", "image": "x", "env": []}],
+            "volumes": [
+                {
+                    "name": constants.LISTENER_CONFIG_VOLUME,
+                    "secret": {"secretName": f"{name}-config"},
+                }
+            ],
+        },
+    }
+
+
+async def _wait_phase(client: KubeClient, name: str, phases: set[str], within: float = 15.0):
+    deadline = time.monotonic() + within
+    while True:
+        pod = await client.get(POD, name, NS)
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in phases:
+            return pod
+        assert time.monotonic() < deadline, f"pod {name} still {phase}, wanted {phases}"
+        await asyncio.sleep(0.05)
+
+
+async def test_runner_pod_runs_one_job_and_succeeds(
+    emulator_client: KubeClient, sim: ActionsSimulator, tmp_path: Path
+) -> None:
+    scale_set = sim.engine.create_scale_set({"name": "demo", "runnerGroupId": 1})
+    _runner, jit = sim.engine.generate_jit_config(scale_set.id, {"name": "demo-runner-1"})
+    job_id = sim.enqueue_job(["demo"], duration=0.3)
+    await emulator_client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "demo-runner-1", "namespace": NS},
+            "data": {constants.JIT_SECRET_TOKEN_KEY: _b64(jit)},
+        }
+    )
+    runner = PodRunner(
+        emulator_client, tmp_path / "pods", SimulatedRunnerBackend(sim), namespace=NS
+    )
+    await runner.start()
+    try:
+        await runner.wait_ready()
+        await emulator_client.create(_runner_pod("demo-runner-1"))
+        pod = await _wait_phase(emulator_client, "demo-runner-1", {"Succeeded", "Failed"})
+    finally:
+        await runner.stop()
+    assert pod["status"]["phase"] == "Succeeded"
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 0
+    assert terminated["reason"] == "Completed"
+    assert sim.job(job_id)["state"] == "completed"
+    assert sim.job(job_id)["result"] == "succeeded"
+    (record,) = runner.records.values()
+    assert record.job_id == job_id
+    assert record.exit_code == 0
+
+
+async def test_runner_pod_without_its_secret_fails_with_a_reason(
+    emulator_client: KubeClient, sim: ActionsSimulator, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr("arcflow.devstack.pod_runner._SECRET_WAIT_SECONDS", 0.3)
+    runner = PodRunner(
+        emulator_client, tmp_path / "pods", SimulatedRunnerBackend(sim), namespace=NS
+    )
+    await runner.start()
+    try:
+        await runner.wait_ready()
+        await emulator_client.create(_runner_pod("lost-runner"))
+        pod = await _wait_phase(emulator_client, "lost-runner", {"Succeeded", "Failed"})
+    finally:
+        await runner.stop()
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert pod["status"]["phase"] == "Failed"
+    assert terminated["exitCode"] == 1
+    assert "not found" in terminated["message"]
+
+
+async def test_listener_pod_runs_a_process_that_deletion_stops(
+    emulator_client: KubeClient, tmp_path: Path
+) -> None:
+    """The process is a stand-in module (a sleeper that records its env and config), so the
+    test checks the kubelet part: config from the Secret, env, Running, and stop on delete."""
+    module_dir = tmp_path / "mods"
+    module_dir.mkdir()
+    out = tmp_path / "seen.json"
+    (module_dir / "fake_listener.py").write_text(
+        "import json, os, pathlib, time\n"
+        "cfg = pathlib.Path(os.environ['LISTENER_CONFIG_PATH']).read_text()\n"
+        f"pathlib.Path({str(out)!r}).write_text(json.dumps({{'pid': os.getpid(), "
+        "'cfg': json.loads(cfg), 'nats': os.environ.get('ARCFLOW_NATS_URL')}))\n"
+        "time.sleep(60)\n"
+    )
+    config = {"configure_url": "http://sim/org", "github_token": "t0ken", "metrics_addr": ":8080"}
+    await emulator_client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "lst-config", "namespace": NS},
+            "data": {constants.LISTENER_CONFIG_KEY: _b64(json.dumps(config))},
+        }
+    )
+    runner = PodRunner(
+        emulator_client,
+        tmp_path / "pods",
+        None,
+        namespace=NS,
+        listener_env={"ARCFLOW_NATS_URL": "nats://127.0.0.1:1", "PYTHONPATH": str(module_dir)},
+        listener_module="fake_listener",
+    )
+    await runner.start()
+    try:
+        await runner.wait_ready()
+        await emulator_client.create(_listener_pod("lst"))
+        pod = await _wait_phase(emulator_client, "lst", {"Running", "Failed"})
+        assert pod["status"]["phase"] == "Running"
+        deadline = time.monotonic() + 10
+        while not out.exists():
+            assert time.monotonic() < deadline, "listener process never started"
+            await asyncio.sleep(0.05)
+        seen = json.loads(out.read_text())
+        assert seen["nats"] == "nats://127.0.0.1:1"
+        assert seen["cfg"]["github_token"] == "t0ken"
+        assert seen["cfg"]["metrics_addr"].startswith("127.0.0.1:")
+        assert runner.running_processes == [seen["pid"]]
+        await emulator_client.delete(POD, "lst", namespace=NS)
+        deadline = time.monotonic() + 10
+        while runner.running_processes:
+            assert time.monotonic() < deadline, "deleting the pod did not stop its process"
+            await asyncio.sleep(0.05)
+        with pytest.raises(ProcessLookupError):
+            os.kill(seen["pid"], 0)
+        with pytest.raises(NotFoundError):
+            await emulator_client.get(POD, "lst", NS)
+    finally:
+        await runner.stop()
