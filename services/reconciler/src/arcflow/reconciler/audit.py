@@ -66,7 +66,14 @@ class Writer:
         log.info(
             "object %s",
             action,
-            extra={"kind": kind, "name": event.name, "namespace": event.namespace, "why": why},
+            # ``name`` is a LogRecord attribute: as an ``extra`` key it makes logging raise
+            # KeyError, which failed every write's reconcile into retry backoff.
+            extra={
+                "kind": kind,
+                "object_name": event.name,
+                "namespace": event.namespace,
+                "why": why,
+            },
         )
         if self._js is None:
             return
