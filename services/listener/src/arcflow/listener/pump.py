@@ -11,6 +11,10 @@ Statistics without a message (the session's initial statistics, and every empty 
 are handed to the worker in-process as a :class:`StatisticsTick`: they are level-triggered
 refreshes that need no durability, and publishing one per long poll per scale set would only
 fill the stream.
+
+Fault injection for tests (off by default, environment only, never ``config.json``):
+``ARCFLOW_LISTENER_TEST_CRASH_AFTER_PUBLISH=<n>`` makes the process die right after the n-th
+PubAck of a pump and before GitHub's ack; see :class:`CrashAfterPublish`.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from nats.js import JetStreamContext
@@ -39,6 +45,7 @@ from arcflow.common.actions import (
 from arcflow.common.events import EventKeys, JobInfo, JobsBatch, JobStatistics
 from arcflow.common.nats import publish_event
 from arcflow.listener.config import ScaleSetTarget
+from arcflow.listener.supervisor import FatalError
 
 log = logging.getLogger("arcflow.listener.pump")
 _tracer = trace.get_tracer("arcflow.listener")
@@ -57,6 +64,64 @@ class StatisticsTick:
 
 AfterPublish = Callable[[JobsBatch], Awaitable[None]]
 TickSink = Callable[[StatisticsTick], None]
+
+CRASH_AFTER_PUBLISH_ENV = "ARCFLOW_LISTENER_TEST_CRASH_AFTER_PUBLISH"
+CRASH_BARRIER_ENV = "ARCFLOW_LISTENER_TEST_CRASH_BARRIER"
+CRASH_EXIT_CODE = 137
+#: How long a pump holds at the barrier for an outside SIGKILL before exiting by itself.
+CRASH_BARRIER_HOLD_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class CrashAfterPublish:
+    """Test-only fault injection: die between the PubAck and GitHub's ack.
+
+    It exists so a test can check the publish-before-ack guarantee on a real process. Read
+    from the process environment only (a ``config.json`` cannot switch it on) and off unless
+    ``ARCFLOW_LISTENER_TEST_CRASH_AFTER_PUBLISH=<n>`` is set: after the n-th PubAck of a pump
+    (counted per scale set, re-publishes included) and before the GitHub delete, the process
+    ends with ``os._exit(137)``. With ``ARCFLOW_LISTENER_TEST_CRASH_BARRIER=<path>`` as well,
+    the pump first writes ``<scale set id> <message id>`` to that file and holds (the rest of
+    the process keeps running) so the test can SIGKILL it from outside; it exits by itself
+    after 60 s.
+    """
+
+    after: int
+    barrier: Path | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> CrashAfterPublish | None:
+        raw = environ.get(CRASH_AFTER_PUBLISH_ENV, "").strip()
+        if not raw:
+            return None
+        try:
+            after = int(raw)
+        except ValueError:
+            after = 0
+        if after < 1:
+            raise FatalError(f"{CRASH_AFTER_PUBLISH_ENV} must be a positive integer, got {raw!r}")
+        barrier = environ.get(CRASH_BARRIER_ENV, "").strip()
+        return cls(after, Path(barrier) if barrier else None)
+
+    async def crash(self, batch: JobsBatch) -> None:
+        log.warning(
+            "test fault injection: crashing after the PubAck of message %d (scale set %d), "
+            "before GitHub's ack",
+            batch.message_id,
+            batch.scale_set_id,
+        )
+        if self.barrier is not None:
+            await asyncio.to_thread(
+                _write_atomically, self.barrier, f"{batch.scale_set_id} {batch.message_id}\n"
+            )
+            await asyncio.sleep(CRASH_BARRIER_HOLD_SECONDS)
+        os._exit(CRASH_EXIT_CODE)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)
 
 
 def job_statistics(stats: RunnerScaleSetStatistic) -> JobStatistics:
@@ -145,6 +210,7 @@ class SessionPump:
         self._publish_timeout = publish_timeout
         self.batches_published = 0
         self.session_id: str | None = None
+        self._crash = CrashAfterPublish.from_environ(os.environ)
 
     async def run(self, stop: asyncio.Event) -> None:
         target = self.target
@@ -228,6 +294,8 @@ class SessionPump:
                 target.label,
                 getattr(ack, "duplicate", None),
             )
+            if self._crash is not None and self.batches_published == self._crash.after:
+                await self._crash.crash(batch)
             if self._after_publish is not None:
                 await self._after_publish(batch)
             await session.delete_message(message.message_id)

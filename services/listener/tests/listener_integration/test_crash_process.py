@@ -1,0 +1,231 @@
+"""Publish before ack on a real process: ``python -m arcflow.listener`` dies between the PubAck
+and GitHub's ack (the test-only ``ARCFLOW_LISTENER_TEST_CRASH_AFTER_PUBLISH`` switch), is
+restarted, and loses no job and scales nothing twice.
+
+Two ways to die: SIGKILL from outside while the pump holds at a barrier file (the worker in
+the same process meanwhile patches the ERS and acks the batch), and ``os._exit(137)`` right
+after the PubAck (the worker most likely never saw the batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from arcflow.common.events import JobsBatch, ScaleDecision, parse_event
+from arcflow.common.kube import KubeClient
+from arcflow.devstack.actions_sim import ActionsSimulator
+from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.nats_server import NatsServer
+from arcflow.listener.pump import CRASH_AFTER_PUBLISH_ENV, CRASH_BARRIER_ENV, CRASH_EXIT_CODE
+
+from .helpers import (
+    Variant,
+    create_runner_sets,
+    create_scale_sets,
+    ers_specs,
+    eventually,
+    multi_config,
+    stream_events,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+ARS = "arc"
+VARIANTS = [Variant("cpu", 0, 10)]
+T = TypeVar("T")
+
+
+def _env(config_path: Path, nats_url: str, kubeconfig: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARCFLOW_LISTENER_TEST_")}
+    env.update(
+        {
+            "LISTENER_CONFIG_PATH": str(config_path),
+            "ARCFLOW_NATS_URL": nats_url,
+            "ARCFLOW_KUBE_KUBECONFIG": str(kubeconfig),
+            **extra,
+        }
+    )
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    return env
+
+
+async def _spawn(env: dict[str, str], log_path: Path) -> asyncio.subprocess.Process:
+    with log_path.open("ab") as log_file:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "arcflow.listener",
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
+async def _watch_ers(kube: KubeClient, namespace: str, seen: list[tuple[int, int]]) -> None:
+    """Record every (patchID, replicas) the ERS goes through, as a watch delivers them."""
+    stream = kube.watch("EphemeralRunnerSet", namespace=namespace)
+    async with stream:
+        async for event in stream:
+            spec = event.object.get("spec") or {}
+            seen.append((int(spec.get("patchID") or 0), int(spec.get("replicas") or 0)))
+
+
+async def _decisions(nats_url: str, namespace: str) -> list[tuple[dict[str, str], ScaleDecision]]:
+    out = []
+    for headers, data in await stream_events(nats_url, f"arc.scale.{namespace}.{ARS}.cpu"):
+        event = parse_event(data)
+        assert isinstance(event, ScaleDecision)
+        out.append((headers, event))
+    return out
+
+
+async def _batches(nats_url: str, namespace: str) -> list[JobsBatch]:
+    out = []
+    for _headers, data in await stream_events(nats_url, f"arc.jobs.{namespace}.{ARS}.cpu"):
+        event = parse_event(data)
+        assert isinstance(event, JobsBatch)
+        out.append(event)
+    return out
+
+
+@pytest.mark.parametrize("death", ["sigkill-at-barrier", "exit-137"])
+async def test_a_killed_listener_loses_no_job_and_scales_nothing_twice(
+    death: str,
+    sim_fast: ActionsSimulator,
+    kube_client: KubeClient,
+    kube_emulator: KubeEmulator,
+    kube_namespace: str,
+    private_nats_server: NatsServer,
+    tmp_path: Path,
+) -> None:
+    sim = sim_fast
+    sim.set_session_idle_timeout(1.0)  # the killed process's session lapses quickly
+    nats_url = private_nats_server.url
+    token = sim.add_pat()
+    ids = await create_scale_sets(sim, token, ARS, VARIANTS)
+    scale_set_id = ids["cpu"]
+    await create_runner_sets(kube_client, kube_namespace, ARS, VARIANTS)
+    config_path = tmp_path / "config.json"
+    config_path.write_text(multi_config(sim, token, kube_namespace, ARS, VARIANTS, ids).to_json())
+    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    barrier = tmp_path / "crash-barrier"
+    crash_env = {CRASH_AFTER_PUBLISH_ENV: "1"}
+    if death == "sigkill-at-barrier":
+        crash_env[CRASH_BARRIER_ENV] = str(barrier)
+    ers_seen: list[tuple[int, int]] = []
+    watcher = asyncio.ensure_future(_watch_ers(kube_client, kube_namespace, ers_seen))
+    first = await _spawn(_env(config_path, nats_url, kubeconfig, **crash_env), tmp_path / "1.log")
+    second: asyncio.subprocess.Process | None = None
+    try:
+        await eventually(lambda: _value(sim.snapshot()["scaleSets"][0]["session"]), bool, within=30)
+        first_jobs = sim.enqueue_jobs(3, ["self-hosted-cpu"])
+
+        if death == "sigkill-at-barrier":
+            await eventually(lambda: _value(barrier.exists()), bool, within=30)
+            held_set, held_message = (int(x) for x in barrier.read_text().split())
+            assert held_set == scale_set_id
+            # The worker of the same process handles the stored batch while the pump holds.
+            await eventually(
+                lambda: _decisions(nats_url, kube_namespace),
+                lambda ds: any(d.reason == f"message {held_message}" for _h, d in ds),
+            )
+            first.send_signal(signal.SIGKILL)
+            assert await asyncio.wait_for(first.wait(), 10) == -signal.SIGKILL
+        else:
+            assert await asyncio.wait_for(first.wait(), 30) == CRASH_EXIT_CODE
+            stored = await _batches(nats_url, kube_namespace)
+            assert len(stored) == 1
+            held_message = stored[0].message_id
+        log_text = (tmp_path / "1.log").read_text()
+        assert "test fault injection: crashing after the PubAck" in log_text
+        assert token not in log_text
+
+        # GitHub never got the ack: the message is still queued for the scale set.
+        queued = sim.snapshot()["scaleSets"][0]["queue"]["messageIds"]
+        assert held_message in queued
+        deletes = f"*/runnerscalesets/{scale_set_id}/messages/{held_message}"
+        assert sim.requests_matching(deletes, method="DELETE") == []
+
+        # Restart without the switch: the message is redelivered, re-published and acked.
+        second = await _spawn(_env(config_path, nats_url, kubeconfig), tmp_path / "2.log")
+        await eventually(
+            lambda: _value(sim.snapshot()["scaleSets"][0]["queue"]["messageIds"]),
+            lambda q: held_message not in q,
+            within=30,
+        )
+        acked = sim.requests_matching(deletes, method="DELETE")
+        assert len(acked) == 1
+        assert acked[0].status < 300
+        await eventually(
+            lambda: ers_specs(kube_client, kube_namespace, ARS, VARIANTS),
+            lambda s: s["cpu"].get("replicas") == 3,
+        )
+        later_jobs = sim.enqueue_jobs(2, ["self-hosted-cpu"])
+        await eventually(
+            lambda: ers_specs(kube_client, kube_namespace, ARS, VARIANTS),
+            lambda s: s["cpu"].get("replicas") == 5,
+            within=30,
+        )
+        second.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(second.wait(), 20) == 0
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await watcher
+        await _reap(first)
+        if second is not None:
+            await _reap(second)
+
+    # The stream holds every batch once (Nats-Msg-Id de-duplication of the re-publish).
+    stored = await _batches(nats_url, kube_namespace)
+    message_ids = [b.message_id for b in stored]
+    assert message_ids.count(held_message) == 1
+    assert len(message_ids) == len(set(message_ids))
+    # Every enqueued job was seen, none twice.
+    job_ids = [job.job_id for batch in stored for job in batch.jobs]
+    assert sorted(job_ids) == sorted(first_jobs + later_jobs)
+
+    # One scaling decision per GitHub message: none repeated for the crashed one.
+    decisions = await _decisions(nats_url, kube_namespace)
+    by_message = [d.reason for _h, d in decisions if d.reason.startswith("message ")]
+    handled_held = by_message.count(f"message {held_message}")
+    if death == "sigkill-at-barrier":
+        assert handled_held == 1  # decided by the first process, skipped by the second
+    else:
+        # The dead worker may have had the batch in flight on its pull: JetStream hands it
+        # out again only after the consumer's ack wait, by which time a newer message's
+        # decision (whose statistics cover these jobs too) has raised the watermark past it.
+        assert handled_held <= 1
+    assert len(by_message) == len(set(by_message))
+    assert set(by_message) <= {f"message {m}" for m in message_ids}
+    assert f"message {max(message_ids)}" in by_message
+    for headers, decision in decisions:
+        if decision.reason.startswith("message "):
+            assert headers["Arcflow-Github-Message-Id"] == decision.reason.split()[1]
+    # The ERS went only through states the decisions asked for, ending on the last one.
+    asked = {(d.patch_id, d.desired_replicas) for _h, d in decisions}
+    assert ers_seen, "the ERS watch saw nothing"
+    assert set(ers_seen[1:]) <= asked, (ers_seen, asked)
+    assert max(replicas for _p, replicas in ers_seen) == 5
+    last = decisions[-1][1]
+    assert ers_seen[-1] == (last.patch_id, last.desired_replicas)
+
+
+async def _value(value: T) -> T:
+    return value

@@ -1,0 +1,269 @@
+"""``arcflow dev`` in its other modes: ``--kubeconfig`` (an outside cluster instead of the embedded
+emulator) and ``--github-config-url`` (real GitHub; here only its bad-input path).
+
+The outside cluster is a Kubernetes API emulator started on its own (``arcflow sim kube``) as a
+stand-in for a real cluster: like a real cluster reached from a laptop, it has no kubelet that
+could run arcflow's listener and runner pods against the stack's loopback NATS and simulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arcflow.common.constants import ANNOTATION_SCALE_SET_IDS
+from arcflow.common.kube import KubeClient, KubeSettings
+
+pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
+
+ARCFLOW = [sys.executable, "-m", "arcflow.cli.main"]
+VARIANTS = ["cpu-small", "cpu-large", "gpu"]
+NAMESPACE = "arc-runners"  # of examples/02-runner-variants.yaml
+ARS_NAME = "arc-runners"
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TMPDIR"] = str(tmp)
+    env.pop("ARCFLOW_DEV_GITHUB_TOKEN", None)
+    return env
+
+
+def _processes_mentioning(marker: str) -> list[tuple[int, bytes]]:
+    """(pid, cmdline) of every other process with ``marker`` in its command line or env."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            if marker.encode() in cmdline or marker.encode() in (entry / "environ").read_bytes():
+                found.append((int(entry.name), cmdline))
+        except OSError:
+            continue
+    return found
+
+
+async def _assert_nothing_left(tmp: Path) -> None:
+    for _ in range(50):  # up to 5 s for children to finish exiting
+        if not _processes_mentioning(str(tmp)):
+            break
+        await asyncio.sleep(0.1)
+    assert _processes_mentioning(str(tmp)) == [], "a child process outlived arcflow dev"
+    leftovers = [p.name for p in tmp.iterdir() if p.name.startswith("arcflow-")]
+    assert leftovers == [], f"temp dirs left behind: {leftovers}"
+
+
+async def _until(probe: Any, *, within: float, what: str, interval: float = 0.3) -> Any:
+    deadline = time.monotonic() + within
+    while True:
+        value = await probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {within}s")
+        await asyncio.sleep(interval)
+
+
+@pytest.fixture
+async def outside_cluster(tmp_path: Path) -> AsyncIterator[Path]:
+    """``arcflow sim kube`` in its own process; yields the kubeconfig it wrote."""
+    kubeconfig = tmp_path / "cluster" / "kubeconfig"
+    kubeconfig.parent.mkdir()
+    proc = await asyncio.create_subprocess_exec(
+        *ARCFLOW, "sim", "kube", "--port", "0", "--kubeconfig-out", str(kubeconfig),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert line.startswith(b"kubeconfig: "), line
+        assert kubeconfig.exists()
+        yield kubeconfig
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+@pytest.fixture
+async def cluster_client(outside_cluster: Path) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.from_settings(
+        KubeSettings(kubeconfig=str(outside_cluster), qps=100, burst=100, request_timeout=10)
+    )
+    async with client:
+        yield client
+
+
+async def _names(kube: KubeClient, kind: str, namespace: str | None = None) -> list[str]:
+    listed = await kube.list(kind, namespace=namespace)
+    return sorted(str(o["metadata"]["name"]) for o in listed.items)
+
+
+async def test_outside_cluster_gets_the_example_and_its_objects_but_no_pod_runs(
+    tmp_path: Path, outside_cluster: Path, cluster_client: KubeClient
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    summary_path = tmp_path / "summary.json"
+    kube = cluster_client
+    assert await _names(kube, "AutoscalingRunnerSet") == []
+    proc = await asyncio.create_subprocess_exec(
+        *ARCFLOW, "dev", "--headless", "--jobs", "3", "--kubeconfig", str(outside_cluster),
+        "--summary-json", str(summary_path),
+        env=_env(tmp),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        # Applied into the given cluster: namespace, credentials Secret, the example ARS.
+        await _until(
+            lambda: _names(kube, "AutoscalingRunnerSet", NAMESPACE),
+            within=120,
+            what="the example ARS in the outside cluster",
+        )
+        ars = await kube.get("AutoscalingRunnerSet", ARS_NAME, NAMESPACE)
+        secret_name = ars["spec"]["githubConfigSecret"]
+        secret = await kube.get("Secret", secret_name, NAMESPACE)
+        token = base64.b64decode(secret["data"]["github_token"]).decode()
+        assert token  # the simulator's PAT, handed over through the cluster
+        assert ars["spec"]["githubConfigUrl"].startswith("http://127.0.0.1:")  # the simulator
+
+        # The reconciler, pointed at the same cluster, creates one ERS per variant and the AL.
+        expected_ers = sorted(f"{ARS_NAME}-{v}" for v in VARIANTS)
+
+        async def objects_ready() -> bool:
+            ers = await _names(kube, "EphemeralRunnerSet", NAMESPACE)
+            return ers == expected_ers and bool(await _names(kube, "AutoscalingListener"))
+
+        await _until(objects_ready, within=120, what="3 ERSs and an AutoscalingListener")
+
+        # No embedded emulator and no pod runner: the stack wrote no kubeconfig of its own,
+        # and nothing plays the listener pod (it stays without a phase, no process runs it).
+        (stack_dir,) = [p for p in tmp.iterdir() if p.name.startswith("arcflow-dev-")]
+        assert not (stack_dir / "kubeconfig").exists()
+        await _until(
+            lambda: _names(kube, "Pod"), within=60, what="the listener pod in the outside cluster"
+        )
+        await asyncio.sleep(2)  # a pod runner would have started it by now
+        for pod in (await kube.list("Pod")).items:
+            assert (pod.get("status") or {}).get("phase") in (None, "", "Pending"), pod["status"]
+        running = [c for _pid, c in _processes_mentioning(str(tmp)) if b"arcflow.listener" in c]
+        assert running == []
+        # The registrar registered every variant in the simulator and wrote the ids back to
+        # the ARS in the outside cluster.
+        ars = await kube.get("AutoscalingRunnerSet", ARS_NAME, NAMESPACE)
+        registered = json.loads(ars["metadata"]["annotations"][ANNOTATION_SCALE_SET_IDS])
+        assert sorted(registered) == sorted(VARIANTS)
+        assert all(isinstance(i, int) and i > 0 for i in registered.values())
+
+        proc.send_signal(signal.SIGTERM)
+        _out, err = await asyncio.wait_for(proc.communicate(), 90)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    stderr = err.decode()
+    assert proc.returncode == 1, stderr[-3000:]  # interrupted before the demo was done
+    summary = json.loads(summary_path.read_text())
+    components = summary["components"]
+    assert components["kubernetes"] == f"external ({outside_cluster})"
+    assert components["pod runner"].startswith("disabled")
+    assert components["github"].startswith("running simulator")
+    assert summary["blocked_by"] == ["pod runner"]
+    assert summary["ok"] is False
+    ids = summary["scale_set_ids"]
+    assert sorted(ids) == sorted(VARIANTS)
+    assert len(set(ids.values())) == 3
+    assert ids == registered
+    assert summary["pods_created"] == {"listener": 0, "runner": 0}
+    assert summary["jobs"]["completed"] == 0
+    assert summary["objects_created"]["EphemeralRunnerSet"] == 3
+    assert summary["objects_created"]["AutoscalingListener"] == 1
+    assert token not in stderr
+    await _assert_nothing_left(tmp)
+    # The outside cluster keeps what was applied to it (the stack removes only its own parts).
+    assert await _names(kube, "AutoscalingRunnerSet", NAMESPACE) == [ARS_NAME]
+
+
+async def test_exit_when_done_reports_blocked_without_a_kubelet(
+    tmp_path: Path, outside_cluster: Path
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    summary_path = tmp_path / "summary.json"
+    proc = await asyncio.create_subprocess_exec(
+        *ARCFLOW, "dev", "--headless", "--exit-when-done", "--jobs", "3", "--timeout", "200",
+        "--kubeconfig", str(outside_cluster), "--summary-json", str(summary_path),
+        env=_env(tmp),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        _out, err = await asyncio.wait_for(proc.communicate(), 240)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    stderr = err.decode()
+    # Exit 3 "blocked", not a timeout: it says at once what cannot work in this mode.
+    assert proc.returncode == 3, stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    assert summary["timed_out"] is False
+    assert summary["ok"] is False
+    assert summary["blocked_by"] == ["pod runner"]
+    assert summary["components"]["pod runner"].startswith("disabled")
+    assert summary["components"]["kubernetes"] == f"external ({outside_cluster})"
+    # It blocks only once every variant is registered (registration works without a kubelet).
+    assert sorted(summary["scale_set_ids"]) == sorted(VARIANTS)
+    assert summary["jobs"]["total"] == 3
+    assert summary["jobs"]["completed"] == 0
+    assert summary["pods_created"] == {"listener": 0, "runner": 0}
+    assert summary["duration_seconds"] < 200
+    assert "blocked by: pod runner" in stderr
+    assert "demo jobs: 0/3 completed" in stderr
+    await _assert_nothing_left(tmp)
+
+
+@pytest.mark.parametrize("token_env", [None, ""])
+async def test_github_config_url_without_a_token_is_a_clear_usage_error(
+    tmp_path: Path, token_env: str | None
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = _env(tmp)
+    if token_env is not None:
+        env["ARCFLOW_DEV_GITHUB_TOKEN"] = token_env
+    proc = await asyncio.create_subprocess_exec(
+        *ARCFLOW, "dev", "--headless", "--exit-when-done",
+        "--github-config-url", "https://github.com/example-org",
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2  # click's usage error
+    assert "--github-config-url needs --github-token" in err.decode()
+    assert out == b""
+    # Nothing was started: no temp dir, no process.
+    await _assert_nothing_left(tmp)
+    assert list(tmp.iterdir()) == []
