@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,7 +21,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
 from arcflow.common import subjects
-from arcflow.common.events import K8sObjectChanged, ObjectWritten, parse_event
+from arcflow.common.events import K8sObjectChanged, ObjectWritten, OwnerRef, parse_event
 from arcflow.common.kube import KubeClient
 from arcflow.common.nats import KV_SCALESETS, ensure_jetstream, publish_event
 from arcflow.common.scaleset_records import record_key
@@ -84,6 +85,10 @@ class FakeRegistrarRpc:
     next_id: int = 1000
     jit_requests: list[dict[str, Any]] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)
+    jit_unavailable: bool = False  # answer jitconfig with an upstream error
+    busy_runner_ids: set[int] = field(default_factory=set)  # remove-runner: job_still_running
+    # jitconfig answers runner_exists while the name is registered here (name -> info)
+    registered: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     async def start(self) -> None:
         await self.nc.subscribe(subjects.RPC_REGISTRAR_JITCONFIG, cb=self._jit)
@@ -92,6 +97,14 @@ class FakeRegistrarRpc:
 
     async def _jit(self, msg: Msg) -> None:
         request = json.loads(msg.data)
+        if self.jit_unavailable:
+            error = {"code": "upstream_error", "reason": "service unavailable (test)"}
+            await msg.respond(json.dumps({"ok": False, "error": error}).encode())
+            return
+        if request["runner_name"] in self.registered:
+            error = {"code": "runner_exists", "reason": "A runner with the name exists (test)"}
+            await msg.respond(json.dumps({"ok": False, "error": error}).encode())
+            return
         self.jit_requests.append(request)
         self.next_id += 1
         result = {
@@ -103,11 +116,20 @@ class FakeRegistrarRpc:
         await msg.respond(json.dumps({"ok": True, "result": result}).encode())
 
     async def _remove(self, msg: Msg) -> None:
-        self.removed.append(json.loads(msg.data)["runner_id"])
-        await msg.respond(json.dumps({"ok": True, "result": {"outcome": "ok"}}).encode())
+        runner_id = json.loads(msg.data)["runner_id"]
+        if runner_id in self.busy_runner_ids:
+            outcome = "job_still_running"
+        else:
+            outcome = "ok"
+            self.removed.append(runner_id)
+            for name, info in list(self.registered.items()):
+                if info["id"] == runner_id:
+                    del self.registered[name]
+        await msg.respond(json.dumps({"ok": True, "result": {"outcome": outcome}}).encode())
 
     async def _get(self, msg: Msg) -> None:
-        await msg.respond(json.dumps({"ok": True, "result": {"runner": None}}).encode())
+        runner = self.registered.get(json.loads(msg.data)["runner_name"])
+        await msg.respond(json.dumps({"ok": True, "result": {"runner": runner}}).encode())
 
 
 @dataclass
@@ -117,6 +139,54 @@ class Stack:
     namespace: str
     app: ReconcilerApp
     rpc: FakeRegistrarRpc
+    apps: list[ReconcilerApp] = field(default_factory=list)
+
+    async def wait_idle(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+        for app in self.apps or [self.app]:
+            await app.queue.wait_idle(timeout)
+
+    async def set_pod_status(
+        self, name: str, status: dict[str, Any], namespace: str | None = None
+    ) -> None:
+        """Play the kubelet: write a pod's status, then tell the reconciler (as the watcher)."""
+        await self.kube.patch_status("Pod", name, status, namespace=namespace or self.namespace)
+        await self.publish_change("pods", name, namespace)
+
+    async def set_runner_status(self, name: str, status: dict[str, Any]) -> None:
+        """Play the listener: write an EphemeralRunner's status (e.g. a job id)."""
+        await self.kube.patch_status("EphemeralRunner", name, status, namespace=self.namespace)
+        await self.publish_change("ephemeralrunners", name)
+
+    async def events(self, reason: str, name: str | None = None) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in await self.list("Event")
+            if e.get("reason") == reason and (name is None or e["involvedObject"]["name"] == name)
+        ]
+
+    async def scale(self, ers: str, replicas: int, patch_id: int) -> None:
+        await self.kube.patch_merge(
+            "EphemeralRunnerSet",
+            ers,
+            {"spec": {"replicas": replicas or None, "patchID": patch_id}},
+            namespace=self.namespace,
+        )
+        await self.publish_change("ephemeralrunnersets", ers)
+
+    async def all_events(self) -> list[Any]:
+        """Every event on the audit subjects (object.written and runner.lifecycle)."""
+        sub = await self.js.subscribe("arc.audit.>", ordered_consumer=True)
+        found: list[Any] = []
+        try:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=0.3)
+                except nats.errors.TimeoutError:
+                    break
+                found.append(parse_event(msg.data))
+        finally:
+            await sub.unsubscribe()
+        return found
 
     @property
     def js(self) -> Any:
@@ -154,6 +224,16 @@ class Stack:
             change="MODIFIED",
             resource_version=meta["resourceVersion"],
             labels=meta.get("labels") or {},
+            owner_references=[
+                OwnerRef(
+                    api_version=ref["apiVersion"],
+                    kind=ref["kind"],
+                    name=ref["name"],
+                    uid=ref["uid"],
+                    controller=bool(ref.get("controller")),
+                )
+                for ref in meta.get("ownerReferences") or []
+            ],
         )
         await publish_event(self.js, subjects.k8s_subject(resource, ns, name), event)
 
@@ -176,10 +256,10 @@ class Stack:
     async def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
         return (await self.kube.list(kind, namespace=namespace or self.namespace)).items
 
-    async def audit_events(self) -> list[ObjectWritten]:
+    async def audit_events(self) -> builtins.list[ObjectWritten]:
         js = self.js
         sub = await js.subscribe("arc.audit.>", ordered_consumer=True)
-        events: list[ObjectWritten] = []
+        events: builtins.list[ObjectWritten] = []
         try:
             while True:
                 try:
@@ -187,8 +267,8 @@ class Stack:
                 except nats.errors.TimeoutError:
                     break
                 event = parse_event(msg.data)
-                assert isinstance(event, ObjectWritten)
-                events.append(event)
+                if isinstance(event, ObjectWritten):
+                    events.append(event)
         finally:
             await sub.unsubscribe()
         return events
@@ -199,25 +279,38 @@ _KINDS = {
     "ephemeralrunnersets": "EphemeralRunnerSet",
     "ephemeralrunners": "EphemeralRunner",
     "autoscalinglisteners": "AutoscalingListener",
+    "pods": "Pod",
 }
 
 
-def reconciler_test_settings() -> ReconcilerSettings:
-    return ReconcilerSettings(
-        controller_namespace=CONTROLLER_NS,
-        listener_image="ghcr.io/arcflow/listener:test",
-        listener_image_pull_secrets=["regcred"],
-        workers=4,
-        retry_base_seconds=0.05,
-        retry_cap_seconds=0.5,
-        resync_interval_seconds=3600,
-        fetch_timeout_seconds=0.2,
-        rpc_timeout_seconds=2,
-    )
+def reconciler_test_settings(**overrides: Any) -> ReconcilerSettings:
+    values: dict[str, Any] = {
+        "controller_namespace": CONTROLLER_NS,
+        "listener_image": "ghcr.io/arcflow/listener:test",
+        "listener_image_pull_secrets": ["regcred"],
+        "workers": 4,
+        "retry_base_seconds": 0.05,
+        "retry_cap_seconds": 0.5,
+        "resync_interval_seconds": 3600,
+        "fetch_timeout_seconds": 0.2,
+        "rpc_timeout_seconds": 2,
+        "outdated_backoff_base_seconds": 2.0,
+        "outdated_backoff_cap_seconds": 10.0,
+    }
+    values.update(overrides)
+    return ReconcilerSettings(**values)
 
 
 @asynccontextmanager
-async def build_stack(nats_url: str, kube: KubeClient, namespace: str) -> AsyncIterator[Stack]:
+async def build_stack(
+    nats_url: str,
+    kube: KubeClient,
+    namespace: str,
+    *,
+    replicas: int = 1,
+    settings: ReconcilerSettings | None = None,
+    **app_kwargs: Any,
+) -> AsyncIterator[Stack]:
     nc = await nats.connect(nats_url)
     await ensure_jetstream(nc.jetstream())
     await kube.create(
@@ -230,10 +323,16 @@ async def build_stack(nats_url: str, kube: KubeClient, namespace: str) -> AsyncI
     )
     rpc = FakeRegistrarRpc(nc)
     await rpc.start()
-    app = ReconcilerApp(nc, kube, reconciler_test_settings())
-    await app.start()
+    apps = [
+        ReconcilerApp(nc, kube, settings or reconciler_test_settings(), **app_kwargs)
+        for _ in range(replicas)
+    ]
+    for app in apps:
+        app.context.job_running_recheck = 0.2
+        await app.start()
     try:
-        yield Stack(nc, kube, namespace, app, rpc)
+        yield Stack(nc, kube, namespace, apps[0], rpc, apps)
     finally:
-        await app.stop()
+        for app in apps:
+            await app.stop()
         await nc.drain()

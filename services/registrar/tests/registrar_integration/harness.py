@@ -50,6 +50,24 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
+async def settled(count: Callable[[], int], *, quiet: float = 0.5, within: float = 10.0) -> int:
+    """Wait until ``count()`` stops changing for ``quiet`` seconds: the work in flight is done.
+
+    Asserting "nothing more happened" right after a first observation races with the rest of
+    that same unit of work (a consumer still finishing its pass), so tests settle first.
+    """
+    deadline = time.monotonic() + within
+    last, since = count(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still changing after {within}s")
+        await asyncio.sleep(0.05)
+        current = count()
+        if current != last:
+            last, since = current, time.monotonic()
+    return last
+
+
 def test_settings(instance: str) -> RegistrarSettings:
     return RegistrarSettings(
         instance=instance,

@@ -14,7 +14,7 @@ from nats.js.api import KeyValueConfig
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.registrar.locks import LeaseLocks, LockBusyError
 
-from .harness import Stack, eventually
+from .harness import Stack, eventually, settled
 from .test_lifecycle import apply_ars, registered
 
 pytestmark = pytest.mark.integration
@@ -77,7 +77,7 @@ async def test_same_event_twice_is_idempotent(stack: Stack) -> None:
     app = await stack.start_registrar(run_sweep=False)
     created = await apply_ars(stack, stack.ars_manifest("idem", [{"name": "a"}]))
     await eventually(lambda: registered(stack, {"idem-a"}))
-    requests = len(stack.sim.requests)
+    requests = await settled(lambda: len(stack.sim.requests))
     assert app.registrar is not None
     result = await app.registrar.converge(stack.namespace, "idem")
     assert [a.kind.value for a in result.plan.actions] == ["keep"]  # type: ignore[union-attr]

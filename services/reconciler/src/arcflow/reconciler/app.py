@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import secrets
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -18,9 +21,13 @@ import nats
 import nats.errors
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.metrics import Meter
+from opentelemetry.trace import TracerProvider
 
 from arcflow.common.events import EventBase, K8sObjectChanged, ScaleSetAssigned, ScaleSetDeleted
+from arcflow.common.health import HealthServer
 from arcflow.common.kube import (
     AUTOSCALING_LISTENER,
     AUTOSCALING_RUNNER_SET,
@@ -28,7 +35,6 @@ from arcflow.common.kube import (
     EPHEMERAL_RUNNER_SET,
     ConflictError,
     KubeClient,
-    KubeSettings,
 )
 from arcflow.common.nats import (
     CONSUMER_RECONCILER_K8S,
@@ -41,7 +47,8 @@ from arcflow.common.nats import (
     ensure_jetstream,
 )
 from arcflow.common.rpc.registrar import RegistrarRpcClient
-from arcflow.common.telemetry import setup_logging, setup_metrics
+from arcflow.common.telemetry import extract_trace_context, setup_logging, setup_metrics
+from arcflow.common.telemetry.tracing import trace_headers_of
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.controllers.ars import reconcile_ars
 from arcflow.reconciler.controllers.base import Context
@@ -51,7 +58,7 @@ from arcflow.reconciler.controllers.runner_set import reconcile_runner_set
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.routing import keys_for
 from arcflow.reconciler.scalesets import ScaleSetIds
-from arcflow.reconciler.settings import ReconcilerSettings
+from arcflow.reconciler.settings import ReconcilerSettings, reconciler_kube_settings
 from arcflow.reconciler.workqueue import Key, Result, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -76,8 +83,12 @@ class ReconcilerApp:
         settings: ReconcilerSettings | None = None,
         *,
         meter: Meter | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.settings = settings or ReconcilerSettings()
+        self.tracer = trace.get_tracer("arcflow.reconciler", tracer_provider=tracer_provider)
+        # key -> the trace context of the newest event that enqueued it (consumed by the run)
+        self._trace_parents: dict[Key, otel_context.Context] = {}
         self.nc = nc
         self.kube = kube
         self.js: JetStreamContext = nc.jetstream()
@@ -96,38 +107,97 @@ class ReconcilerApp:
             registrar=RegistrarRpcClient(nc, timeout=self.settings.rpc_timeout_seconds),
             metrics=self.metrics,
             enqueue=self.queue.add,
+            instance=self.settings.instance
+            or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}",
+            outdated_backoff_base=self.settings.outdated_backoff_base_seconds,
+            outdated_backoff_cap=self.settings.outdated_backoff_cap_seconds,
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._consumers: list[asyncio.Task[None]] = []
         self.running = False
+        self.layout_ready = False
+        self.resynced = False
+        self.health: HealthServer | None = None
+        self.health_port: int | None = None
+
+    @property
+    def healthy(self) -> bool:
+        """Live while started and no background task (consumer, resync) died."""
+        return self.running and not any(t.done() for t in self._tasks)
+
+    @property
+    def ready(self) -> bool:
+        """NATS connected, JetStream layout ensured, consumers running, first resync done."""
+        return (
+            self.healthy
+            and self.nc.is_connected
+            and self.layout_ready
+            and bool(self._consumers)
+            and not any(t.done() for t in self._consumers)
+            and self.resynced
+        )
+
+    async def start_health_server(self, host: str | None = None, port: int | None = None) -> int:
+        """Serve ``/healthz`` and ``/readyz`` (settings' host/port unless given)."""
+        self.health = HealthServer(
+            self.settings.health_host if host is None else host,
+            self.settings.health_port if port is None else port,
+            live=lambda: self.healthy,
+            ready=lambda: self.ready,
+            details=lambda: {
+                "nats": self.nc.is_connected,
+                "jetstream": self.layout_ready,
+                "resynced": self.resynced,
+            },
+        )
+        self.health_port = await self.health.start()
+        return self.health_port
 
     async def _reconcile(self, key: Key) -> Result:
         attrs = {"kind": key.kind}
         started = time.perf_counter()
         self.metrics.reconciles.add(1, attrs)
-        try:
-            return await _CONTROLLERS[key.kind](self.context, key)
-        except ConflictError:
-            return Result.again(CONFLICT_RETRY_SECONDS)  # stale read: re-read and retry
-        except Exception:
-            self.metrics.errors.add(1, attrs)
-            raise
-        finally:
-            self.metrics.duration.record(time.perf_counter() - started, attrs)
+        # Continue the trace of the event that asked for this key (a child of its context);
+        # a key from the resync or a requeue starts a trace of its own.
+        parent = self._trace_parents.pop(key, None)
+        with self.tracer.start_as_current_span(
+            f"reconcile {key.kind}",
+            context=parent,
+            attributes={"arcflow.key": str(key), "arcflow.kind": key.kind},
+        ) as span:
+            try:
+                return await _CONTROLLERS[key.kind](self.context, key)
+            except ConflictError:
+                span.set_attribute("arcflow.conflict", True)
+                return Result.again(CONFLICT_RETRY_SECONDS)  # stale read: re-read and retry
+            except Exception:
+                self.metrics.errors.add(1, attrs)
+                raise
+            finally:
+                self.metrics.duration.record(time.perf_counter() - started, attrs)
 
-    async def _on_event(self, event: EventBase, _delivery: Delivery) -> None:
+    async def _on_event(self, event: EventBase, delivery: Delivery) -> None:
+        parent = extract_trace_context(delivery.headers or trace_headers_of(event.trace))
+        has_trace = trace.get_current_span(parent).get_span_context().is_valid
         for key in keys_for(event, self.settings.controller_namespace):
+            if has_trace:
+                self._trace_parents[key] = parent
             self.queue.add(key)
 
     async def start(self) -> None:
         specs = [CONSUMER_RECONCILER_K8S, CONSUMER_RECONCILER_SCALESETS]
         await ensure_jetstream(self.js)
+        self.layout_ready = True
         self.context.ids = ScaleSetIds(await self.js.key_value(KV_SCALESETS.bucket))
         self.queue.start()
         for spec in specs:
-            self._tasks.append(asyncio.create_task(self._consume(spec), name=spec.durable))
+            task = asyncio.create_task(self._consume(spec), name=spec.durable)
+            self._consumers.append(task)
+            self._tasks.append(task)
         self._tasks.append(asyncio.create_task(self._resync_forever(), name="resync"))
         self.running = True
         await self.resync()
+        self.resynced = True
 
     async def resync(self) -> None:
         """Enqueue every object of the four kinds (catches anything an event missed)."""
@@ -190,7 +260,11 @@ class ReconcilerApp:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        self._consumers.clear()
         await self.queue.stop()
+        if self.health is not None:
+            await self.health.stop()
+            self.health = None
 
 
 async def run(
@@ -204,9 +278,10 @@ async def run(
     nc = await nats.connect(
         **NatsSettings(name=settings.instance or "reconciler").connect_options()
     )
-    kube = await KubeClient.from_settings(KubeSettings())
+    kube = await KubeClient.from_settings(reconciler_kube_settings())
     app = ReconcilerApp(nc, kube, settings, meter=metrics_server.meter)
     try:
+        await app.start_health_server()
         await app.start()
         await (stop_event or asyncio.Event()).wait()
     finally:

@@ -15,7 +15,7 @@ from typing import Any
 from nats.js import JetStreamContext
 
 from arcflow.common import subjects
-from arcflow.common.events import EventKeys, ObjectWritten, WriteAction
+from arcflow.common.events import EventBase, EventKeys, ObjectWritten, RunnerLifecycle, WriteAction
 from arcflow.common.kube import KubeClient, NotFoundError
 from arcflow.common.nats import publish_event
 from arcflow.common.telemetry import redact_text
@@ -75,6 +75,41 @@ class Writer:
                 "why": why,
             },
         )
+        await self._publish(event, scope, kind)
+
+    async def lifecycle(
+        self,
+        runner: Mapping[str, Any],
+        scope: Scope,
+        *,
+        phase: str,
+        previous_phase: str | None,
+        reason: str = "",
+        message: str = "",
+    ) -> None:
+        """Publish ``runner.lifecycle`` (an EphemeralRunner changed phase) on the audit subject."""
+        meta = runner.get("metadata") or {}
+        status = runner.get("status") or {}
+        event = RunnerLifecycle(
+            source=SOURCE,
+            keys=EventKeys(namespace=scope.namespace, ars=scope.ars, variant=scope.variant),
+            runner_name=str(meta.get("name", "")),
+            phase=phase,
+            previous_phase=previous_phase or None,
+            runner_id=int(status.get("runnerId") or 0) or None,
+            job_request_id=int(status.get("jobRequestId") or 0) or None,
+            reason=reason,
+            message=redact_text(message),
+        )
+        log.info(
+            "runner %s -> %s",
+            previous_phase or "-",
+            phase,
+            extra={"object_name": event.runner_name, "namespace": scope.namespace},
+        )
+        await self._publish(event, scope, "EphemeralRunner")
+
+    async def _publish(self, event: EventBase, scope: Scope, kind: str) -> None:
         if self._js is None:
             return
         try:

@@ -13,6 +13,12 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from arcflow.common.builders import BuildSettings
 from arcflow.common.constants import LISTENER_DEFAULT_ENTRYPOINT
+from arcflow.common.kube import KubeSettings
+
+# The reconciler reads over HTTP on every pass (no informer cache), so the shared client
+# default (qps 20, burst 40) throttled it: after the burst, writes went out 100 ms apart.
+RECONCILER_KUBE_QPS = 50.0
+RECONCILER_KUBE_BURST = 100
 
 
 class ReconcilerSettings(BaseSettings):
@@ -41,6 +47,12 @@ class ReconcilerSettings(BaseSettings):
     resync_interval_seconds: float = Field(
         default=60.0, gt=0, description="Period of the full re-list that enqueues every object"
     )
+    outdated_backoff_base_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="Wait before recreating a set whose runners are outdated again (doubles)",
+    )
+    outdated_backoff_cap_seconds: float = Field(default=3600.0, gt=0)
     fetch_batch: int = Field(default=32, ge=1)
     fetch_timeout_seconds: float = Field(default=1.0, gt=0)
     rpc_timeout_seconds: float = Field(default=10.0, gt=0)
@@ -50,6 +62,10 @@ class ReconcilerSettings(BaseSettings):
     log_level: str = "INFO"
     metrics_host: str = "0.0.0.0"
     metrics_port: int = Field(default=8080, ge=0, le=65535)
+    health_host: str = "0.0.0.0"
+    health_port: int = Field(
+        default=8081, ge=0, le=65535, description="/healthz and /readyz (the chart's health.port)"
+    )
 
     @field_validator(
         "listener_image_pull_secrets", "exclude_label_propagation_prefixes", mode="before"
@@ -74,3 +90,18 @@ class ReconcilerSettings(BaseSettings):
             build_version=self.build_version,
             exclude_label_propagation_prefixes=tuple(self.exclude_label_propagation_prefixes),
         )
+
+
+def reconciler_kube_settings() -> KubeSettings:
+    """``ARCFLOW_KUBE_*`` settings with the reconciler's own rate defaults.
+
+    ``ARCFLOW_KUBE_QPS`` / ``ARCFLOW_KUBE_BURST``, when set, win; otherwise qps 50 / burst 100
+    (the shared default stays 20/40 for the services that mostly watch).
+    """
+    settings = KubeSettings()
+    updates: dict[str, object] = {}
+    if "qps" not in settings.model_fields_set:
+        updates["qps"] = RECONCILER_KUBE_QPS
+    if "burst" not in settings.model_fields_set:
+        updates["burst"] = RECONCILER_KUBE_BURST
+    return settings.model_copy(update=updates) if updates else settings

@@ -15,12 +15,12 @@ import socket
 from collections.abc import Callable
 
 import nats
-from aiohttp import web
 from nats.aio.client import Client as NatsClient
 from opentelemetry.metrics import Meter
 
 from arcflow.common.actions.client import ActionsClient
 from arcflow.common.actions.retry import RetryPolicy
+from arcflow.common.health import HealthServer
 from arcflow.common.kube import KubeClient
 from arcflow.common.kube.settings import KubeSettings
 from arcflow.common.nats import (
@@ -87,7 +87,7 @@ class RegistrarApp:
         self.consumers: list[ChangeConsumer] = []
         self.rpc: RegistrarRpcServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self._health: web.AppRunner | None = None
+        self._health: HealthServer | None = None
         self.health_port: int | None = None
         self._started = False
 
@@ -148,26 +148,15 @@ class RegistrarApp:
                 log.warning("sweep failed", extra={"error": type(exc).__name__})
 
     async def _start_health(self) -> None:
-        async def healthz(_request: web.Request) -> web.Response:
-            return web.json_response({"status": "ok"})
-
-        async def readyz(_request: web.Request) -> web.Response:
-            ok = self.ready
-            return web.json_response(
-                {"status": "ready" if ok else "not ready"}, status=200 if ok else 503
-            )
-
-        app = web.Application()
-        app.router.add_get("/healthz", healthz)
-        app.router.add_get("/readyz", readyz)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, self.settings.health_host, self.settings.health_port)
-        await site.start()
-        self._health = runner
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.health_port = sockets[0].getsockname()[1] if sockets else self.settings.health_port
+        """``/healthz`` + ``/readyz`` through the shared ``arcflow.common.health`` server."""
+        server = HealthServer(
+            self.settings.health_host,
+            self.settings.health_port,
+            live=lambda: True,
+            ready=lambda: self.ready,
+        )
+        self.health_port = await server.start()
+        self._health = server
 
     async def stop(self) -> None:
         self._started = False
@@ -181,7 +170,7 @@ class RegistrarApp:
         if self.rpc is not None:
             await self.rpc.stop()
         if self._health is not None:
-            await self._health.cleanup()
+            await self._health.stop()
             self._health = None
         await self.clients.aclose()
 

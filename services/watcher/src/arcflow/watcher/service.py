@@ -17,6 +17,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from opentelemetry.metrics import Meter
 
+from arcflow.common.health import HealthServer
 from arcflow.common.kube import ARC_RESOURCES, POD, SECRET, KubeClient, Resource
 from arcflow.common.nats.jetstream import ensure_jetstream
 from arcflow.common.telemetry import setup_metrics
@@ -83,7 +84,7 @@ class WatcherService:
             for scope in watch_scopes(settings)
         ]
         self._tasks: list[asyncio.Task[None]] = []
-        self._runner: web.AppRunner | None = None
+        self._health: HealthServer | None = None
         self.health_port: int | None = None
 
     # --- state ----------------------------------------------------------------------------
@@ -104,34 +105,26 @@ class WatcherService:
 
     # --- health server --------------------------------------------------------------------
 
+    def _health_server(self, host: str, port: int) -> HealthServer:
+        return HealthServer(
+            host,
+            port,
+            live=lambda: self.healthy,
+            ready=lambda: self.ready,
+            details=lambda: {
+                "pending": sorted(w.scope.label for w in self.watchers if not w.synced.is_set())
+            },
+        )
+
     def health_app(self) -> web.Application:
-        app = web.Application()
-
-        async def healthz(_: web.Request) -> web.Response:
-            ok = self.healthy
-            return web.json_response(
-                {"status": "ok" if ok else "failed"}, status=200 if ok else 503
-            )
-
-        async def readyz(_: web.Request) -> web.Response:
-            pending = sorted(w.scope.label for w in self.watchers if not w.synced.is_set())
-            status = 200 if not pending and self.healthy else 503
-            body = {"status": "ready" if status == 200 else "not ready", "pending": pending}
-            return web.json_response(body, status=status)
-
-        app.router.add_get("/healthz", healthz)
-        app.router.add_get("/readyz", readyz)
-        return app
+        """The ``/healthz`` + ``/readyz`` application (``arcflow.common.health``)."""
+        return self._health_server("127.0.0.1", 0).app()
 
     async def start_health_server(self, host: str, port: int) -> int:
         """Serve ``/healthz`` and ``/readyz``; returns the bound port (``port=0`` picks one)."""
-        runner = web.AppRunner(self.health_app(), access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        self._runner = runner
-        bound = runner.addresses
-        self.health_port = int(bound[0][1]) if bound else port
+        server = self._health_server(host, port)
+        self.health_port = await server.start()
+        self._health = server
         return self.health_port
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -150,9 +143,9 @@ class WatcherService:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._health is not None:
+            await self._health.stop()
+            self._health = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set or a kind watcher dies (then raise its error)."""

@@ -8,6 +8,8 @@ one AutoscalingListener, found by its spec back-reference -> status summed over 
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from arcflow.common.builders import (
@@ -28,6 +30,7 @@ from arcflow.common.constants import (
     FINALIZER_CLEANUP_PROTECTION,
     LABEL_SCALE_SET_NAME,
     LABEL_SCALE_SET_NAMESPACE,
+    LABEL_VERSION,
 )
 from arcflow.common.events import utc_now
 from arcflow.common.kube import (
@@ -63,6 +66,48 @@ PHASE_PENDING = "Pending"
 PHASE_RUNNING = "Running"
 WAIT_SECONDS = 1.0
 WAIT_FOR_IDS_SECONDS = 5.0
+
+REASON_VERSION = "VersionNotAllowed"
+REASON_OUTDATED = "RunnerImageOutdated"
+PHASE_OUTDATED = "Outdated"
+# Per variant: how often its outdated ERS was recreated, the last time, and which ERS (uid)
+# that attempt was about; the loop guard of §8.10.
+ANNOTATION_OUTDATED_RECREATIONS = "arcflow.io/outdated-recreations"
+
+_SEMVER = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+].*)?$")
+
+
+def is_version_allowed(resource_version: str, build_version: str) -> bool:
+    """§3.1 step 3 (pure): ``dev`` and ``canary-*`` builds allow anything; else the label must
+    equal the build or share its semver major.minor. No or garbage label: not allowed."""
+    if build_version == "dev" or build_version.startswith("canary-"):
+        return True
+    if resource_version == build_version:
+        return True
+    resource = _SEMVER.match(resource_version)
+    build = _SEMVER.match(build_version)
+    if resource is None or build is None:
+        return False
+    return resource.group(1, 2) == build.group(1, 2)
+
+
+def outdated_recreate_delay(attempts: int, base: float, cap: float) -> float:
+    """Wait before recreating an outdated set again: 0 the first time, then base doubling."""
+    if attempts <= 0:
+        return 0.0
+    return float(min(cap, base * (2 ** min(attempts - 1, 30))))
+
+
+def outdated_records(doc: Manifest) -> dict[str, dict[str, Any]]:
+    raw = annotations_of(doc).get(ANNOTATION_OUTDATED_RECREATIONS)
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
 
 # cleanup-* annotation suffix -> kind of the Helm-created object it names (§3.4 step 4 order).
 _HELM_DEPENDENTS = (
@@ -152,6 +197,11 @@ async def reconcile_ars(ctx: Context, key: Key) -> Result:
     if is_deleting(doc):
         return await _clean_up(ctx, doc, scope)
 
+    label_version = labels_of(doc).get(LABEL_VERSION, "")
+    if not is_version_allowed(label_version, ctx.build.build_version):
+        await _delete_for_version(ctx, doc, scope, label_version)
+        return Result.done()
+
     problems = validate_manifest(doc)
     if problems:
         message = "; ".join(str(p) for p in problems)
@@ -205,6 +255,10 @@ async def reconcile_ars(ctx: Context, key: Key) -> Result:
         await _set_spec_condition(ctx, doc, scope, valid=False, message=str(exc))
         return Result.done()
 
+    outdated_wait = await _handle_outdated(ctx, doc, ars, scope)
+    if outdated_wait is not None:
+        return outdated_wait
+
     waiting, draining, live = await _converge_runner_sets(ctx, ars, desired)
     settled = not waiting and not draining
     listener_ready = await _converge_listener(ctx, ars, desired_al, draining=draining)
@@ -215,6 +269,106 @@ async def reconcile_ars(ctx: Context, key: Key) -> Result:
     if waiting or draining or not listener_ready:
         return Result.again(WAIT_SECONDS)
     return Result.done()
+
+
+async def _delete_for_version(
+    ctx: Context, doc: Manifest, scope: Scope, label_version: str
+) -> None:
+    """Upstream deletes an ARS of another chart version outright: say why first."""
+    why = (
+        f"label {LABEL_VERSION}={label_version or '<missing>'} is not allowed by the reconciler "
+        f"build {ctx.build.build_version} (needs the same major.minor): deleting the "
+        "AutoscalingRunnerSet"
+    )
+    event = build_event(doc, REASON_VERSION, why, type="Warning", component="arcflow-reconciler")
+    created = await ctx.kube.create(event)
+    await ctx.writer.audit("created", created, scope, "Kubernetes Event about the version gate")
+    await ctx.writer.delete(doc, scope, why)
+
+
+async def _handle_outdated(
+    ctx: Context, doc: Manifest, ars: AutoscalingRunnerSet, scope: Scope
+) -> Result | None:
+    """§3.1 step 10 / §8.10: an ``Outdated`` ERS (a runner exited 7) makes the ARS delete the
+    listener, then that ERS; the normal pass recreates both. Loop guard: each recreation is
+    counted per variant in an annotation and announced by a Warning Event; a set that is
+    outdated again waits ``outdated_recreate_delay`` (doubling) before the next one. Returns a
+    Result while it is deleting (the caller stops), else ``None``."""
+    live = await runner_sets_of(ctx, ars.namespace, ars.name)
+    outdated = [
+        e
+        for e in live
+        if not is_deleting(e) and (e.get("status") or {}).get("phase") == PHASE_OUTDATED
+    ]
+    if not outdated:
+        return None
+    records = outdated_records(doc)
+    now = ctx.clock()
+    acting: list[Manifest] = []
+    wait: float | None = None
+    for ers in outdated:
+        variant = variant_of(ers, ars) or "_"
+        record = records.get(variant) or {}
+        uid = str(meta(ers).get("uid"))
+        if record.get("uid") == uid:
+            acting.append(ers)  # this attempt is already counted: carry on deleting
+            continue
+        attempts = int(record.get("count") or 0)
+        last = float(record.get("last") or 0)
+        if now.timestamp() - last > 2 * ctx.outdated_backoff_cap:
+            attempts = 0  # long healthy since: start over
+        remaining = (
+            last
+            + outdated_recreate_delay(attempts, ctx.outdated_backoff_base, ctx.outdated_backoff_cap)
+            - now.timestamp()
+        )
+        if remaining > 0:
+            wait = remaining if wait is None else min(wait, remaining)
+            continue
+        records[variant] = {"count": attempts + 1, "last": now.timestamp(), "uid": uid}
+        next_delay = outdated_recreate_delay(
+            attempts + 1, ctx.outdated_backoff_base, ctx.outdated_backoff_cap
+        )
+        message = (
+            f"EphemeralRunnerSet {meta(ers).get('name')} is Outdated (a runner exited with the "
+            f"deprecated-version code): recreating the listener and the set, attempt "
+            f"{attempts + 1}; a further recreation waits "
+            f"{next_delay:.0f}s"
+        )
+        doc = await ctx.writer.patch(
+            AUTOSCALING_RUNNER_SET.kind,
+            ars.name,
+            ars.namespace,
+            {
+                "metadata": {
+                    "annotations": {ANNOTATION_OUTDATED_RECREATIONS: json.dumps(records)},
+                    "resourceVersion": meta(doc).get("resourceVersion"),
+                }
+            },
+            scope,
+            "count an outdated-runner recreation (loop guard)",
+        )
+        event = build_event(
+            doc, REASON_OUTDATED, message, type="Warning", component="arcflow-reconciler"
+        )
+        created = await ctx.kube.create(event)
+        await ctx.writer.audit("created", created, scope, "Kubernetes Event: outdated runners")
+        acting.append(ers)
+    if not acting:
+        return Result.again(wait) if wait is not None else None
+    pending = False
+    for al in await listeners_of(ctx, ars.namespace, ars.name):
+        pending = True
+        if not is_deleting(al):
+            await ctx.writer.delete(al, scope, "runners are outdated: listener first")
+            ctx.enqueue(Key("al", str(meta(al).get("namespace")), str(meta(al).get("name"))))
+    if pending:
+        return Result.again(WAIT_SECONDS)
+    for ers in acting:
+        variant_scope = Scope(ars.namespace, ars.name, variant_of(ers, ars))
+        await ctx.writer.delete(ers, variant_scope, "runners are outdated: recreate the set")
+        ctx.enqueue(Key("ers", ars.namespace, str(meta(ers).get("name"))))
+    return Result.again(WAIT_SECONDS)
 
 
 async def _converge_runner_sets(
@@ -347,9 +501,10 @@ async def _converge_listener(
         ctx.enqueue(Key("al", str(meta(live).get("namespace")), name))
     if ready or draining:
         return ready
-    existing = await listeners_of(ctx, ars.namespace, ars.name)
-    if any(meta(a).get("name") == want_name for a in existing):
-        return False  # the old one is still going away
+    if await listeners_of(ctx, ars.namespace, ars.name):
+        # The old listener (maybe under another name) is still going away: never two
+        # listeners, so never two message sessions for one scale set (§8.6).
+        return False
     await ctx.writer.create(want, scope, "the AutoscalingListener of the set")
     ctx.enqueue(Key("al", ctx.controller_namespace, want_name))
     return True

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from datetime import UTC, datetime
 from typing import Any
 
 from arcflow.common.builders import BuildSettings
@@ -19,6 +21,13 @@ from arcflow.reconciler.workqueue import Key
 
 Manifest = dict[str, Any]
 
+# Upstream's runner pod failure backoff, indexed by the number of recorded failures (§3.6).
+FAILURE_BACKOFF_SECONDS: tuple[float, ...] = (0, 5, 10, 20, 40, 80)
+
+
+def utc_clock() -> datetime:
+    return datetime.now(UTC)
+
 
 @dataclass
 class Context:
@@ -31,6 +40,13 @@ class Context:
     registrar: RegistrarRpcClient | None
     metrics: ReconcilerMetrics
     enqueue: Callable[[Key], None]
+    instance: str = "reconciler"
+    # Injectable for tests: the wall clock and the pod failure backoff table.
+    clock: Callable[[], datetime] = utc_clock
+    failure_backoff: tuple[float, ...] = dataclass_field(default=FAILURE_BACKOFF_SECONDS)
+    job_running_recheck: float = 30.0
+    outdated_backoff_base: float = 60.0
+    outdated_backoff_cap: float = 3600.0
 
     @property
     def controller_namespace(self) -> str:

@@ -6,23 +6,37 @@ never logged, audited or put on a stream (audit events carry names only).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
 
 from arcflow.common.builders import build_jit_secret, build_runner_pod
 from arcflow.common.constants import (
     FINALIZER_ER,
     FINALIZER_ER_REGISTRATION,
     KIND_ERS,
+    LABEL_RUNNER_POD,
     RUNNER_CONTAINER,
     RUNNER_OUTDATED_EXIT_CODE,
 )
-from arcflow.common.kube import EPHEMERAL_RUNNER, POD, SECRET, InvalidError
+from arcflow.common.kube import (
+    EPHEMERAL_RUNNER,
+    POD,
+    SECRET,
+    ConflictError,
+    ForbiddenError,
+    InvalidError,
+    KubeApiError,
+)
+from arcflow.common.models import EphemeralRunner
+from arcflow.common.naming import trim_label_value
 from arcflow.common.rpc.registrar import RegistrarRpcClient, RunnerExistsRpcError
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import (
+    FAILURE_BACKOFF_SECONDS,
     Context,
     Manifest,
+    annotations_of,
     controller_owner,
     decode_data,
     finalizer_patch,
@@ -35,14 +49,67 @@ from arcflow.reconciler.controllers.runner_set import scope_of
 from arcflow.reconciler.workqueue import Key, Result
 
 MAX_FAILURES = 5
-FAILURE_BACKOFF_SECONDS = (0, 5, 10, 20, 40, 80)
 JOB_RUNNING_RECHECK_SECONDS = 30.0
 WAIT_SECONDS = 1.0
+ALREADY_EXISTS_RECHECK_SECONDS = 5.0
+QUOTA_RECHECK_SECONDS = 30.0
+QUOTA_GIVE_UP_SECONDS = 600.0
 DONE_PHASES = ("Succeeded", "Failed", "Outdated")
+# Which replica asked the registrar for this runner's JIT config, and when: a conditional
+# patch (resourceVersion) makes exactly one of two racing replicas the one that asks.
+ANNOTATION_JIT_CLAIM = "arcflow.io/jit-claim"
+JIT_CLAIM_TTL_SECONDS = 30.0
+
+__all__ = ["FAILURE_BACKOFF_SECONDS", "MAX_FAILURES", "reconcile_runner"]
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _stamp(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class PodCreateDecision:
+    """What to do after the API server refused a runner pod (§3.6 step 8)."""
+
+    action: Literal["requeue", "mark_invalid", "delete_runner"]
+    requeue_after: float | None = None
+    remove_runner: bool = False
+    message: str = ""
+
+
+def pod_create_decision(error: KubeApiError, runner_age_seconds: float) -> PodCreateDecision:
+    """Pure mapping of a pod-create error: AlreadyExists waits; Invalid and Forbidden mark the
+    runner ``Failed/InvalidPod``, except a quota refusal, retried for 10 min, then the runner
+    is deleted (its set creates a fresh one). Anything else is re-raised by the caller."""
+    message = f"Failed to create the pod: {error.message}"
+    if isinstance(error, ConflictError) and error.already_exists:
+        return PodCreateDecision("requeue", ALREADY_EXISTS_RECHECK_SECONDS)
+    if isinstance(error, InvalidError):
+        return PodCreateDecision("mark_invalid", remove_runner=True, message=message)
+    if isinstance(error, ForbiddenError):
+        if "exceeded quota:" in error.message:
+            if runner_age_seconds > QUOTA_GIVE_UP_SECONDS:
+                return PodCreateDecision("delete_runner", message=message)
+            return PodCreateDecision("requeue", QUOTA_RECHECK_SECONDS, message=message)
+        return PodCreateDecision("mark_invalid", message=message)
+    raise error
+
+
+def _parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def jit_claim_holder(er: Manifest, now: datetime) -> str | None:
+    """The replica holding a fresh JIT claim on ``er`` (pure), or ``None``."""
+    claim = annotations_of(er).get(ANNOTATION_JIT_CLAIM, "")
+    instance, _, stamp = claim.rpartition("@")
+    if not instance or not stamp:
+        return None
+    try:
+        age = now.timestamp() - float(stamp)
+    except ValueError:
+        return None
+    return instance if age < JIT_CLAIM_TTL_SECONDS else None
 
 
 def _registrar(ctx: Context) -> RegistrarRpcClient:
@@ -63,13 +130,50 @@ def runner_container_state(pod: Manifest) -> dict[str, Any] | None:
     return None
 
 
-def backoff_remaining(failures: dict[str, str], now: datetime) -> float:
+def backoff_remaining(
+    failures: dict[str, str],
+    now: datetime,
+    table: tuple[float, ...] = FAILURE_BACKOFF_SECONDS,
+) -> float:
     """Seconds left before the next pod may be created (0/5/10/20/40/80 s by failure count)."""
     if not failures:
         return 0.0
-    delay = FAILURE_BACKOFF_SECONDS[min(len(failures), len(FAILURE_BACKOFF_SECONDS) - 1)]
-    last = max(datetime.fromisoformat(v.replace("Z", "+00:00")) for v in failures.values())
+    delay = table[min(len(failures), len(table) - 1)]
+    last = max(_parse_time(v) for v in failures.values())
     return max(0.0, (last.timestamp() + delay) - now.timestamp())
+
+
+async def _delete_runner(ctx: Context, er: Manifest, scope: Scope, why: str) -> None:
+    """Delete the ER and look at it again: its finalizers run on the next pass, without
+    waiting for the watcher's echo."""
+    await ctx.writer.delete(er, scope, why)
+    ctx.enqueue(Key("er", str(meta(er)["namespace"]), str(meta(er)["name"])))
+
+
+async def set_runner_status(
+    ctx: Context, er: Manifest, scope: Scope, status: dict[str, Any], why: str
+) -> Manifest:
+    """Patch the ER status; a phase change also publishes ``runner.lifecycle``."""
+    previous = str((er.get("status") or {}).get("phase") or "")
+    patched = await ctx.writer.patch_status(
+        EPHEMERAL_RUNNER.kind,
+        str(meta(er)["name"]),
+        str(meta(er)["namespace"]),
+        status,
+        scope,
+        why,
+    )
+    phase = status.get("phase")
+    if phase and phase != previous:
+        await ctx.writer.lifecycle(
+            patched,
+            scope,
+            phase=str(phase),
+            previous_phase=previous,
+            reason=str(status.get("reason") or ""),
+            message=str(status.get("message") or ""),
+        )
+    return patched
 
 
 async def reconcile_runner(ctx: Context, key: Key) -> Result:
@@ -119,31 +223,44 @@ async def reconcile_runner(ctx: Context, key: Key) -> Result:
 
     failures: dict[str, str] = dict(status.get("failures") or {})
     if len(failures) > MAX_FAILURES:
-        await ctx.writer.delete(er, scope, f"runner pod failed more than {MAX_FAILURES} times")
+        await _delete_runner(ctx, er, scope, f"runner pod failed more than {MAX_FAILURES} times")
         return Result.done()
 
     pod = await _get(ctx, POD, key.name, key.namespace)
     if pod is None:
-        remaining = backoff_remaining(failures, datetime.now(UTC))
+        now = ctx.clock()
+        remaining = backoff_remaining(failures, now, ctx.failure_backoff)
         if remaining > 0:
             return Result.again(remaining)
         try:
             await ctx.writer.create(build_runner_pod(er, jit_data, ctx.build), scope, "runner pod")
-        except InvalidError as exc:
-            await ctx.writer.patch_status(
-                EPHEMERAL_RUNNER.kind,
-                key.name,
-                key.namespace,
-                {
-                    "phase": "Failed",
-                    "reason": "InvalidPod",
-                    "message": f"Failed to create the pod: {exc}",
-                },
-                scope,
-                "runner pod is invalid",
-            )
+        except (ConflictError, InvalidError, ForbiddenError) as exc:
+            created = meta(er).get("creationTimestamp")
+            age = now.timestamp() - _parse_time(str(created)).timestamp() if created else 0.0
+            return await _pod_refused(ctx, er, scope, pod_create_decision(exc, age))
         return Result.done()
     return await _follow_pod(ctx, er, pod, scope)
+
+
+async def _pod_refused(
+    ctx: Context, er: Manifest, scope: Scope, decision: PodCreateDecision
+) -> Result:
+    if decision.action == "requeue":
+        return Result.again(decision.requeue_after or WAIT_SECONDS)
+    if decision.action == "delete_runner":
+        await _delete_runner(ctx, er, scope, "runner pod refused by quota for over 10 minutes")
+        return Result.done()
+    await set_runner_status(
+        ctx,
+        er,
+        scope,
+        {"phase": "Failed", "reason": "InvalidPod", "message": decision.message},
+        "runner pod is invalid",
+    )
+    runner = int((er.get("status") or {}).get("runnerId") or 0)
+    if decision.remove_runner and runner > 0:
+        await _registrar(ctx).remove_runner(scope.namespace, scope.ars, runner)
+    return Result.done()
 
 
 async def _create_jit_secret(ctx: Context, er: Manifest, scope: Scope) -> Manifest | None:
@@ -155,6 +272,23 @@ async def _create_jit_secret(ctx: Context, er: Manifest, scope: Scope) -> Manife
         if container.get("name") == RUNNER_CONTAINER:
             work_folder = str(container.get("workingDir") or "")
     registrar = _registrar(ctx)
+    holder = jit_claim_holder(er, ctx.clock())
+    if holder is not None and holder != ctx.instance:
+        return None  # another replica is asking for it; its Secret shows up shortly
+    # Conditional on the read resourceVersion: of two racing replicas, the second gets 409.
+    await ctx.writer.patch(
+        EPHEMERAL_RUNNER.kind,
+        name,
+        scope.namespace,
+        {
+            "metadata": {
+                "annotations": {ANNOTATION_JIT_CLAIM: f"{ctx.instance}@{ctx.clock().timestamp()}"},
+                "resourceVersion": meta(er).get("resourceVersion"),
+            }
+        },
+        scope,
+        "claim the JIT config request for this replica",
+    )
     try:
         jit = await registrar.generate_jit_config(
             scope.namespace, scope.ars, scale_set_id, name, work_folder
@@ -166,7 +300,7 @@ async def _create_jit_secret(ctx: Context, er: Manifest, scope: Scope) -> Manife
         if existing.runner_scale_set_id in (0, scale_set_id):
             await registrar.remove_runner(scope.namespace, scope.ars, existing.id)
             return None
-        await ctx.writer.delete(er, scope, "runner name registered in another scale set")
+        await _delete_runner(ctx, er, scope, "runner name registered in another scale set")
         return None
     secret = build_jit_secret(
         er,
@@ -179,7 +313,6 @@ async def _create_jit_secret(ctx: Context, er: Manifest, scope: Scope) -> Manife
 
 
 async def _follow_pod(ctx: Context, er: Manifest, pod: Manifest, scope: Scope) -> Result:
-    name = str(meta(er)["name"])
     namespace = str(meta(er)["namespace"])
     pod_status = pod.get("status") or {}
     state = runner_container_state(pod)
@@ -189,17 +322,22 @@ async def _follow_pod(ctx: Context, er: Manifest, pod: Manifest, scope: Scope) -
     if terminated is not None:
         exit_code = int(terminated.get("exitCode") or 0)
         if exit_code == 0:
-            await ctx.writer.delete(er, scope, "runner finished its job")
+            await _delete_runner(ctx, er, scope, "runner finished its job")
             return Result.done()
         if exit_code == RUNNER_OUTDATED_EXIT_CODE:
-            await ctx.writer.patch_status(
-                EPHEMERAL_RUNNER.kind,
-                name,
-                namespace,
-                {"phase": "Outdated", "reason": "Outdated", "message": "Runner is deprecated"},
+            await set_runner_status(
+                ctx,
+                er,
                 scope,
+                {"phase": "Outdated", "reason": "Outdated", "message": "Runner is deprecated"},
                 "runner image is outdated",
             )
+            runner = int((er.get("status") or {}).get("runnerId") or 0)
+            if runner > 0:  # markAsOutdated also removes it from the service
+                await _registrar(ctx).remove_runner(scope.namespace, scope.ars, runner)
+            owner = controller_owner(er, KIND_ERS)
+            if owner:
+                ctx.enqueue(Key("ers", namespace, str(owner)))
             return Result.done()
         return await _pod_failed(ctx, er, pod, scope)
     if state is None:
@@ -217,9 +355,7 @@ async def _follow_pod(ctx: Context, er: Manifest, pod: Manifest, scope: Scope) -
         "message": str(pod_status.get("message") or ""),
     }
     if any(status.get(k) != v for k, v in wanted.items()):
-        await ctx.writer.patch_status(
-            EPHEMERAL_RUNNER.kind, name, namespace, wanted, scope, f"runner pod is {phase}"
-        )
+        await set_runner_status(ctx, er, scope, wanted, f"runner pod is {phase}")
         owner = controller_owner(er, KIND_ERS)
         if owner:
             ctx.enqueue(Key("ers", namespace, str(owner)))
@@ -231,11 +367,11 @@ async def _pod_failed(ctx: Context, er: Manifest, pod: Manifest, scope: Scope) -
     name = str(meta(er)["name"])
     namespace = str(meta(er)["namespace"])
     if (er.get("status") or {}).get("jobId"):
-        await ctx.writer.delete(er, scope, "runner pod failed during a job")
+        await _delete_runner(ctx, er, scope, "runner pod failed during a job")
         return Result.done()
     await ctx.writer.delete(pod, scope, "runner pod failed: retry with backoff")
     failures = dict((er.get("status") or {}).get("failures") or {})
-    failures[str(meta(pod).get("uid", ""))] = _now()
+    failures[str(meta(pod).get("uid", ""))] = _stamp(ctx.clock())
     pod_status = pod.get("status") or {}
     await ctx.writer.patch_status(
         EPHEMERAL_RUNNER.kind,
@@ -265,6 +401,24 @@ async def _delete_pod_and_secret(ctx: Context, er: Manifest, scope: Scope, why: 
     return remaining
 
 
+async def _delete_container_hook_objects(ctx: Context, er: Manifest, scope: Scope) -> None:
+    """Kubernetes-mode container hooks leave job pods/secrets labelled ``runner-pod=<er>``."""
+    try:
+        configured = EphemeralRunner.from_manifest(er).has_container_hook_configured()
+    except Exception:  # an unparsable runner spec cannot have started a hook
+        configured = False
+    if not configured:
+        return
+    namespace = str(meta(er)["namespace"])
+    selector = {LABEL_RUNNER_POD: trim_label_value(str(meta(er)["name"]))}
+    for resource in (POD, SECRET):
+        for obj in (
+            await ctx.kube.list(resource, namespace=namespace, label_selector=selector)
+        ).items:
+            if not is_deleting(obj):
+                await ctx.writer.delete(obj, scope, "container hook object of a deleted runner")
+
+
 async def _clean_up(ctx: Context, er: Manifest, scope: Scope) -> Result:
     finalizers = finalizers_of(er)
     if FINALIZER_ER not in finalizers:
@@ -281,7 +435,7 @@ async def _clean_up(ctx: Context, er: Manifest, scope: Scope) -> Result:
         if registered > 0:
             outcome = await _registrar(ctx).remove_runner(scope.namespace, scope.ars, registered)
             if outcome == "job_still_running":
-                return Result.again(JOB_RUNNING_RECHECK_SECONDS)
+                return Result.again(ctx.job_running_recheck)
         er = await ctx.writer.patch(
             EPHEMERAL_RUNNER.kind,
             str(meta(er)["name"]),
@@ -291,6 +445,7 @@ async def _clean_up(ctx: Context, er: Manifest, scope: Scope) -> Result:
             "runner removed from the service",
         )
     await _delete_pod_and_secret(ctx, er, scope, "EphemeralRunner deleted")
+    await _delete_container_hook_objects(ctx, er, scope)
     await ctx.writer.patch(
         EPHEMERAL_RUNNER.kind,
         str(meta(er)["name"]),

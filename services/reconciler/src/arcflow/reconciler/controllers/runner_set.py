@@ -8,6 +8,9 @@ registrar removed them from the service.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from arcflow.common.builders import build_ephemeral_runner, build_runner_proxy_secret
@@ -20,7 +23,13 @@ from arcflow.common.constants import (
     LABEL_SCALE_SET_NAMESPACE,
 )
 from arcflow.common.hashing import ephemeral_runner_set_integrity_hash
-from arcflow.common.kube import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, SECRET, NotFoundError
+from arcflow.common.kube import (
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+    SECRET,
+    ConflictError,
+    NotFoundError,
+)
 from arcflow.common.naming import runner_proxy_secret_name
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import (
@@ -85,6 +94,58 @@ def latest_patch_id(runners: list[Manifest]) -> int:
 def should_scale(patch_id: int, latest: int) -> bool:
     """§4.5: 0 forces; otherwise only a patch id no runner was created for yet."""
     return patch_id == 0 or patch_id != latest
+
+
+# The API server's generateName alphabet (no vowels, no look-alikes): our names look the same.
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+# The ERS's runner-name claim: a counter of names handed out, the last batch, who and when.
+ANNOTATION_RUNNER_CLAIM = "arcflow.io/runner-claim"
+RUNNER_CLAIM_TTL_SECONDS = 10.0
+
+
+def runner_name(generate_name: str, ers_uid: str, index: int) -> str:
+    """The ``index``-th runner name of one ERS (pure): ``<ers>-runner-xxxxx``.
+
+    Names come from a counter that only grows (kept on the ERS, bumped by a conditional
+    patch), so a name is never reused and two replicas never invent different names for the
+    same missing runner: the one whose claim lost gets 409 and re-reads.
+    """
+    digest = hashlib.sha256(f"{ers_uid}/{index}".encode()).digest()
+    return generate_name + "".join(_NAME_ALPHABET[b % len(_NAME_ALPHABET)] for b in digest[:5])
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerClaim:
+    next_index: int = 0
+    names: tuple[str, ...] = ()
+    by: str = ""
+    at: float = 0.0
+
+    def encode(self) -> str:
+        return json.dumps(
+            {"next": self.next_index, "names": list(self.names), "by": self.by, "at": self.at}
+        )
+
+
+def parse_runner_claim(ers: Manifest) -> RunnerClaim:
+    raw = annotations_of(ers).get(ANNOTATION_RUNNER_CLAIM)
+    try:
+        value = json.loads(raw) if raw else {}
+        return RunnerClaim(
+            int(value.get("next", 0)),
+            tuple(str(n) for n in value.get("names", [])),
+            str(value.get("by", "")),
+            float(value.get("at", 0.0)),
+        )
+    except (ValueError, TypeError, AttributeError):
+        return RunnerClaim()
+
+
+def in_flight_runners(claim: RunnerClaim, live_names: set[str], me: str, now: float) -> int:
+    """Runners another replica claimed moments ago and is still creating (pure)."""
+    if claim.by == me or now - claim.at >= RUNNER_CLAIM_TTL_SECONDS:
+        return 0
+    return sum(1 for name in claim.names if name not in live_names)
 
 
 def has_job(er: Manifest) -> bool:
@@ -163,19 +224,60 @@ async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
         for er in buckets["finished"]:
             await ctx.writer.delete(er, scope, "finished runner cleared on a new scale request")
             ctx.enqueue(Key("er", key.namespace, str(meta(er)["name"])))
-        if total < replicas:
-            for _ in range(replicas - total):
-                created = await ctx.writer.create(
-                    build_ephemeral_runner(ers, ctx.build),
-                    scope,
-                    f"scale up to {replicas} (patchID {patch_id})",
-                )
-                ctx.enqueue(Key("er", key.namespace, str(meta(created)["name"])))
-                buckets["pending"].append(created)
+        live_names = {str(meta(er).get("name")) for er in runners}
+        claim = parse_runner_claim(ers)
+        now = ctx.clock().timestamp()
+        in_flight = in_flight_runners(claim, live_names, ctx.instance, now)
+        if total + in_flight < replicas:
+            await _create_runners(
+                ctx, ers, scope, claim, replicas - total - in_flight, replicas, patch_id
+            )
         elif patch_id == 0 and total > replicas:
             await _remove_idle(ctx, scope, buckets, total - replicas)
     await _update_status(ctx, ers, scope, bucket_runners(await runners_of(ctx, ers)))
     return Result.done()
+
+
+async def _create_runners(
+    ctx: Context,
+    ers: Manifest,
+    scope: Scope,
+    claim: RunnerClaim,
+    count: int,
+    replicas: int,
+    patch_id: int,
+) -> None:
+    template = build_ephemeral_runner(ers, ctx.build)
+    generate_name = str(template["metadata"].pop("generateName"))
+    uid = str(meta(ers).get("uid"))
+    names = tuple(runner_name(generate_name, uid, claim.next_index + i) for i in range(count))
+    new_claim = RunnerClaim(claim.next_index + count, names, ctx.instance, ctx.clock().timestamp())
+    namespace = str(meta(ers)["namespace"])
+    # Conditional on the read resourceVersion: a racing replica's claim makes this one 409.
+    await ctx.writer.patch(
+        EPHEMERAL_RUNNER_SET.kind,
+        str(meta(ers)["name"]),
+        namespace,
+        {
+            "metadata": {
+                "annotations": {ANNOTATION_RUNNER_CLAIM: new_claim.encode()},
+                "resourceVersion": meta(ers).get("resourceVersion"),
+            }
+        },
+        scope,
+        f"claim {count} runner name(s)",
+    )
+    for name in names:
+        template["metadata"]["name"] = name
+        try:
+            created = await ctx.writer.create(
+                template, scope, f"scale up to {replicas} (patchID {patch_id})"
+            )
+        except ConflictError as exc:
+            if exc.already_exists:
+                continue
+            raise
+        ctx.enqueue(Key("er", namespace, str(meta(created)["name"])))
 
 
 async def _remove_idle(

@@ -1,0 +1,203 @@
+"""End to end, event-driven, with the real parts: the Kubernetes emulator, a real
+nats-server, the real watcher, the real registrar talking to the Actions simulator, and the
+reconciler. Nothing is published by hand: every reconcile is caused by a watcher or
+registrar event.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import nats
+import pytest
+
+from arcflow.common.actions import ActionsClient, RetryPolicy
+from arcflow.common.kube import KubeClient
+from arcflow.common.nats import NatsSettings, ensure_jetstream
+from arcflow.common.telemetry import setup_metrics
+from arcflow.devstack.actions_sim import ActionsSimulator
+from arcflow.devstack.nats_server import NatsServer
+from arcflow.registrar.app import RegistrarApp
+from arcflow.registrar.settings import RegistrarSettings
+from arcflow.watcher.service import WatcherService
+from arcflow.watcher.settings import WatcherSettings
+
+from .harness import CONTROLLER_NS, eventually, reconciler_test_settings, runner_template
+
+pytestmark = pytest.mark.integration
+
+SECRET_NAME = "github-creds"
+
+
+def _fast_client(config_url: str, credentials: Any) -> ActionsClient:
+    return ActionsClient(config_url, credentials, retry=RetryPolicy.fast())
+
+
+@pytest.fixture
+async def parts(
+    private_nats_server: NatsServer,
+    kube_client: KubeClient,
+    kube_namespace: str,
+    actions_sim: ActionsSimulator,
+) -> AsyncIterator[dict[str, Any]]:
+    from arcflow.reconciler.app import ReconcilerApp
+
+    url = private_nats_server.url
+    connections = [await nats.connect(url) for _ in range(3)]
+    watcher_nc, registrar_nc, reconciler_nc = connections
+    await ensure_jetstream(watcher_nc.jetstream())
+    metrics = setup_metrics("e2e-test", host="127.0.0.1", port=0)
+    watcher = WatcherService(
+        WatcherSettings(
+            namespaces=[kube_namespace, CONTROLLER_NS],
+            resync_interval_seconds=0,
+            checkpoint_interval_seconds=0.1,
+            backoff_initial_seconds=0.05,
+            backoff_max_seconds=0.5,
+            publish_timeout_seconds=1.0,
+            nats=NatsSettings(url=url),
+        ),
+        kube=kube_client,
+        js=watcher_nc.jetstream(),
+        meter=metrics.meter,
+    )
+    registrar = RegistrarApp(
+        registrar_nc,
+        kube_client,
+        RegistrarSettings(
+            instance="r1",
+            health_host="127.0.0.1",
+            health_port=0,
+            fetch_timeout_seconds=0.2,
+            retry_delay_seconds=0.1,
+            retry_delay_cap_seconds=0.5,
+            resync_interval_seconds=0.5,
+            lock_wait_seconds=2.0,
+            lock_ttl_seconds=10.0,
+        ),
+        client_factory=_fast_client,
+    )
+    reconciler = ReconcilerApp(reconciler_nc, kube_client, reconciler_test_settings())
+    watcher.start()
+    await registrar.start()
+    await reconciler.start()
+    await watcher.wait_ready()
+    try:
+        yield {"sim": actions_sim, "kube": kube_client, "ns": kube_namespace}
+    finally:
+        await reconciler.stop()
+        await registrar.stop()
+        await watcher.stop()
+        for nc in connections:
+            await nc.drain()
+        metrics.stop()
+
+
+async def _list(kube: KubeClient, kind: str, namespace: str) -> list[dict[str, Any]]:
+    return (await kube.list(kind, namespace=namespace)).items
+
+
+async def test_apply_scale_delete_end_to_end(parts: dict[str, Any]) -> None:
+    sim: ActionsSimulator = parts["sim"]
+    kube: KubeClient = parts["kube"]
+    ns: str = parts["ns"]
+    token = sim.add_pat()
+    await kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": SECRET_NAME, "namespace": ns},
+            "data": {"github_token": base64.b64encode(token.encode()).decode()},
+        }
+    )
+    await kube.create(
+        {
+            "apiVersion": "actions.github.com/v1alpha1",
+            "kind": "AutoscalingRunnerSet",
+            "metadata": {"name": "e2e", "namespace": ns},
+            "spec": {
+                "githubConfigUrl": sim.config_url("my-org"),
+                "githubConfigSecret": SECRET_NAME,
+                "template": runner_template("runner:latest"),
+                "runnerVariants": [
+                    {"name": "cpu", "template": runner_template("runner:cpu")},
+                    {"name": "gpu", "template": runner_template("runner:gpu")},
+                ],
+            },
+        }
+    )
+
+    # 1. scale sets in the simulator, ids on the ARS, two ERSs, one AL, a Role over both
+    async def converged() -> dict[str, Any] | None:
+        ars = await kube.get("AutoscalingRunnerSet", "e2e", ns)
+        annotations = ars["metadata"].get("annotations") or {}
+        sets = await _list(kube, "EphemeralRunnerSet", ns)
+        listeners = await _list(kube, "AutoscalingListener", CONTROLLER_NS)
+        roles = await _list(kube, "Role", ns)
+        if (
+            "actions.github.com/runner-scale-set-ids" in annotations
+            and len(sets) == 2
+            and len(listeners) == 1
+            and roles
+            and (ars.get("status") or {}).get("phase") == "Running"
+        ):
+            return ars
+        return None
+
+    ars = await eventually(converged, timeout=15)
+    in_sim = {s["name"]: s["id"] for s in sim.snapshot()["scaleSets"]}
+    ids = json.loads(ars["metadata"]["annotations"]["actions.github.com/runner-scale-set-ids"])
+    assert set(ids.values()) == set(in_sim.values())
+    assert len(in_sim) == 2
+    sets = {e["metadata"]["name"]: e for e in await _list(kube, "EphemeralRunnerSet", ns)}
+    assert set(sets) == {"e2e-cpu", "e2e-gpu"}
+    assert sets["e2e-cpu"]["spec"]["ephemeralRunnerSpec"]["runnerScaleSetId"] == ids["cpu"]
+    role = (await _list(kube, "Role", ns))[0]
+    assert role["rules"][0]["resourceNames"] == ["e2e-cpu", "e2e-gpu"]
+
+    # 2. the listener's patch: replicas 5, patchID 0 -> 5 runners with JIT from the simulator
+    await kube.patch_merge(
+        "EphemeralRunnerSet", "e2e-cpu", {"spec": {"replicas": 5, "patchID": 0}}, namespace=ns
+    )
+
+    async def five() -> list[dict[str, Any]] | None:
+        runners = await _list(kube, "EphemeralRunner", ns)
+        pods = [p for p in await _list(kube, "Pod", ns) if p["metadata"]["name"].startswith("e2e")]
+        registered = all((r.get("status") or {}).get("runnerId") for r in runners)
+        return runners if len(runners) == 5 and registered and len(pods) == 5 else None
+
+    runners = await eventually(five, timeout=15)
+    sim_runners = {r["name"]: r for r in sim.snapshot()["runners"]}
+    secrets = {s["metadata"]["name"]: s for s in await _list(kube, "Secret", ns)}
+    for er in runners:
+        name = er["metadata"]["name"]
+        assert sim_runners[name]["id"] == er["status"]["runnerId"]
+        jit = json.loads(base64.b64decode(base64.b64decode(secrets[name]["data"]["jitToken"])))
+        runner_file = json.loads(base64.b64decode(jit[".runner"]))
+        assert runner_file["agentName"] == name
+        assert runner_file["scaleSetId"] == ids["cpu"]
+        pod = await kube.get("Pod", name, ns)
+        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+        assert env["ACTIONS_RUNNER_INPUT_JITCONFIG"]["valueFrom"]["secretKeyRef"]["name"] == name
+
+    # 3. delete the ARS: every child gone, scale sets deleted in the simulator, ARS gone
+    await kube.delete("AutoscalingRunnerSet", "e2e", namespace=ns)
+
+    async def all_gone() -> bool:
+        leftovers = [
+            *await _list(kube, "AutoscalingRunnerSet", ns),
+            *await _list(kube, "EphemeralRunnerSet", ns),
+            *await _list(kube, "EphemeralRunner", ns),
+            *await _list(kube, "AutoscalingListener", CONTROLLER_NS),
+            *await _list(kube, "Pod", CONTROLLER_NS),
+            *await _list(kube, "Role", ns),
+            *await _list(kube, "RoleBinding", ns),
+            *[p for p in await _list(kube, "Pod", ns) if p["metadata"]["name"].startswith("e2e")],
+        ]
+        return not leftovers and not sim.snapshot()["scaleSets"]
+
+    await eventually(all_gone, timeout=15)
+    assert not [r for r in sim.snapshot()["runners"] if r["name"].startswith("e2e")]

@@ -1,0 +1,277 @@
+"""EphemeralRunner life: busy and unregistered runners survive scale-down, deletion waits for
+a running job, pod failure backoff (fake clock), exit 7 -> Outdated, container-hook cleanup,
+``runner.lifecycle`` events."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from arcflow.common.constants import LABEL_RUNNER_POD
+from arcflow.common.events import RunnerLifecycle
+
+from .harness import Stack, ars_manifest, eventually, runner_template
+
+pytestmark = pytest.mark.integration
+
+
+def _terminated(exit_code: int) -> dict[str, Any]:
+    return {
+        "phase": "Failed" if exit_code else "Succeeded",
+        "containerStatuses": [{"name": "runner", "state": {"terminated": {"exitCode": exit_code}}}],
+    }
+
+
+RUNNING = {
+    "phase": "Running",
+    "containerStatuses": [{"name": "runner", "state": {"running": {}}}],
+    "conditions": [{"type": "Ready", "status": "True"}],
+}
+
+
+async def _solo(stack: Stack, **spec: Any) -> None:
+    await stack.register("solo", "", 7)
+    await stack.apply_ars(ars_manifest(stack.namespace, "solo", **spec))
+
+    async def has_ers() -> bool:
+        return bool(await stack.list("EphemeralRunnerSet"))
+
+    await eventually(has_ers)
+
+
+async def _runners(stack: Stack) -> list[dict[str, Any]]:
+    return await stack.list("EphemeralRunner")
+
+
+async def _registered(stack: Stack, n: int) -> list[dict[str, Any]]:
+    async def check() -> list[dict[str, Any]] | None:
+        runners = await _runners(stack)
+        ok = len(runners) == n and all((r.get("status") or {}).get("runnerId") for r in runners)
+        return runners if ok else None
+
+    result: list[dict[str, Any]] = await eventually(check)
+    return result
+
+
+async def test_scale_down_never_removes_busy_or_unregistered_runners(stack: Stack) -> None:
+    await _solo(stack)
+    stack.rpc.jit_unavailable = True  # runners exist but are not registered (runnerId 0)
+    await stack.scale("solo", 2, 0)
+
+    async def two() -> bool:
+        return len(await _runners(stack)) == 2
+
+    await eventually(two)
+    await stack.scale("solo", 0, 0)
+    await asyncio.sleep(0.5)
+    assert len(await _runners(stack)) == 2  # unregistered: never removed
+    assert stack.rpc.removed == []
+
+    stack.rpc.jit_unavailable = False
+    for er in await _runners(stack):
+        await stack.publish_change("ephemeralrunners", er["metadata"]["name"])
+    await stack.scale("solo", 2, 0)
+    runners = await _registered(stack, 2)
+    busy = runners[0]["metadata"]["name"]
+    await stack.set_runner_status(busy, {"phase": "Running", "jobId": "job-1"})
+    await stack.set_runner_status(runners[1]["metadata"]["name"], {"phase": "Running"})
+    await stack.scale("solo", 0, 0)
+
+    async def only_busy_left() -> bool:
+        return [r["metadata"]["name"] for r in await _runners(stack)] == [busy]
+
+    await eventually(only_busy_left)
+    assert runners[0]["status"]["runnerId"] not in stack.rpc.removed
+    assert runners[1]["status"]["runnerId"] in stack.rpc.removed
+
+
+async def test_deletion_removes_the_runner_first_and_waits_for_its_job(stack: Stack) -> None:
+    await _solo(stack)
+    await stack.scale("solo", 1, 0)
+    er = (await _registered(stack, 1))[0]
+    name, runner_id = er["metadata"]["name"], er["status"]["runnerId"]
+    stack.rpc.busy_runner_ids.add(runner_id)
+
+    await stack.kube.delete("EphemeralRunner", name, namespace=stack.namespace)
+    await stack.publish_change("ephemeralrunners", name)
+    await asyncio.sleep(0.6)  # several 0.2 s rechecks: still there, pod still there
+    live = await stack.kube.get("EphemeralRunner", name, stack.namespace)
+    assert live["metadata"]["deletionTimestamp"]
+    assert await stack.kube.get("Pod", name, stack.namespace)
+    assert runner_id not in stack.rpc.removed
+
+    stack.rpc.busy_runner_ids.clear()  # the job finished
+
+    async def gone() -> bool:
+        names = {r["metadata"]["name"] for r in await _runners(stack)}
+        pods = {p["metadata"]["name"] for p in await stack.list("Pod")}
+        return name not in names and name not in pods
+
+    await eventually(gone)
+    assert runner_id in stack.rpc.removed
+
+
+async def test_pod_failures_back_off_by_the_table_then_the_runner_goes(stack: Stack) -> None:
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    for app in stack.apps:
+        app.context.clock = lambda: now[0]
+    await _solo(stack)
+    await stack.scale("solo", 1, 1)
+    er = (await _registered(stack, 1))[0]
+    name = er["metadata"]["name"]
+
+    async def pod_uid() -> str | None:
+        pods = [p for p in await stack.list("Pod") if p["metadata"]["name"] == name]
+        return (
+            pods[0]["metadata"]["uid"]
+            if pods and not pods[0]["metadata"].get("deletionTimestamp")
+            else None
+        )
+
+    first = await eventually(pod_uid)
+    await stack.set_pod_status(name, _terminated(1))
+
+    async def one_failure() -> bool:
+        live = await stack.kube.get("EphemeralRunner", name, stack.namespace)
+        return len((live.get("status") or {}).get("failures") or {}) == 1
+
+    await eventually(one_failure)
+    await asyncio.sleep(0.5)
+    assert await pod_uid() is None  # 5 s backoff after one failure: no new pod yet
+
+    now[0] += timedelta(seconds=5)
+    await stack.publish_change("ephemeralrunners", name)
+    second = await eventually(pod_uid)
+    assert second != first
+
+    # more than 5 failures: the runner is deleted (fast table for the rest)
+    for app in stack.apps:
+        app.context.failure_backoff = (0,)
+    for _ in range(5):
+        uid = await eventually(pod_uid)
+        await stack.set_pod_status(name, _terminated(1))
+
+        async def replaced(old: str = uid) -> bool:
+            current = await pod_uid()
+            runners = {r["metadata"]["name"] for r in await _runners(stack)}
+            return name not in runners or (current is not None and current != old)
+
+        await eventually(replaced)
+
+    async def runner_gone() -> bool:
+        return name not in {r["metadata"]["name"] for r in await _runners(stack)}
+
+    await eventually(runner_gone)
+
+
+async def test_exit_7_marks_outdated_and_publishes_lifecycle_events(stack: Stack) -> None:
+    await _solo(stack)
+    await stack.scale("solo", 1, 1)
+    er = (await _registered(stack, 1))[0]
+    name, runner_id = er["metadata"]["name"], er["status"]["runnerId"]
+    await stack.set_pod_status(name, RUNNING)
+
+    async def phase_is(phase: str) -> bool:
+        live = await stack.kube.get("EphemeralRunner", name, stack.namespace)
+        return (live.get("status") or {}).get("phase") == phase
+
+    await eventually(lambda: phase_is("Running"))
+    await stack.set_pod_status(name, _terminated(7))
+
+    async def outdated_removed() -> bool:
+        # the ARS then recreates the set, so the runner may already be gone
+        return runner_id in stack.rpc.removed
+
+    await eventually(outdated_removed)
+    lifecycle = [e for e in await stack.all_events() if isinstance(e, RunnerLifecycle)]
+    phases = [(e.previous_phase, e.phase) for e in lifecycle if e.runner_name == name]
+    assert ("Pending", "Running") in phases or (None, "Running") in phases
+    assert ("Running", "Outdated") in phases
+    outdated = next(e for e in lifecycle if e.phase == "Outdated")
+    assert outdated.runner_id == runner_id
+    assert outdated.reason == "Outdated"
+    assert outdated.keys.namespace == stack.namespace
+    assert outdated.keys.ars == "solo"
+
+
+async def test_container_hook_objects_are_deleted_with_the_runner(stack: Stack) -> None:
+    template = runner_template("runner:k8s")
+    template["spec"]["containers"][0]["env"] = [
+        {"name": "ACTIONS_RUNNER_CONTAINER_HOOKS", "value": "/home/runner/k8s/index.js"}
+    ]
+    await _solo(stack, template=template)
+    await stack.scale("solo", 1, 1)
+    name = (await _registered(stack, 1))[0]["metadata"]["name"]
+    labels = {LABEL_RUNNER_POD: name}
+    await stack.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-workflow",
+                "namespace": stack.namespace,
+                "labels": labels,
+            },
+            "spec": {"containers": [{"name": "job", "image": "node:20"}]},
+        }
+    )
+    await stack.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"{name}-secret", "namespace": stack.namespace, "labels": labels},
+            "data": {},
+        }
+    )
+    await stack.kube.delete("EphemeralRunner", name, namespace=stack.namespace)
+    await stack.publish_change("ephemeralrunners", name)
+
+    async def hook_objects_gone() -> bool:
+        pods = {p["metadata"]["name"] for p in await stack.list("Pod")}
+        secrets = {s["metadata"]["name"] for s in await stack.list("Secret")}
+        return f"{name}-workflow" not in pods and f"{name}-secret" not in secrets
+
+    await eventually(hook_objects_gone)
+
+
+async def test_runner_exists_same_scale_set_is_removed_and_retried(stack: Stack) -> None:
+    await _solo(stack)
+    stack.rpc.jit_unavailable = True
+    await stack.scale("solo", 1, 1)
+
+    async def one() -> str | None:
+        runners = await _runners(stack)
+        return runners[0]["metadata"]["name"] if runners else None
+
+    name = await eventually(one)
+    stack.rpc.registered[name] = {"id": 555, "name": name, "runner_scale_set_id": 7}
+    stack.rpc.jit_unavailable = False
+    await stack.publish_change("ephemeralrunners", name)
+    er = (await _registered(stack, 1))[0]
+    assert er["metadata"]["name"] == name
+    assert 555 in stack.rpc.removed  # the stale registration went first
+    assert er["status"]["runnerId"] != 555
+
+
+async def test_runner_exists_in_another_scale_set_deletes_the_runner(stack: Stack) -> None:
+    await _solo(stack)
+    stack.rpc.jit_unavailable = True
+    await stack.scale("solo", 1, 1)
+
+    async def one() -> str | None:
+        runners = await _runners(stack)
+        return runners[0]["metadata"]["name"] if runners else None
+
+    name = await eventually(one)
+    stack.rpc.registered[name] = {"id": 556, "name": name, "runner_scale_set_id": 99}
+    stack.rpc.jit_unavailable = False
+    await stack.publish_change("ephemeralrunners", name)
+
+    async def deleted() -> bool:
+        return name not in {r["metadata"]["name"] for r in await _runners(stack)}
+
+    await eventually(deleted)
+    assert 556 not in stack.rpc.removed  # another set's runner is never deregistered

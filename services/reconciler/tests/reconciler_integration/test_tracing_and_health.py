@@ -1,0 +1,84 @@
+"""A reconcile continues the trace of the event that asked for it; /healthz and /readyz."""
+
+from __future__ import annotations
+
+import aiohttp
+import nats
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from arcflow.common.kube import KubeClient
+from arcflow.devstack.nats_server import NatsServer
+from arcflow.reconciler.app import ReconcilerApp
+
+from .harness import ars_manifest, build_stack, eventually, reconciler_test_settings
+
+pytestmark = pytest.mark.integration
+
+
+async def test_reconcile_span_continues_the_trace_of_the_triggering_event(
+    private_nats_server: NatsServer, kube_client: KubeClient, kube_namespace: str
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    async with build_stack(
+        private_nats_server.url, kube_client, kube_namespace, tracer_provider=provider
+    ) as stack:
+        await stack.register("traced", "", 5)
+        await stack.kube.create(ars_manifest(stack.namespace, "traced"))
+        with provider.get_tracer("test-watcher").start_as_current_span("watch event") as span:
+            trace_id = span.get_span_context().trace_id
+            await stack.publish_change("autoscalingrunnersets", "traced")
+
+        async def reconciled_in_trace() -> list[object]:
+            return [
+                s
+                for s in exporter.get_finished_spans()
+                if s.name == "reconcile ars" and s.context.trace_id == trace_id
+            ]
+
+        spans = await eventually(reconciled_in_trace)
+        reconcile = spans[0]
+        assert reconcile.attributes["arcflow.key"] == f"ars:{stack.namespace}/traced"
+        assert reconcile.parent is not None
+        # keys from the resync (no event) start traces of their own
+        others = [s for s in exporter.get_finished_spans() if s.context.trace_id != trace_id]
+        assert all(s.name.startswith("reconcile ") for s in others)
+    assert trace.get_current_span().get_span_context().is_valid is False
+
+
+async def _status(port: int, path: str) -> tuple[int, dict[str, object]]:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{port}{path}") as resp,
+    ):
+        return resp.status, await resp.json()
+
+
+async def test_health_and_readiness(
+    private_nats_server: NatsServer, kube_client: KubeClient
+) -> None:
+    nc = await nats.connect(private_nats_server.url)
+    app = ReconcilerApp(nc, kube_client, reconciler_test_settings())
+    try:
+        port = await app.start_health_server("127.0.0.1", 0)
+        status, body = await _status(port, "/readyz")
+        assert status == 503
+        assert body["resynced"] is False
+        await app.start()
+        status, body = await _status(port, "/readyz")
+        assert (status, body["status"]) == (200, "ready")
+        assert body == {"status": "ready", "nats": True, "jetstream": True, "resynced": True}
+        assert (await _status(port, "/healthz"))[0] == 200
+        await nc.close()  # NATS gone: alive, but not ready
+        assert (await _status(port, "/readyz"))[0] == 503
+    finally:
+        await app.stop()
+        if not nc.is_closed:
+            await nc.close()
+    with pytest.raises(aiohttp.ClientConnectionError):
+        await _status(port, "/healthz")

@@ -1,0 +1,137 @@
+"""Pure decisions: version gate, outdated loop guard, pod-create errors, JIT claims, names,
+the reconciler's Kubernetes client rate defaults."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from arcflow.common.kube import (
+    ConflictError,
+    ForbiddenError,
+    InvalidError,
+    KubeApiError,
+    KubeSettings,
+    NotFoundError,
+)
+from arcflow.reconciler.controllers.ars import is_version_allowed, outdated_recreate_delay
+from arcflow.reconciler.controllers.runner import (
+    ANNOTATION_JIT_CLAIM,
+    backoff_remaining,
+    jit_claim_holder,
+    pod_create_decision,
+)
+from arcflow.reconciler.controllers.runner_set import (
+    ANNOTATION_RUNNER_CLAIM,
+    RunnerClaim,
+    in_flight_runners,
+    parse_runner_claim,
+    runner_name,
+)
+from arcflow.reconciler.settings import reconciler_kube_settings
+
+
+@pytest.mark.parametrize(
+    ("label", "build", "allowed"),
+    [
+        ("0.13.0", "dev", True),
+        ("", "dev", True),
+        ("anything", "canary-1234", True),
+        ("0.14.2", "0.14.2", True),
+        ("0.14.0", "0.14.2", True),
+        ("v0.14.1", "0.14.9-rc.1", True),
+        ("0.13.9", "0.14.2", False),
+        ("1.14.2", "0.14.2", False),
+        ("", "0.14.2", False),
+        ("garbage", "0.14.2", False),
+        ("0.14.2", "garbage", False),
+        ("garbage", "garbage", True),  # equal strings are always allowed
+    ],
+)
+def test_version_gate(label: str, build: str, allowed: bool) -> None:
+    assert is_version_allowed(label, build) is allowed
+
+
+def test_outdated_recreation_delay_doubles_from_the_second_time() -> None:
+    assert [outdated_recreate_delay(n, 60, 600) for n in range(6)] == [0, 60, 120, 240, 480, 600]
+
+
+def _err(cls: type[KubeApiError], message: str, reason: str = "") -> KubeApiError:
+    return cls(message, status=0, reason=reason)
+
+
+def test_pod_create_decision() -> None:
+    exists = pod_create_decision(_err(ConflictError, "exists", "AlreadyExists"), 0)
+    assert (exists.action, exists.requeue_after) == ("requeue", 5.0)
+
+    invalid = pod_create_decision(_err(InvalidError, "spec.containers: Required value"), 0)
+    assert invalid.action == "mark_invalid"
+    assert invalid.remove_runner
+    assert invalid.message == "Failed to create the pod: spec.containers: Required value"
+
+    quota = 'pods "x" is forbidden: exceeded quota: compute, requested: cpu=2'
+    young = pod_create_decision(_err(ForbiddenError, quota), 599)
+    assert (young.action, young.requeue_after) == ("requeue", 30.0)
+    assert pod_create_decision(_err(ForbiddenError, quota), 601).action == "delete_runner"
+
+    psp = pod_create_decision(_err(ForbiddenError, "violates PodSecurity restricted"), 0)
+    assert psp.action == "mark_invalid"
+    assert not psp.remove_runner
+
+    with pytest.raises(NotFoundError):
+        pod_create_decision(_err(NotFoundError, "namespace gone"), 0)
+    with pytest.raises(ConflictError):  # a stale write is not a refusal: re-read and retry
+        pod_create_decision(_err(ConflictError, "stale", "Conflict"), 0)
+
+
+def test_failure_backoff_table_is_injectable() -> None:
+    now = datetime(2026, 1, 1, 0, 0, 10, tzinfo=UTC)
+    failures = {"a": "2026-01-01T00:00:09Z", "b": "2026-01-01T00:00:05Z"}
+    assert backoff_remaining(failures, now) == 9.0  # 2 failures -> 10 s after the last
+    assert backoff_remaining(failures, now, (0, 0, 0)) == 0.0
+    many = {str(i): "2026-01-01T00:00:10Z" for i in range(9)}
+    assert backoff_remaining(many, now) == 80.0  # capped at the table's end
+
+
+def test_jit_claim_holder() -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    fresh = {"metadata": {"annotations": {ANNOTATION_JIT_CLAIM: f"r-1@{now.timestamp() - 5}"}}}
+    stale = {"metadata": {"annotations": {ANNOTATION_JIT_CLAIM: f"r-1@{now.timestamp() - 31}"}}}
+    assert jit_claim_holder(fresh, now) == "r-1"
+    assert jit_claim_holder(stale, now) is None
+    assert jit_claim_holder({"metadata": {}}, now) is None
+    assert (
+        jit_claim_holder({"metadata": {"annotations": {ANNOTATION_JIT_CLAIM: "x@y"}}}, now) is None
+    )
+
+
+def test_runner_names_come_from_a_counter_and_claims_count_in_flight_runners() -> None:
+    names = [runner_name("solo-runner-", "uid-1", i) for i in range(50)]
+    assert len(set(names)) == 50  # never reused while the counter grows
+    assert all(n.startswith("solo-runner-") and len(n) == len("solo-runner-") + 5 for n in names)
+    assert runner_name("solo-runner-", "uid-2", 0) != names[0]
+
+    claim = RunnerClaim(3, tuple(names[:3]), "r-a", 100.0)
+    ers = {"metadata": {"annotations": {ANNOTATION_RUNNER_CLAIM: claim.encode()}}}
+    assert parse_runner_claim(ers) == claim
+    assert parse_runner_claim({"metadata": {"annotations": {ANNOTATION_RUNNER_CLAIM: "{"}}}) == (
+        RunnerClaim()
+    )
+    # another replica claimed 3 names 2 s ago and created one: 2 are still on their way
+    assert in_flight_runners(claim, {names[0]}, "r-b", 102.0) == 2
+    assert in_flight_runners(claim, {names[0]}, "r-a", 102.0) == 0  # my own finished pass
+    assert in_flight_runners(claim, set(), "r-b", 111.0) == 0  # stale claim
+
+
+def test_reconciler_kube_rate_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("ARCFLOW_KUBE_QPS", "ARCFLOW_KUBE_BURST"):
+        monkeypatch.delenv(var, raising=False)
+    assert (KubeSettings().qps, KubeSettings().burst) == (20.0, 40)  # shared default kept
+    settings = reconciler_kube_settings()
+    assert (settings.qps, settings.burst) == (50.0, 100)
+    monkeypatch.setenv("ARCFLOW_KUBE_QPS", "7")
+    settings = reconciler_kube_settings()
+    assert (settings.qps, settings.burst) == (7.0, 100)
+    monkeypatch.setenv("ARCFLOW_KUBE_BURST", "9")
+    assert reconciler_kube_settings().burst == 9
