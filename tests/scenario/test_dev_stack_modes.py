@@ -116,6 +116,31 @@ async def _names(kube: KubeClient, kind: str, namespace: str | None = None) -> l
     return sorted(str(o["metadata"]["name"]) for o in listed.items)
 
 
+#: Everything the stack and, through it, the reconciler create in the cluster.
+DEMO_KINDS = (
+    "AutoscalingRunnerSet",
+    "EphemeralRunnerSet",
+    "EphemeralRunner",
+    "AutoscalingListener",
+    "Pod",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "Secret",
+)
+
+
+async def _everything(kube: KubeClient) -> list[str]:
+    """``Kind ns/name`` of every object of the demo's kinds, in all namespaces (the outside
+    cluster starts empty, so whatever is here came from the stack)."""
+    found = []
+    for kind in DEMO_KINDS:
+        for obj in (await kube.list(kind)).items:
+            meta = obj["metadata"]
+            found.append(f"{kind} {meta.get('namespace')}/{meta['name']}")
+    return sorted(found)
+
+
 async def test_outside_cluster_gets_the_example_and_its_objects_but_no_pod_runs(
     tmp_path: Path, outside_cluster: Path, cluster_client: KubeClient
 ) -> None:
@@ -123,7 +148,7 @@ async def test_outside_cluster_gets_the_example_and_its_objects_but_no_pod_runs(
     tmp.mkdir()
     summary_path = tmp_path / "summary.json"
     kube = cluster_client
-    assert await _names(kube, "AutoscalingRunnerSet") == []
+    assert await _everything(kube) == []
     proc = await asyncio.create_subprocess_exec(
         *ARCFLOW, "dev", "--headless", "--jobs", "3", "--kubeconfig", str(outside_cluster),
         "--summary-json", str(summary_path),
@@ -194,17 +219,29 @@ async def test_outside_cluster_gets_the_example_and_its_objects_but_no_pod_runs(
     assert len(set(ids.values())) == 3
     assert ids == registered
     assert summary["pods_created"] == {"listener": 0, "runner": 0}
+    # Nothing could run a runner pod, so no demo job was queued in the simulator.
+    assert summary["jobs"]["requested"] == 3
+    assert summary["jobs"]["total"] == 0
     assert summary["jobs"]["completed"] == 0
+    assert any("not queued" in note for note in summary["notes"])
     assert summary["objects_created"]["EphemeralRunnerSet"] == 3
     assert summary["objects_created"]["AutoscalingListener"] == 1
     assert token not in stderr
     await _assert_nothing_left(tmp)
-    # The outside cluster keeps what was applied to it (the stack removes only its own parts).
-    assert await _names(kube, "AutoscalingRunnerSet", NAMESPACE) == [ARS_NAME]
+    # Torn down before the services stopped: the reconciler finalized the ARS and all its
+    # children, the stack removed its credentials Secret; no orphan, no finalizer left.
+    # ``left_behind`` also lists scale sets the registrar did not delete in the (embedded,
+    # now gone) simulator, read from the simulator itself just before shutdown, so an empty
+    # list proves the registrar deleted all three.
+    assert summary["teardown"] == "removed", stderr[-3000:]
+    assert summary["left_behind"] == []
+    assert "left behind" not in stderr
+    assert await _everything(kube) == []
+    assert NAMESPACE not in await _names(kube, "Namespace")
 
 
 async def test_exit_when_done_reports_blocked_without_a_kubelet(
-    tmp_path: Path, outside_cluster: Path
+    tmp_path: Path, outside_cluster: Path, cluster_client: KubeClient
 ) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -234,13 +271,52 @@ async def test_exit_when_done_reports_blocked_without_a_kubelet(
     assert summary["components"]["kubernetes"] == f"external ({outside_cluster})"
     # It blocks only once every variant is registered (registration works without a kubelet).
     assert sorted(summary["scale_set_ids"]) == sorted(VARIANTS)
-    assert summary["jobs"]["total"] == 3
+    assert summary["jobs"]["requested"] == 3
+    assert summary["jobs"]["total"] == 0  # not queued: nothing could run them
     assert summary["jobs"]["completed"] == 0
     assert summary["pods_created"] == {"listener": 0, "runner": 0}
     assert summary["duration_seconds"] < 200
     assert "blocked by: pod runner" in stderr
-    assert "demo jobs: 0/3 completed" in stderr
+    assert "demo jobs: none queued" in stderr
+    assert summary["teardown"] == "removed"
+    assert summary["left_behind"] == []
     await _assert_nothing_left(tmp)
+    assert await _everything(cluster_client) == []
+
+
+async def test_keep_demo_leaves_the_example_in_the_cluster(
+    tmp_path: Path, outside_cluster: Path, cluster_client: KubeClient
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    summary_path = tmp_path / "summary.json"
+    proc = await asyncio.create_subprocess_exec(
+        *ARCFLOW, "dev", "--headless", "--exit-when-done", "--jobs", "3", "--timeout", "200",
+        "--kubeconfig", str(outside_cluster), "--summary-json", str(summary_path), "--keep-demo",
+        env=_env(tmp),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        _out, err = await asyncio.wait_for(proc.communicate(), 240)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 3, err.decode()[-3000:]
+    summary = json.loads(summary_path.read_text())
+    assert summary["teardown"] == "skipped (--keep-demo)"
+    assert summary["left_behind"] == []
+    await _assert_nothing_left(tmp)
+    kube = cluster_client
+    # The stack exits once every variant is registered, which may be before the reconciler
+    # made the AutoscalingListener; what the stack applied is there, and was never deleted.
+    assert await _names(kube, "AutoscalingRunnerSet", NAMESPACE) == [ARS_NAME]
+    ars = await kube.get("AutoscalingRunnerSet", ARS_NAME, NAMESPACE)
+    assert not ars["metadata"].get("deletionTimestamp")
+    assert await _everything(kube) != []
+    assert ars["spec"]["githubConfigSecret"] in await _names(kube, "Secret", NAMESPACE)
 
 
 @pytest.mark.parametrize("token_env", [None, ""])
@@ -267,3 +343,41 @@ async def test_github_config_url_without_a_token_is_a_clear_usage_error(
     # Nothing was started: no temp dir, no process.
     await _assert_nothing_left(tmp)
     assert list(tmp.iterdir()) == []
+
+
+async def test_an_expired_teardown_names_exactly_what_is_left(
+    tmp_path: Path, outside_cluster: Path, cluster_client: KubeClient
+) -> None:
+    """With no time to finalize, the leftovers are reported, never silently kept."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    summary_path = tmp_path / "summary.json"
+    proc = await asyncio.create_subprocess_exec(
+        *ARCFLOW, "dev", "--headless", "--exit-when-done", "--jobs", "3", "--timeout", "200",
+        "--kubeconfig", str(outside_cluster), "--summary-json", str(summary_path),
+        "--teardown-timeout", "0",
+        env=_env(tmp),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        _out, err = await asyncio.wait_for(proc.communicate(), 240)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    stderr = err.decode()
+    assert proc.returncode == 3, stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    assert summary["teardown"] == "incomplete"
+    left = summary["left_behind"]
+    assert f"AutoscalingRunnerSet {NAMESPACE}/{ARS_NAME}" in left
+    for entry in left:
+        assert f"left behind: {entry}" in stderr
+    await _assert_nothing_left(tmp)
+    # Exactly what is still in the cluster was reported (the last look comes after the
+    # services stopped, so nothing changed since); the credentials Secret is gone.
+    remaining = await _everything(cluster_client)
+    assert remaining == [e for e in left if e.split()[0] in DEMO_KINDS], (remaining, left)
+    assert not [r for r in remaining if r.startswith(f"Secret {NAMESPACE}/arc-github")]

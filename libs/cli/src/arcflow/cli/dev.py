@@ -131,6 +131,19 @@ def _write_summary(path: Path, summary: dict[str, Any]) -> None:
     help="token for --github-config-url (or env ARCFLOW_DEV_GITHUB_TOKEN)",
 )
 @click.option("--keep-temp", is_flag=True, help="keep the temp dir (logs) after exit")
+@click.option(
+    "--keep-demo",
+    is_flag=True,
+    help="with --kubeconfig: leave the example ARS, its objects and the credentials Secret "
+    "in the cluster on exit (default: remove them before the services stop)",
+)
+@click.option(
+    "--teardown-timeout",
+    type=click.FloatRange(0),
+    default=30.0,
+    show_default=True,
+    help="with --kubeconfig: seconds to wait for the example's objects to be finalized",
+)
 @click.option("-v", "--verbose", is_flag=True, help="log the stack's own debug lines")
 def dev_command(
     jobs: int,
@@ -144,6 +157,8 @@ def dev_command(
     github_config_url: str | None,
     github_token: str | None,
     keep_temp: bool,
+    keep_demo: bool,
+    teardown_timeout: float,
     verbose: bool,
 ) -> None:
     """Run nats-server, the Kubernetes API emulator, the Actions simulator, a pod runner and
@@ -161,17 +176,24 @@ def dev_command(
         exit_when_done=exit_when_done,
         timeout=timeout,
         keep_temp=keep_temp,
+        keep_demo=keep_demo,
+        teardown_timeout=teardown_timeout,
     )
     try:
         code, summary = asyncio.run(_run(options, headless=headless, summary_json=summary_json))
     except (StackError, DemoError, NatsServerError) as exc:
         raise click.ClickException(str(exc)) from None
     jobs_info = summary["jobs"]
-    click.echo(
-        f"demo jobs: {jobs_info['completed']}/{jobs_info['total']} completed, "
-        f"{jobs_info['failed']} failed",
-        err=True,
-    )
+    if jobs_info["total"] == 0 and jobs_info["requested"] > 0:
+        click.echo("demo jobs: none queued (nothing could run them)", err=True)
+    else:
+        click.echo(
+            f"demo jobs: {jobs_info['completed']}/{jobs_info['total']} completed, "
+            f"{jobs_info['failed']} failed",
+            err=True,
+        )
     if summary["blocked_by"]:
         click.echo("blocked by: " + ", ".join(summary["blocked_by"]), err=True)
+    for leftover in summary["left_behind"]:
+        click.echo(f"left behind: {leftover}", err=True)
     raise SystemExit(code)

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from arcflow.common import naming
+from arcflow.common.constants import LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.models.variants import effective_variants
 
@@ -94,6 +95,10 @@ class SummaryInputs:
     blocked_by: list[str] = field(default_factory=list)
     duration_seconds: float = 0.0
     timed_out: bool = False
+    requested_jobs: int = 0
+    teardown: str = "not needed"
+    left_behind: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 # --- the example ARS --------------------------------------------------------------------------
@@ -178,6 +183,64 @@ def plan_demo_jobs(
     return jobs
 
 
+# --- teardown -------------------------------------------------------------------------------
+
+
+def object_ref(obj: Mapping[str, Any]) -> str:
+    """``Kind namespace/name`` (``Kind name`` when cluster-scoped): how a leftover is named."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace") or ""
+    name = meta.get("name") or "?"
+    where = f"{namespace}/{name}" if namespace else str(name)
+    return f"{obj.get('kind') or '?'} {where}"
+
+
+def grow_demo_tree(
+    objects: Iterable[Mapping[str, Any]], known: set[str], *, ars_name: str, ars_namespace: str
+) -> set[str]:
+    """The uids of the example ARS and everything derived from it, grown to a fixpoint.
+
+    An object belongs when one of its owners belongs (ERS, ER, runner pods and their Secrets,
+    the listener's ServiceAccount/Role/RoleBinding/config Secret/Pod) or when it carries the
+    ARS's scale-set labels (the AutoscalingListener lives in another namespace, so no owner
+    reference links it). ``known`` is never shrunk: a child whose owner is already gone is
+    still recognised, which is what makes an orphan visible.
+    """
+    tree = set(known)
+    pending = list(objects)
+    changed = True
+    while changed:
+        changed = False
+        rest = []
+        for obj in pending:
+            meta = obj.get("metadata") or {}
+            uid = str(meta.get("uid") or "")
+            if not uid or uid in tree:
+                continue
+            labels = meta.get("labels") or {}
+            owners = {str(o.get("uid")) for o in meta.get("ownerReferences") or []}
+            labelled = (
+                labels.get(LABEL_SCALE_SET_NAME) == ars_name
+                and labels.get(LABEL_SCALE_SET_NAMESPACE) == ars_namespace
+            )
+            if labelled or owners & tree:
+                tree.add(uid)
+                changed = True
+            else:
+                rest.append(obj)
+        pending = rest
+    return tree
+
+
+def demo_leftovers(objects: Iterable[Mapping[str, Any]], tree: set[str]) -> list[str]:
+    """Sorted ``Kind namespace/name`` of the objects still present whose uid is in ``tree``."""
+    return sorted(
+        object_ref(obj)
+        for obj in objects
+        if str((obj.get("metadata") or {}).get("uid") or "") in tree
+    )
+
+
 # --- summary ----------------------------------------------------------------------------------
 
 
@@ -252,14 +315,21 @@ def build_summary(inputs: SummaryInputs) -> dict[str, Any]:
         j.started_at - j.queued_at for j in inputs.jobs if j.started_at is not None
     )
     completed = sum(1 for j in inputs.jobs if job_succeeded(j))
+    ok = (
+        all_jobs_done(inputs.jobs)
+        and not inputs.blocked_by
+        and not inputs.timed_out
+        and not inputs.left_behind
+    )
     return {
-        "ok": all_jobs_done(inputs.jobs) and not inputs.blocked_by and not inputs.timed_out,
+        "ok": ok,
         "timed_out": inputs.timed_out,
         "blocked_by": list(inputs.blocked_by),
         "duration_seconds": round(inputs.duration_seconds, 3),
         "components": dict(sorted(inputs.components.items())),
         "scale_set_ids": {v: inputs.scale_set_ids.get(v) for v in inputs.variants},
         "jobs": {
+            "requested": inputs.requested_jobs,
             "total": len(inputs.jobs),
             "completed": completed,
             "failed": sum(1 for j in inputs.jobs if job_failed(j)),
@@ -271,4 +341,7 @@ def build_summary(inputs: SummaryInputs) -> dict[str, Any]:
             "job_queued_to_runner_pod_created": to_pod.to_json(),
             "job_queued_to_job_started": to_start.to_json(),
         },
+        "teardown": inputs.teardown,
+        "left_behind": sorted(inputs.left_behind),
+        "notes": list(inputs.notes),
     }

@@ -39,6 +39,7 @@ from arcflow.common.kube import (
     AUTOSCALING_RUNNER_SET,
     EPHEMERAL_RUNNER,
     EPHEMERAL_RUNNER_SET,
+    NAMESPACE,
     POD,
     ROLE,
     ROLE_BINDING,
@@ -48,6 +49,7 @@ from arcflow.common.kube import (
     KubeApiError,
     KubeClient,
     KubeSettings,
+    NotFoundError,
     Resource,
 )
 from arcflow.devstack import demo
@@ -106,12 +108,14 @@ class StackOptions:
     timeout: float = 600.0
     keep_temp: bool = False
     poll_timeout: float = 5.0
+    keep_demo: bool = False
+    teardown_timeout: float = 30.0
 
     def __repr__(self) -> str:  # the token never shows
         return (
             f"StackOptions(jobs={self.jobs}, kubeconfig={self.kubeconfig!r}, "
             f"github_config_url={self.github_config_url!r}, "
-            f"exit_when_done={self.exit_when_done})"
+            f"exit_when_done={self.exit_when_done}, keep_demo={self.keep_demo})"
         )
 
 
@@ -207,6 +211,13 @@ class DevStack:
     _started_at: float = 0.0
     _ers: list[dict[str, Any]] = field(default_factory=list)
     _kubeconfig: str | None = None
+    #: What ``_apply_example`` created (kind -> the object as the server returned it); only
+    #: these are removed again, never an object that existed before the stack started.
+    _applied: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _teardown_started: bool = False
+    _scale_set_ids_seen: dict[str, int] = field(default_factory=dict)
+    teardown_status: str = "not needed"
+    left_behind: list[str] = field(default_factory=list)
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -282,6 +293,8 @@ class DevStack:
 
         if self.options.kubeconfig:
             self._set("pod runner", "disabled (a real cluster runs its own pods)")
+            if self.simulator is not None:
+                self.notes.append("demo jobs not queued: no pod runner could run their runner pods")
         else:
             backend = (
                 SimulatedRunnerBackend(self.simulator, default_job_duration=1.0)
@@ -310,6 +323,9 @@ class DevStack:
 
         await asyncio.gather(*(self._start_service(name) for name in SERVICES))
         self._exit.push_async_callback(self._stop_services)
+        # Runs before the services stop (exit stacks unwind in reverse): the reconciler and
+        # the registrar must still be there to finalize what the example made.
+        self._exit.push_async_callback(self.teardown_demo)
 
         await self._apply_example(token)
         self._notify()
@@ -429,8 +445,118 @@ class DevStack:
         ]
         for document in documents:
             with contextlib.suppress(ConflictError):
-                await self.kube.create(document)
+                self._applied[str(document["kind"])] = await self.kube.create(document)
         self._set("example", f"applied ARS {namespace}/{meta['name']}")
+
+    # --- tearing the example down again ---------------------------------------------------
+
+    @property
+    def owns_cluster(self) -> bool:
+        """The embedded emulator dies with the stack, and everything in it."""
+        return not self.options.kubeconfig
+
+    async def teardown_demo(self) -> None:
+        """Remove what the stack applied to a cluster it does not own, while the services
+        still run: delete the ARS, wait (``teardown_timeout``) for the reconciler to finalize
+        it and its children and for the registrar to delete the scale sets, then delete the
+        credentials Secret and (if the stack created it) the namespace. Whatever is still
+        there at the deadline lands in ``left_behind`` and on stderr. Runs once."""
+        if self._teardown_started:
+            return
+        self._teardown_started = True
+        if (
+            self.owns_cluster
+            or self.kube is None
+            or AUTOSCALING_RUNNER_SET.kind not in (self._applied)
+        ):
+            return
+        if self.options.keep_demo:
+            self.teardown_status = "skipped (--keep-demo)"
+            self._set("example", "kept in the cluster (--keep-demo)")
+            return
+        self._set("example", "tearing down")
+        self._notify_quietly()
+        try:
+            leftovers = await self._remove_example()
+        except Exception as exc:  # the cluster went away, no permission, ...
+            log.warning("teardown of the example failed: %s", exc)
+            leftovers = [f"unknown (teardown failed: {type(exc).__name__}: {exc})"]
+        self.left_behind = leftovers
+        if leftovers:
+            self.teardown_status = "incomplete"
+            self._set("example", f"teardown incomplete: {len(leftovers)} left behind")
+            log.warning("left behind in the cluster: %s", "; ".join(leftovers))
+        else:
+            self.teardown_status = "removed"
+            self._set("example", "removed from the cluster")
+
+    async def _remove_example(self) -> list[str]:
+        assert self.kube is not None
+        ars = self._applied[AUTOSCALING_RUNNER_SET.kind]
+        meta = ars["metadata"]
+        name, namespace = str(meta["name"]), str(meta["namespace"])
+        tree = {str(meta["uid"])}
+        tree = demo.grow_demo_tree(
+            await self._list_counted(), tree, ars_name=name, ars_namespace=namespace
+        )
+        with contextlib.suppress(NotFoundError):
+            await self.kube.delete(
+                AUTOSCALING_RUNNER_SET, name, namespace=namespace, uid=str(meta["uid"])
+            )
+        deadline = time.monotonic() + self.options.teardown_timeout
+        while True:
+            objects = await self._list_counted()
+            tree = demo.grow_demo_tree(objects, tree, ars_name=name, ars_namespace=namespace)
+            leftovers = demo.demo_leftovers(objects, tree) + self._scale_sets_left()
+            if not leftovers or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.25)
+        if leftovers:
+            # Out of time: stop the services now (they are next anyway), so nothing changes
+            # the cluster any more, and report what is really left, not a snapshot the
+            # reconciler could still add to.
+            await self._stop_services()
+            objects = await self._list_counted()
+            tree = demo.grow_demo_tree(objects, tree, ars_name=name, ars_namespace=namespace)
+            leftovers = demo.demo_leftovers(objects, tree) + self._scale_sets_left()
+        secret = self._applied.get(SECRET.kind)
+        if secret is not None:
+            with contextlib.suppress(NotFoundError):
+                await self.kube.delete(
+                    SECRET,
+                    str(secret["metadata"]["name"]),
+                    namespace=namespace,
+                    uid=str(secret["metadata"]["uid"]),
+                )
+        created_namespace = self._applied.get(NAMESPACE.kind)
+        if created_namespace is not None:
+            if any(f" {namespace}/" in ref for ref in leftovers):
+                leftovers.append(f"Namespace {namespace} (kept: it still holds the above)")
+            else:
+                with contextlib.suppress(NotFoundError):
+                    await self.kube.delete(NAMESPACE, namespace)
+        return leftovers
+
+    async def _list_counted(self) -> list[dict[str, Any]]:
+        assert self.kube is not None
+        listed = await asyncio.gather(*(self.kube.list(kind) for kind in COUNTED_KINDS))
+        return [obj for result in listed for obj in result.items]
+
+    def _scale_sets_left(self) -> list[str]:
+        """Scale sets of the example the registrar has not deleted (simulator mode only;
+        real GitHub is not asked)."""
+        if self.simulator is None:
+            return []
+        names = {t.scale_set_name for t in self.targets}
+        return sorted(
+            f"scale set {s['name']} (id {s['id']}, simulator)"
+            for s in self.simulator.snapshot()["scaleSets"]
+            if s["name"] in names
+        )
+
+    def _notify_quietly(self) -> None:
+        with contextlib.suppress(Exception):
+            self._notify()
 
     # --- event feed and object counts -------------------------------------------------
 
@@ -518,7 +644,9 @@ class DevStack:
             for target in self.targets:
                 if target.scale_set_name in by_name:
                     ids.setdefault(target.variant, by_name[target.scale_set_name])
-        return ids
+        # Remembered: the teardown deletes the scale sets, the summary still names their ids.
+        self._scale_set_ids_seen.update(ids)
+        return dict(self._scale_set_ids_seen)
 
     def enqueue_demo(self) -> None:
         if self.simulator is None:
@@ -602,12 +730,23 @@ class DevStack:
                 blocked_by=self.blocked_by(),
                 duration_seconds=time.monotonic() - self._started_at,
                 timed_out=timed_out,
+                requested_jobs=self.options.jobs,
+                teardown=self.teardown_status,
+                left_behind=list(self.left_behind),
+                notes=list(self.notes),
             )
         )
 
     async def run(self, stop: asyncio.Event) -> tuple[int, dict[str, Any]]:
         """Wait for scale sets, enqueue the demo, refresh until ``stop`` (or done/blocked when
-        ``exit_when_done``). Returns the exit code and the summary."""
+        ``exit_when_done``), then tear the example down (:meth:`teardown_demo`). Returns the
+        exit code and the summary, which says what the teardown left behind."""
+        code, timed_out = await self._run_demo(stop)
+        await self.teardown_demo()
+        self._notify_quietly()
+        return code, self.summary(timed_out=timed_out)
+
+    async def _run_demo(self, stop: asyncio.Event) -> tuple[int, bool]:
         options = self.options
         deadline = time.monotonic() + options.timeout
         blocked_since: float | None = None
@@ -616,23 +755,24 @@ class DevStack:
             now = time.monotonic()
             ids = self.scale_set_ids()
             all_registered = bool(self.targets) and all(t.variant in ids for t in self.targets)
-            if not enqueued and all_registered and self.simulator is not None:
+            runnable = self.simulator is not None and self.pod_runner is not None
+            if not enqueued and all_registered and runnable:
                 self.enqueue_demo()
                 enqueued = True
             self.refresh_jobs()
             self._notify()
             if options.exit_when_done:
                 if enqueued and demo.all_jobs_done(self.jobs):
-                    return EXIT_DONE, self.summary()
+                    return EXIT_DONE, False
                 if self.blocked_by():
                     blocked_since = blocked_since or now
                     if all_registered or now - blocked_since > _BLOCKED_GRACE_SECONDS:
-                        return EXIT_BLOCKED, self.summary()
+                        return EXIT_BLOCKED, False
                 if now > deadline:
-                    return EXIT_FAILED, self.summary(timed_out=True)
+                    return EXIT_FAILED, True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.25)
-        return (EXIT_DONE if demo.all_jobs_done(self.jobs) else EXIT_FAILED), self.summary()
+        return (EXIT_DONE if demo.all_jobs_done(self.jobs) else EXIT_FAILED), False
 
 
 async def _close_nats(client: NatsClient) -> None:
