@@ -30,6 +30,7 @@ from arcflow.devstack.kube_emulator import discovery
 from arcflow.devstack.kube_emulator.store import (
     ApiStatus,
     DeleteOptions,
+    InjectedError,
     ObjectStore,
     bad_request,
     parse_field_selector,
@@ -76,7 +77,8 @@ class KubeEmulator:
 
     Test controls: :meth:`restart` (state kept, same port, watches cut), :meth:`drop_watches`,
     :meth:`compact` / :meth:`expire_history` (old resourceVersions then get 410), and
-    :attr:`requests` (method, path, query, Content-Type of every request).
+    :attr:`requests` (method, path, query, Content-Type of every request), and
+    :meth:`inject_error` / :meth:`clear_errors` (scripted admission refusals).
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class KubeEmulator:
         self.requests: deque[RecordedRequest] = deque(maxlen=request_log_limit)
         self._runner: web.AppRunner | None = None
         self._watch_tasks: set[asyncio.Task[Any]] = set()
+        self._injected: list[InjectedError] = []
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -170,6 +173,44 @@ class KubeEmulator:
     def expire_history(self) -> None:
         """Every resourceVersion older than the current one becomes too old (410)."""
         self.store.compact()
+
+    def inject_error(
+        self,
+        *,
+        verb: str,
+        resource: str,
+        namespace: str | None = None,
+        name_prefix: str | None = None,
+        status: int,
+        reason: str,
+        message: str,
+        times: int | None = None,
+    ) -> InjectedError:
+        """Refuse matching requests with a real ``Status`` body, as an admission webhook,
+        ResourceQuota or PodSecurity admission would: e.g. ``verb="create", resource="pods",
+        status=403, reason="Forbidden"``. ``verb`` is a Kubernetes verb (get, list, watch,
+        create, update, patch, delete); ``resource`` the plural, ``pods/status`` for a
+        subresource. ``times`` limits the refusals (``None``: until ``handle.remove()`` or
+        :meth:`clear_errors`). The first matching injection wins; refused requests are in
+        :attr:`requests` like any other."""
+        injected = InjectedError(
+            verb=verb,
+            resource=resource,
+            namespace=namespace,
+            name_prefix=name_prefix,
+            status=status,
+            reason=reason,
+            message=message,
+            times=times,
+        )
+        self._injected.append(injected)
+        return injected
+
+    def clear_errors(self) -> None:
+        """Remove every injected error."""
+        for injected in self._injected:
+            injected.remove()
+        self._injected.clear()
 
     def register(self, resource: Resource) -> None:
         """Serve an extra kind (the same happens when a CRD object is created)."""
@@ -282,6 +323,8 @@ class KubeEmulator:
         if "dryRun" in query:
             raise bad_request("dryRun is not supported by the arcflow emulator")
         res, ns, name, sub = target.resource, target.namespace, target.name, target.subresource
+        if self._injected:
+            await self._refuse_if_injected(request, target)
         wants_table = "as=Table" in request.headers.get("Accept", "")
         if method == "GET" and name is None:
             try:
@@ -314,6 +357,37 @@ class KubeEmulator:
                 store.delete(res, ns, name, self._delete_options(query, await self._body(request)))
             )
         raise ApiStatus(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    async def _refuse_if_injected(self, request: web.Request, target: _Target) -> None:
+        """Raise the first matching injected error (admission runs before storage)."""
+        self._injected = [i for i in self._injected if not i.exhausted]
+        method, name = request.method, target.name
+        if name is None:
+            if method == "GET":
+                watching = request.query.get("watch", "").lower() in _WATCH_TRUE
+                verb = "watch" if watching else "list"
+            else:
+                verb = {"POST": "create", "DELETE": "deletecollection"}.get(method, method.lower())
+                body = await self._body(request) if method == "POST" else None
+                metadata = body.get("metadata") if isinstance(body, dict) else None
+                if isinstance(metadata, dict):
+                    name = str(metadata.get("name") or metadata.get("generateName") or "") or None
+        else:
+            verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
+                method, method.lower()
+            )
+        resource = target.resource.plural + (f"/{target.subresource}" if target.subresource else "")
+        for injected in self._injected:
+            if injected.matches(verb, resource, target.namespace, name):
+                injected.hits += 1
+                log.info(
+                    "kube emulator: injected %s %s for %s %s",
+                    injected.status,
+                    injected.reason,
+                    verb,
+                    resource,
+                )
+                raise injected.error(target.resource, name)
 
     @staticmethod
     def _delete_options(query: Any, body: Any) -> DeleteOptions:

@@ -1,0 +1,229 @@
+"""Runner pods refused by the API server (§3.6 step 8), over HTTP with the emulator's scripted
+admission refusals: a ResourceQuota refusal is retried, and after 10 minutes (of ER age) the
+runner is replaced; PodSecurity (plain Forbidden) and 422 Invalid mark the runner
+``Failed/InvalidPod`` (Invalid also removes it from the service)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from arcflow.common.events import RunnerLifecycle
+from arcflow.common.kube import KubeClient
+from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.nats_server import NatsServer
+
+from .harness import Stack, ars_manifest, build_stack, eventually, reconciler_test_settings
+
+pytestmark = pytest.mark.integration
+
+QUOTA = 'pods "{name}" is forbidden: exceeded quota: compute-resources, requested: cpu=8'
+QUOTA_PREFIX = "forbidden: exceeded quota: compute-resources, requested: cpu=8"
+POD_SECURITY = (
+    'pods "runner" is forbidden: violates PodSecurity "restricted:latest": '
+    "allowPrivilegeEscalation != false"
+)
+INVALID = 'Pod "runner" is invalid: spec.containers[0].resources.requests: Invalid value: "8"'
+
+
+@pytest.fixture
+async def resyncing_stack(
+    private_nats_server: NatsServer, kube_client: KubeClient, kube_namespace: str
+) -> AsyncIterator[Stack]:
+    """A stack whose periodic full resync runs every 0.3 s: it stands in for the 30 s quota
+    requeue, which is a constant (the resync re-runs the same reconcile pass)."""
+    settings = reconciler_test_settings(resync_interval_seconds=0.3)
+    async with build_stack(
+        private_nats_server.url, kube_client, kube_namespace, settings=settings
+    ) as built:
+        yield built
+
+
+async def _one_runner(stack: Stack) -> dict[str, Any]:
+    """An ARS with one registered runner (its pod creation is what the tests refuse)."""
+    await stack.register("solo", "", 7)
+    await stack.apply_ars(ars_manifest(stack.namespace, "solo"))
+
+    async def has_ers() -> bool:
+        return bool(await stack.list("EphemeralRunnerSet"))
+
+    await eventually(has_ers)
+    await stack.scale("solo", 1, 0)
+
+    async def registered() -> dict[str, Any] | None:
+        runners = await stack.list("EphemeralRunner")
+        if len(runners) == 1 and (runners[0].get("status") or {}).get("runnerId"):
+            return runners[0]
+        return None
+
+    runner: dict[str, Any] = await eventually(registered)
+    return runner
+
+
+async def _pods(stack: Stack) -> list[str]:
+    return [p["metadata"]["name"] for p in await stack.list("Pod")]
+
+
+async def _status(stack: Stack, name: str) -> dict[str, Any]:
+    er = await stack.kube.get("EphemeralRunner", name, stack.namespace)
+    status: dict[str, Any] = er.get("status") or {}
+    return status
+
+
+async def test_quota_refusal_keeps_the_runner_and_retries_until_the_pod_is_created(
+    resyncing_stack: Stack, kube_emulator: KubeEmulator
+) -> None:
+    stack = resyncing_stack
+    quota = kube_emulator.inject_error(
+        verb="create",
+        resource="pods",
+        namespace=stack.namespace,
+        status=403,
+        reason="Forbidden",
+        message=QUOTA_PREFIX,
+    )
+    er = await _one_runner(stack)
+    name = er["metadata"]["name"]
+
+    async def retried() -> bool:
+        return quota.hits >= 3
+
+    await eventually(retried)
+    assert await _pods(stack) == []
+    status = await _status(stack, name)
+    assert status.get("phase") != "Failed"
+    assert [r["metadata"]["name"] for r in await stack.list("EphemeralRunner")] == [name]
+    assert stack.rpc.removed == []
+
+    quota.remove()  # the quota has room again
+
+    async def pod_created() -> bool:
+        return await _pods(stack) == [name]
+
+    await eventually(pod_created)
+    assert [r["metadata"]["name"] for r in await stack.list("EphemeralRunner")] == [name]
+
+
+async def test_quota_refusal_past_ten_minutes_replaces_the_runner(
+    stack: Stack, kube_emulator: KubeEmulator
+) -> None:
+    offset = [timedelta(0)]
+    for app in stack.apps:
+        app.context.clock = lambda: datetime.now(UTC) + offset[0]
+    quota = kube_emulator.inject_error(
+        verb="create",
+        resource="pods",
+        namespace=stack.namespace,
+        status=403,
+        reason="Forbidden",
+        message=QUOTA.format(name="runner"),
+    )
+    er = await _one_runner(stack)
+    name, runner_id = er["metadata"]["name"], er["status"]["runnerId"]
+
+    async def refused() -> bool:
+        return quota.hits >= 1
+
+    await eventually(refused)
+    assert [r["metadata"]["name"] for r in await stack.list("EphemeralRunner")] == [name]
+    assert await _pods(stack) == []
+    # From now on only this runner's pod is over quota, so its replacement is not.
+    this_runner = kube_emulator.inject_error(
+        verb="create",
+        resource="pods",
+        namespace=stack.namespace,
+        name_prefix=name,
+        status=403,
+        reason="Forbidden",
+        message=QUOTA.format(name=name),
+    )
+    quota.remove()
+
+    offset[0] = timedelta(minutes=10, seconds=5)  # the runner is now older than the window
+    await stack.publish_change("ephemeralrunners", name)
+
+    async def original_gone() -> bool:
+        return name not in {r["metadata"]["name"] for r in await stack.list("EphemeralRunner")}
+
+    await eventually(original_gone)
+    assert this_runner.hits >= 1
+    assert runner_id in stack.rpc.removed  # deleted the normal way: deregistered first
+    deletes = [
+        e
+        for e in await stack.audit_events()
+        if e.action == "deleted" and e.kind == "EphemeralRunner" and e.name == name
+    ]
+    assert deletes
+    assert "quota" in deletes[0].why
+
+    async def replaced() -> str | None:
+        runners = [r["metadata"]["name"] for r in await stack.list("EphemeralRunner")]
+        pods = await _pods(stack)
+        return runners[0] if len(runners) == 1 and runners == pods else None
+
+    replacement = await eventually(replaced)
+    assert replacement != name
+
+
+async def test_pod_security_refusal_marks_the_runner_failed_invalid_pod(
+    stack: Stack, kube_emulator: KubeEmulator
+) -> None:
+    refusal = kube_emulator.inject_error(
+        verb="create",
+        resource="pods",
+        namespace=stack.namespace,
+        status=403,
+        reason="Forbidden",
+        message=POD_SECURITY,
+    )
+    er = await _one_runner(stack)
+    name = er["metadata"]["name"]
+
+    async def failed() -> dict[str, Any] | None:
+        status = await _status(stack, name)
+        return status if status.get("phase") == "Failed" else None
+
+    status = await eventually(failed)
+    assert status["reason"] == "InvalidPod"
+    assert status["message"] == f"Failed to create the pod: {POD_SECURITY}"
+    await stack.wait_idle()
+    assert refusal.hits == 1  # not retried
+    assert await _pods(stack) == []
+    assert stack.rpc.removed == []  # §3.6: only Invalid also removes the runner
+    lifecycle = [
+        e
+        for e in await stack.all_events()
+        if isinstance(e, RunnerLifecycle) and e.runner_name == name and e.phase == "Failed"
+    ]
+    assert lifecycle
+    assert lifecycle[0].reason == "InvalidPod"
+
+
+async def test_invalid_pod_marks_the_runner_failed_and_removes_it_from_the_service(
+    stack: Stack, kube_emulator: KubeEmulator
+) -> None:
+    refusal = kube_emulator.inject_error(
+        verb="create",
+        resource="pods",
+        namespace=stack.namespace,
+        status=422,
+        reason="Invalid",
+        message=INVALID,
+    )
+    er = await _one_runner(stack)
+    name, runner_id = er["metadata"]["name"], er["status"]["runnerId"]
+
+    async def removed() -> bool:
+        return runner_id in stack.rpc.removed
+
+    await eventually(removed)
+    status = await _status(stack, name)
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidPod")
+    assert status["message"] == f"Failed to create the pod: {INVALID}"
+    await stack.wait_idle()
+    assert refusal.hits == 1
+    assert await _pods(stack) == []
+    assert stack.rpc.removed.count(runner_id) == 1
