@@ -39,9 +39,9 @@ from services.reconciler.tests.reconciler_integration.harness import (
     TOKEN,
     FakeRegistrarRpc,
     Stack,
-    eventually,
     reconciler_test_settings,
 )
+from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -166,7 +166,7 @@ async def test_reconciler_writes_exactly_what_plan_prints(stack: Stack, tmp_path
         pods = await stack.list("Pod", CONTROLLER_NS)
         return (ars.get("status") or {}).get("phase") == "Running" and len(pods) == 1
 
-    await eventually(converged, timeout=20)
+    await eventually(converged, within=20)
     await stack.app.queue.wait_idle()
 
     # The runner group name GitHub resolved reaches the children through the ARS annotation
@@ -260,7 +260,7 @@ async def test_validate_rejects_exactly_what_the_reconciler_refuses(
         conditions = (ars.get("status") or {}).get("conditions") or []
         return next((c for c in conditions if c["type"] == "SpecValid"), None)
 
-    found = await eventually(condition, timeout=20)
+    found = await eventually(condition, within=20)
     assert found["status"] == "False"
     assert found["message"] == "; ".join(lines)
     events = [

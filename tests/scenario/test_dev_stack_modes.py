@@ -14,15 +14,16 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from arcflow.common.constants import ANNOTATION_SCALE_SET_IDS
 from arcflow.common.kube import KubeClient, KubeSettings
+from tests.polling import eventually
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
 
@@ -62,17 +63,6 @@ async def _assert_nothing_left(tmp: Path) -> None:
     assert _processes_mentioning(str(tmp)) == [], "a child process outlived arcflow dev"
     leftovers = [p.name for p in tmp.iterdir() if p.name.startswith("arcflow-")]
     assert leftovers == [], f"temp dirs left behind: {leftovers}"
-
-
-async def _until(probe: Any, *, within: float, what: str, interval: float = 0.3) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {within}s")
-        await asyncio.sleep(interval)
 
 
 @pytest.fixture
@@ -159,9 +149,10 @@ async def test_outside_cluster_gets_the_example_and_its_objects_but_no_pod_runs(
     )  # fmt: skip
     try:
         # Applied into the given cluster: namespace, credentials Secret, the example ARS.
-        await _until(
+        await eventually(
             lambda: _names(kube, "AutoscalingRunnerSet", NAMESPACE),
             within=120,
+            interval=0.3,
             what="the example ARS in the outside cluster",
         )
         ars = await kube.get("AutoscalingRunnerSet", ARS_NAME, NAMESPACE)
@@ -178,14 +169,19 @@ async def test_outside_cluster_gets_the_example_and_its_objects_but_no_pod_runs(
             ers = await _names(kube, "EphemeralRunnerSet", NAMESPACE)
             return ers == expected_ers and bool(await _names(kube, "AutoscalingListener"))
 
-        await _until(objects_ready, within=120, what="3 ERSs and an AutoscalingListener")
+        await eventually(
+            objects_ready, within=120, interval=0.3, what="3 ERSs and an AutoscalingListener"
+        )
 
         # No embedded emulator and no pod runner: the stack wrote no kubeconfig of its own,
         # and nothing plays the listener pod (it stays without a phase, no process runs it).
         (stack_dir,) = [p for p in tmp.iterdir() if p.name.startswith("arcflow-dev-")]
         assert not (stack_dir / "kubeconfig").exists()
-        await _until(
-            lambda: _names(kube, "Pod"), within=60, what="the listener pod in the outside cluster"
+        await eventually(
+            lambda: _names(kube, "Pod"),
+            within=60,
+            interval=0.3,
+            what="the listener pod in the outside cluster",
         )
         await asyncio.sleep(2)  # a pod runner would have started it by now
         for pod in (await kube.list("Pod")).items:
@@ -240,15 +236,25 @@ async def test_outside_cluster_gets_the_example_and_its_objects_but_no_pod_runs(
     assert NAMESPACE not in await _names(kube, "Namespace")
 
 
-async def test_exit_when_done_reports_blocked_without_a_kubelet(
-    tmp_path: Path, outside_cluster: Path, cluster_client: KubeClient
-) -> None:
+@dataclass(frozen=True)
+class _DevRun:
+    returncode: int
+    stderr: str
+    tmp: Path  # the run's TMPDIR, to check nothing is left in it
+    summary_path: Path
+
+    def summary(self) -> dict[str, Any]:
+        return cast(dict[str, Any], json.loads(self.summary_path.read_text()))
+
+
+async def _dev_exit_when_done(tmp_path: Path, cluster: Path, *extra: str) -> _DevRun:
+    """``arcflow dev --exit-when-done`` with 3 demo jobs against ``cluster``, run to its end."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     summary_path = tmp_path / "summary.json"
     proc = await asyncio.create_subprocess_exec(
         *ARCFLOW, "dev", "--headless", "--exit-when-done", "--jobs", "3", "--timeout", "200",
-        "--kubeconfig", str(outside_cluster), "--summary-json", str(summary_path),
+        "--kubeconfig", str(cluster), "--summary-json", str(summary_path), *extra,
         env=_env(tmp),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
@@ -260,10 +266,18 @@ async def test_exit_when_done_reports_blocked_without_a_kubelet(
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    stderr = err.decode()
+    assert proc.returncode is not None
+    return _DevRun(proc.returncode, err.decode(), tmp, summary_path)
+
+
+async def test_exit_when_done_reports_blocked_without_a_kubelet(
+    tmp_path: Path, outside_cluster: Path, cluster_client: KubeClient
+) -> None:
+    run = await _dev_exit_when_done(tmp_path, outside_cluster)
+    stderr = run.stderr
     # Exit 3 "blocked", not a timeout: it says at once what cannot work in this mode.
-    assert proc.returncode == 3, stderr[-3000:]
-    summary = json.loads(summary_path.read_text())
+    assert run.returncode == 3, stderr[-3000:]
+    summary = run.summary()
     assert summary["timed_out"] is False
     assert summary["ok"] is False
     assert summary["blocked_by"] == ["pod runner"]
@@ -280,35 +294,19 @@ async def test_exit_when_done_reports_blocked_without_a_kubelet(
     assert "demo jobs: none queued" in stderr
     assert summary["teardown"] == "removed"
     assert summary["left_behind"] == []
-    await _assert_nothing_left(tmp)
+    await _assert_nothing_left(run.tmp)
     assert await _everything(cluster_client) == []
 
 
 async def test_keep_demo_leaves_the_example_in_the_cluster(
     tmp_path: Path, outside_cluster: Path, cluster_client: KubeClient
 ) -> None:
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    summary_path = tmp_path / "summary.json"
-    proc = await asyncio.create_subprocess_exec(
-        *ARCFLOW, "dev", "--headless", "--exit-when-done", "--jobs", "3", "--timeout", "200",
-        "--kubeconfig", str(outside_cluster), "--summary-json", str(summary_path), "--keep-demo",
-        env=_env(tmp),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        _out, err = await asyncio.wait_for(proc.communicate(), 240)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 3, err.decode()[-3000:]
-    summary = json.loads(summary_path.read_text())
+    run = await _dev_exit_when_done(tmp_path, outside_cluster, "--keep-demo")
+    assert run.returncode == 3, run.stderr[-3000:]
+    summary = run.summary()
     assert summary["teardown"] == "skipped (--keep-demo)"
     assert summary["left_behind"] == []
-    await _assert_nothing_left(tmp)
+    await _assert_nothing_left(run.tmp)
     kube = cluster_client
     # The stack exits once every variant is registered, which may be before the reconciler
     # made the AutoscalingListener; what the stack applied is there, and was never deleted.
@@ -349,33 +347,16 @@ async def test_an_expired_teardown_names_exactly_what_is_left(
     tmp_path: Path, outside_cluster: Path, cluster_client: KubeClient
 ) -> None:
     """With no time to finalize, the leftovers are reported, never silently kept."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    summary_path = tmp_path / "summary.json"
-    proc = await asyncio.create_subprocess_exec(
-        *ARCFLOW, "dev", "--headless", "--exit-when-done", "--jobs", "3", "--timeout", "200",
-        "--kubeconfig", str(outside_cluster), "--summary-json", str(summary_path),
-        "--teardown-timeout", "0",
-        env=_env(tmp),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        _out, err = await asyncio.wait_for(proc.communicate(), 240)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    stderr = err.decode()
-    assert proc.returncode == 3, stderr[-3000:]
-    summary = json.loads(summary_path.read_text())
+    run = await _dev_exit_when_done(tmp_path, outside_cluster, "--teardown-timeout", "0")
+    stderr = run.stderr
+    assert run.returncode == 3, stderr[-3000:]
+    summary = run.summary()
     assert summary["teardown"] == "incomplete"
     left = summary["left_behind"]
     assert f"AutoscalingRunnerSet {NAMESPACE}/{ARS_NAME}" in left
     for entry in left:
         assert f"left behind: {entry}" in stderr
-    await _assert_nothing_left(tmp)
+    await _assert_nothing_left(run.tmp)
     # Exactly what is still in the cluster was reported (the last look comes after the
     # services stopped, so nothing changed since); the credentials Secret is gone.
     remaining = await _everything(cluster_client)

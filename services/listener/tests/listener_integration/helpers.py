@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +13,13 @@ from arcflow.common.kube import KubeClient, KubeSettings
 from arcflow.common.listener_config import ListenerConfig, ScaleSetConfig
 from arcflow.common.nats import NatsSettings
 from arcflow.devstack.actions_sim import ActionsSimulator
-from arcflow.devstack.kube_emulator import KubeEmulator
 from arcflow.listener.app import Listener, ListenerOptions
 from arcflow.listener.supervisor import Backoff
+from tests import polling
 
 T = TypeVar("T")
+
+ARS = "arc"
 
 
 @dataclass(frozen=True)
@@ -38,15 +39,15 @@ class Variant:
 async def eventually(
     probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, within: float = 15.0
 ) -> T:
-    """Poll ``probe`` every 50 ms until ``ok`` holds; fail with the last value seen."""
-    deadline = time.monotonic() + within
-    value = await probe()
-    while not ok(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within}s; last value: {value!r}")
-        await asyncio.sleep(0.05)
+    """Poll ``probe`` until ``ok`` holds on its value; fail with the last value seen."""
+
+    async def check() -> tuple[T]:
         value = await probe()
-    return value
+        assert ok(value), f"last value: {value!r}"
+        return (value,)  # truthy even when the value itself is falsy
+
+    found: tuple[T] = await polling.eventually(check, within=within)
+    return found[0]
 
 
 async def create_scale_sets(
@@ -150,8 +151,39 @@ class RunningListener:
         await asyncio.wait_for(self.task, 15)
 
 
-def write_kubeconfig(emulator: KubeEmulator, tmp_path: Path) -> Path:
-    return emulator.write_kubeconfig(tmp_path / "listener-kubeconfig")
+async def ready(value: T) -> T:
+    """A value already at hand, as the awaitable ``eventually`` polls."""
+    return value
+
+
+@dataclass(frozen=True)
+class ListenerRig:
+    """What a listener test stands on: the simulator, an emulator namespace, a private
+    nats-server and a kubeconfig the listener reads; the methods fill in those parts."""
+
+    sim: ActionsSimulator
+    kube: KubeClient
+    namespace: str
+    nats_url: str
+    kubeconfig: Path
+
+    async def register(self, variants: list[Variant]) -> tuple[str, dict[str, int]]:
+        """A fresh PAT, one simulator scale set and one ERS per variant: (token, ids)."""
+        token = self.sim.add_pat()
+        ids = await create_scale_sets(self.sim, token, ARS, variants)
+        await create_runner_sets(self.kube, self.namespace, ARS, variants)
+        return token, ids
+
+    def config(
+        self, token: str, variants: list[Variant], ids: dict[str, int], **extra: Any
+    ) -> ListenerConfig:
+        return multi_config(self.sim, token, self.namespace, ARS, variants, ids, **extra)
+
+    def options(self, **overrides: Any) -> ListenerOptions:
+        return listener_options(self.nats_url, self.kubeconfig, **overrides)
+
+    async def ers_specs(self, variants: list[Variant]) -> dict[str, Any]:
+        return await ers_specs(self.kube, self.namespace, ARS, variants)
 
 
 async def stream_events(nats_url: str, subject: str) -> list[tuple[dict[str, str], bytes]]:

@@ -15,32 +15,25 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from arcflow.common.events import JobsBatch, ScaleDecision, parse_event
 from arcflow.common.kube import KubeClient
-from arcflow.devstack.actions_sim import ActionsSimulator
-from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.nats_server import NatsServer
 from arcflow.listener.pump import CRASH_AFTER_PUBLISH_ENV, CRASH_BARRIER_ENV, CRASH_EXIT_CODE
 
 from .helpers import (
+    ARS,
+    ListenerRig,
     Variant,
-    create_runner_sets,
-    create_scale_sets,
-    ers_specs,
     eventually,
-    multi_config,
+    ready,
     stream_events,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-ARS = "arc"
 VARIANTS = [Variant("cpu", 0, 10)]
-T = TypeVar("T")
 
 
 def _env(config_path: Path, nats_url: str, kubeconfig: Path, **extra: str) -> dict[str, str]:
@@ -107,49 +100,43 @@ async def _batches(nats_url: str, namespace: str) -> list[JobsBatch]:
 @pytest.mark.parametrize("death", ["sigkill-at-barrier", "exit-137"])
 async def test_a_killed_listener_loses_no_job_and_scales_nothing_twice(
     death: str,
-    sim_fast: ActionsSimulator,
-    kube_client: KubeClient,
-    kube_emulator: KubeEmulator,
-    kube_namespace: str,
-    private_nats_server: NatsServer,
+    rig: ListenerRig,
     tmp_path: Path,
 ) -> None:
-    sim = sim_fast
+    sim = rig.sim
     sim.set_session_idle_timeout(1.0)  # the killed process's session lapses quickly
-    nats_url = private_nats_server.url
-    token = sim.add_pat()
-    ids = await create_scale_sets(sim, token, ARS, VARIANTS)
+    nats_url = rig.nats_url
+    token, ids = await rig.register(VARIANTS)
     scale_set_id = ids["cpu"]
-    await create_runner_sets(kube_client, kube_namespace, ARS, VARIANTS)
     config_path = tmp_path / "config.json"
-    config_path.write_text(multi_config(sim, token, kube_namespace, ARS, VARIANTS, ids).to_json())
-    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    config_path.write_text(rig.config(token, VARIANTS, ids).to_json())
+    kubeconfig = rig.kubeconfig
     barrier = tmp_path / "crash-barrier"
     crash_env = {CRASH_AFTER_PUBLISH_ENV: "1"}
     if death == "sigkill-at-barrier":
         crash_env[CRASH_BARRIER_ENV] = str(barrier)
     ers_seen: list[tuple[int, int]] = []
-    watcher = asyncio.ensure_future(_watch_ers(kube_client, kube_namespace, ers_seen))
+    watcher = asyncio.ensure_future(_watch_ers(rig.kube, rig.namespace, ers_seen))
     first = await _spawn(_env(config_path, nats_url, kubeconfig, **crash_env), tmp_path / "1.log")
     second: asyncio.subprocess.Process | None = None
     try:
-        await eventually(lambda: _value(sim.snapshot()["scaleSets"][0]["session"]), bool, within=30)
+        await eventually(lambda: ready(sim.snapshot()["scaleSets"][0]["session"]), bool, within=30)
         first_jobs = sim.enqueue_jobs(3, ["self-hosted-cpu"])
 
         if death == "sigkill-at-barrier":
-            await eventually(lambda: _value(barrier.exists()), bool, within=30)
+            await eventually(lambda: ready(barrier.exists()), bool, within=30)
             held_set, held_message = (int(x) for x in barrier.read_text().split())
             assert held_set == scale_set_id
             # The worker of the same process handles the stored batch while the pump holds.
             await eventually(
-                lambda: _decisions(nats_url, kube_namespace),
+                lambda: _decisions(nats_url, rig.namespace),
                 lambda ds: any(d.reason == f"message {held_message}" for _h, d in ds),
             )
             first.send_signal(signal.SIGKILL)
             assert await asyncio.wait_for(first.wait(), 10) == -signal.SIGKILL
         else:
             assert await asyncio.wait_for(first.wait(), 30) == CRASH_EXIT_CODE
-            stored = await _batches(nats_url, kube_namespace)
+            stored = await _batches(nats_url, rig.namespace)
             assert len(stored) == 1
             held_message = stored[0].message_id
         log_text = (tmp_path / "1.log").read_text()
@@ -165,7 +152,7 @@ async def test_a_killed_listener_loses_no_job_and_scales_nothing_twice(
         # Restart without the switch: the message is redelivered, re-published and acked.
         second = await _spawn(_env(config_path, nats_url, kubeconfig), tmp_path / "2.log")
         await eventually(
-            lambda: _value(sim.snapshot()["scaleSets"][0]["queue"]["messageIds"]),
+            lambda: ready(sim.snapshot()["scaleSets"][0]["queue"]["messageIds"]),
             lambda q: held_message not in q,
             within=30,
         )
@@ -173,12 +160,12 @@ async def test_a_killed_listener_loses_no_job_and_scales_nothing_twice(
         assert len(acked) == 1
         assert acked[0].status < 300
         await eventually(
-            lambda: ers_specs(kube_client, kube_namespace, ARS, VARIANTS),
+            lambda: rig.ers_specs(VARIANTS),
             lambda s: s["cpu"].get("replicas") == 3,
         )
         later_jobs = sim.enqueue_jobs(2, ["self-hosted-cpu"])
         await eventually(
-            lambda: ers_specs(kube_client, kube_namespace, ARS, VARIANTS),
+            lambda: rig.ers_specs(VARIANTS),
             lambda s: s["cpu"].get("replicas") == 5,
             within=30,
         )
@@ -193,7 +180,7 @@ async def test_a_killed_listener_loses_no_job_and_scales_nothing_twice(
             await _reap(second)
 
     # The stream holds every batch once (Nats-Msg-Id de-duplication of the re-publish).
-    stored = await _batches(nats_url, kube_namespace)
+    stored = await _batches(nats_url, rig.namespace)
     message_ids = [b.message_id for b in stored]
     assert message_ids.count(held_message) == 1
     assert len(message_ids) == len(set(message_ids))
@@ -202,7 +189,7 @@ async def test_a_killed_listener_loses_no_job_and_scales_nothing_twice(
     assert sorted(job_ids) == sorted(first_jobs + later_jobs)
 
     # One scaling decision per GitHub message: none repeated for the crashed one.
-    decisions = await _decisions(nats_url, kube_namespace)
+    decisions = await _decisions(nats_url, rig.namespace)
     by_message = [d.reason for _h, d in decisions if d.reason.startswith("message ")]
     handled_held = by_message.count(f"message {held_message}")
     if death == "sigkill-at-barrier":
@@ -225,7 +212,3 @@ async def test_a_killed_listener_loses_no_job_and_scales_nothing_twice(
     assert max(replicas for _p, replicas in ers_seen) == 5
     last = decisions[-1][1]
     assert ers_seen[-1] == (last.patch_id, last.desired_replicas)
-
-
-async def _value(value: T) -> T:
-    return value

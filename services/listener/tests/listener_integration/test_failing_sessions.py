@@ -5,38 +5,29 @@ failing ones are retried under supervision with capped exponential backoff, neve
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from arcflow.common.events import ScaleDecision, parse_event
-from arcflow.common.kube import KubeClient
-from arcflow.devstack.actions_sim import ActionsSimulator, TypeNames
-from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.nats_server import NatsServer
+from arcflow.devstack.actions_sim import TypeNames
 from arcflow.listener.app import Listener
 from arcflow.listener.supervisor import Backoff
 
 from .helpers import (
+    ARS,
+    ListenerRig,
     RunningListener,
     Variant,
-    create_runner_sets,
-    create_scale_sets,
-    ers_specs,
     eventually,
-    listener_options,
-    multi_config,
+    ready,
     stream_events,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
-ARS = "arc"
 VARIANTS = [Variant("cpu", 0, 10), Variant("gpu", 1, 2), Variant("arm", 0, 5)]
 BACKOFF = Backoff(initial=0.1, factor=2.0, cap=0.4)
 CLIENT_RETRIES = 1  # listener_options: RetryPolicy.fast(max_retries=1)
-T = TypeVar("T")
 
 
 def max_attempts_within(policy: Backoff, seconds: float) -> int:
@@ -57,17 +48,10 @@ def test_max_attempts_within_follows_the_backoff() -> None:
 
 
 async def test_conflicting_and_failing_sessions_do_not_stop_the_healthy_set(
-    sim_fast: ActionsSimulator,
-    kube_client: KubeClient,
-    kube_emulator: KubeEmulator,
-    kube_namespace: str,
-    private_nats_server: NatsServer,
-    tmp_path: Path,
+    rig: ListenerRig,
 ) -> None:
-    sim = sim_fast
-    token = sim.add_pat()
-    ids = await create_scale_sets(sim, token, ARS, VARIANTS)
-    await create_runner_sets(kube_client, kube_namespace, ARS, VARIANTS)
+    sim = rig.sim
+    token, ids = await rig.register(VARIANTS)
     conflict_route = f"*/runnerscalesets/{ids['gpu']}/sessions"
     broken_route = f"*/runnerscalesets/{ids['arm']}/sessions"
     healthy_route = f"*/runnerscalesets/{ids['cpu']}/sessions"
@@ -80,30 +64,26 @@ async def test_conflicting_and_failing_sessions_do_not_stop_the_healthy_set(
         message="The actions runner scaleset already has an active session.",
     )
     sim.inject_status(broken_route, 500, method="POST", times=10_000)
-    config = multi_config(sim, token, kube_namespace, ARS, VARIANTS, ids)
-    options = listener_options(
-        private_nats_server.url,
-        kube_emulator.write_kubeconfig(tmp_path / "kubeconfig"),
-        backoff=BACKOFF,
-    )
+    config = rig.config(token, VARIANTS, ids)
+    options = rig.options(backoff=BACKOFF)
     listener = Listener(config, options=options)
     started = time.monotonic()
     async with RunningListener(listener):
         await eventually(
-            lambda: _value([s["session"] is not None for s in sim.snapshot()["scaleSets"]]),
+            lambda: ready([s["session"] is not None for s in sim.snapshot()["scaleSets"]]),
             lambda opened: sum(opened) == 1,
         )
         sim.enqueue_jobs(3, ["self-hosted-cpu"])
         sim.enqueue_jobs(2, ["self-hosted-gpu"])
         sim.enqueue_jobs(2, ["self-hosted-arm"])
         specs = await eventually(
-            lambda: ers_specs(kube_client, kube_namespace, ARS, VARIANTS),
+            lambda: rig.ers_specs(VARIANTS),
             lambda s: s["cpu"].get("replicas") == 3,
         )
         units = {u.target.variant: u for u in listener.units}
         # Let both failing sets go through a few backoff rounds (0.1, 0.2, 0.4, 0.4 ...).
         await eventually(
-            lambda: _value([units[v].pump_stats.failures for v in ("gpu", "arm")]),
+            lambda: ready([units[v].pump_stats.failures for v in ("gpu", "arm")]),
             lambda counts: min(counts) >= 4,
         )
     elapsed = time.monotonic() - started
@@ -115,9 +95,7 @@ async def test_conflicting_and_failing_sessions_do_not_stop_the_healthy_set(
     assert cpu.pump_stats.starts == 1
     decisions = [
         parse_event(data)
-        for _h, data in await stream_events(
-            private_nats_server.url, f"arc.scale.{kube_namespace}.{ARS}.cpu"
-        )
+        for _h, data in await stream_events(rig.nats_url, f"arc.scale.{rig.namespace}.{ARS}.cpu")
     ]
     assert all(isinstance(d, ScaleDecision) for d in decisions)
     patch_ids = [d.patch_id for d in decisions if isinstance(d, ScaleDecision)]
@@ -128,7 +106,7 @@ async def test_conflicting_and_failing_sessions_do_not_stop_the_healthy_set(
         isinstance(d, ScaleDecision) and d.desired_replicas == 3 and d.reason.startswith("message ")
         for d in decisions
     )
-    final = await ers_specs(kube_client, kube_namespace, ARS, VARIANTS)
+    final = await rig.ers_specs(VARIANTS)
     assert final["cpu"]["patchID"] == patch_ids[-1]
     assert len(sim.requests_matching(healthy_route, method="POST")) == 1
     # The failing sets never scaled: no session, so no statistics and no batches.
@@ -155,7 +133,3 @@ async def test_conflicting_and_failing_sessions_do_not_stop_the_healthy_set(
     assert gpu.failures <= len(conflicts) <= gpu.starts
     assert arm.failures * (1 + CLIENT_RETRIES) <= len(failures)
     assert len(failures) <= arm.starts * (1 + CLIENT_RETRIES)
-
-
-async def _value(value: T) -> T:
-    return value

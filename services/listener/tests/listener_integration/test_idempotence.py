@@ -3,50 +3,31 @@ scales nothing twice, within the duplicate window (JetStream) and beyond it (the
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TypeVar
-
 import nats
 import pytest
 
 from arcflow.common.events import JobsBatch, parse_event
-from arcflow.common.kube import KubeClient
-from arcflow.devstack.actions_sim import ActionsSimulator
-from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.nats_server import NatsServer
 from arcflow.listener.app import Listener
 
 from .helpers import (
+    ARS,
+    ListenerRig,
     RunningListener,
     Variant,
-    create_runner_sets,
-    create_scale_sets,
-    ers_specs,
     eventually,
-    listener_options,
-    multi_config,
+    ready,
     stream_events,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
-ARS = "arc"
-T = TypeVar("T")
-
 
 async def test_crash_after_publish_before_ack_loses_nothing_and_scales_once(
-    sim_fast: ActionsSimulator,
-    kube_client: KubeClient,
-    kube_emulator: KubeEmulator,
-    kube_namespace: str,
-    private_nats_server: NatsServer,
-    tmp_path: Path,
+    rig: ListenerRig,
 ) -> None:
-    sim = sim_fast
+    sim = rig.sim
     variants = [Variant("cpu", 0, 10), Variant("gpu", 0, 10)]
-    token = sim.add_pat()
-    ids = await create_scale_sets(sim, token, ARS, variants)
-    await create_runner_sets(kube_client, kube_namespace, ARS, variants)
+    token, ids = await rig.register(variants)
     crashed: list[int] = []
 
     async def crash_once(batch: JobsBatch) -> None:
@@ -54,28 +35,24 @@ async def test_crash_after_publish_before_ack_loses_nothing_and_scales_once(
             crashed.append(batch.message_id)
             raise RuntimeError("simulated crash between the PubAck and GitHub's ack")
 
-    options = listener_options(
-        private_nats_server.url, kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
-    )
+    options = rig.options()
     options.after_publish = {ids["cpu"]: crash_once}
-    listener = Listener(
-        multi_config(sim, token, kube_namespace, ARS, variants, ids), options=options
-    )
+    listener = Listener(rig.config(token, variants, ids), options=options)
     async with RunningListener(listener):
         await eventually(
-            lambda: _value(sim.snapshot()),
+            lambda: ready(sim.snapshot()),
             lambda snap: all(s["session"] is not None for s in snap["scaleSets"]),
         )
         sim.enqueue_jobs(3, ["self-hosted-cpu"])
         sim.enqueue_jobs(2, ["self-hosted-gpu"])
         await eventually(
-            lambda: ers_specs(kube_client, kube_namespace, ARS, variants),
+            lambda: rig.ers_specs(variants),
             lambda s: (s["cpu"].get("replicas"), s["gpu"].get("replicas")) == (3, 2),
         )
         cpu = next(u for u in listener.units if u.target.variant == "cpu")
         # The redelivered message was acked on GitHub after the restart: its queue drains.
         await eventually(
-            lambda: _value(sim.snapshot()),
+            lambda: ready(sim.snapshot()),
             lambda snap: all(not s["queue"]["messageIds"] for s in snap["scaleSets"]),
         )
     assert crashed, "the crash hook never ran"
@@ -84,9 +61,7 @@ async def test_crash_after_publish_before_ack_loses_nothing_and_scales_once(
     # Stored once on the stream (Nats-Msg-Id de-duplication), handled once by the worker.
     stored = [
         parse_event(data)
-        for _h, data in await stream_events(
-            private_nats_server.url, f"arc.jobs.{kube_namespace}.{ARS}.cpu"
-        )
+        for _h, data in await stream_events(rig.nats_url, f"arc.jobs.{rig.namespace}.{ARS}.cpu")
     ]
     stored_ids = [e.message_id for e in stored if isinstance(e, JobsBatch)]
     assert stored_ids.count(crashed[0]) == 1
@@ -99,59 +74,47 @@ async def test_crash_after_publish_before_ack_loses_nothing_and_scales_once(
 
 
 async def test_a_late_duplicate_is_not_scaled_again_after_a_restart(
-    sim_fast: ActionsSimulator,
-    kube_client: KubeClient,
-    kube_emulator: KubeEmulator,
-    kube_namespace: str,
-    private_nats_server: NatsServer,
-    tmp_path: Path,
+    rig: ListenerRig,
 ) -> None:
     """Beyond the duplicate window JetStream stores the re-publish; the worker's durable
     watermark (restored from the decision stream and the ack floor) skips it."""
-    sim = sim_fast
+    sim = rig.sim
     variants = [Variant("cpu", 0, 10)]
-    token = sim.add_pat()
-    ids = await create_scale_sets(sim, token, ARS, variants)
-    await create_runner_sets(kube_client, kube_namespace, ARS, variants)
-    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
-    config = multi_config(sim, token, kube_namespace, ARS, variants, ids)
-    subject = f"arc.jobs.{kube_namespace}.{ARS}.cpu"
+    token, ids = await rig.register(variants)
+    config = rig.config(token, variants, ids)
+    subject = f"arc.jobs.{rig.namespace}.{ARS}.cpu"
 
-    first = Listener(config, options=listener_options(private_nats_server.url, kubeconfig))
+    first = Listener(config, options=rig.options())
     async with RunningListener(first):
         await eventually(
-            lambda: _value(sim.snapshot()),
+            lambda: ready(sim.snapshot()),
             lambda snap: snap["scaleSets"][0]["session"] is not None,
         )
         sim.enqueue_jobs(2, ["self-hosted-cpu"])
         await eventually(
-            lambda: ers_specs(kube_client, kube_namespace, ARS, variants),
+            lambda: rig.ers_specs(variants),
             lambda s: s["cpu"].get("replicas") == 2,
         )
-    stored = await stream_events(private_nats_server.url, subject)
+    stored = await stream_events(rig.nats_url, subject)
     _headers, last_data = stored[-1]
     last = parse_event(last_data)
     assert isinstance(last, JobsBatch)
 
     # The same GitHub message published again under another Nats-Msg-Id (outside the window).
-    nc = await nats.connect(private_nats_server.url)
+    nc = await nats.connect(rig.nats_url)
     try:
         js = nc.jetstream()
         await js.publish(subject, last_data, headers={"Nats-Msg-Id": "late-copy"})
     finally:
         await nc.close()
 
-    second = Listener(config, options=listener_options(private_nats_server.url, kubeconfig))
+    second = Listener(config, options=rig.options())
     async with RunningListener(second):
-        await eventually(lambda: _value(len(second.units)), lambda n: n == 1)
+        await eventually(lambda: ready(len(second.units)), lambda n: n == 1)
         worker = second.units[0].worker
-        await eventually(lambda: _value(worker.skipped_batches), lambda n: n == 1)
+        await eventually(lambda: ready(worker.skipped_batches), lambda n: n == 1)
         assert worker.watermark is not None
         assert worker.watermark.message_id == last.message_id
     assert not [d for d in worker.decisions if d.was_dirty]
-    specs = await ers_specs(kube_client, kube_namespace, ARS, variants)
+    specs = await rig.ers_specs(variants)
     assert specs["cpu"]["replicas"] == 2
-
-
-async def _value(value: T) -> T:
-    return value

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -10,39 +9,23 @@ import nats
 import pytest
 
 from arcflow.common.events import ScaleDecision, parse_event
-from arcflow.common.kube import KubeClient
-from arcflow.devstack.actions_sim import ActionsSimulator
-from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.nats_server import NatsServer
 from arcflow.listener.app import Listener
 
 from .helpers import (
+    ARS,
+    ListenerRig,
     RunningListener,
     Variant,
-    create_runner_sets,
-    create_scale_sets,
-    ers_specs,
     eventually,
-    listener_options,
-    multi_config,
+    ready,
     stream_events,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
-ARS = "arc"
 VARIANTS = [Variant("cpu", 0, 10), Variant("gpu", 1, 2), Variant("arm", 0, 5)]
 JOBS = {"cpu": 3, "gpu": 3, "arm": 1}
 EXPECTED = {"cpu": 3, "gpu": 2, "arm": 1}  # min + assigned, capped by max
-
-
-async def _setup(
-    sim: ActionsSimulator, kube: KubeClient, namespace: str, variants: list[Variant]
-) -> tuple[str, dict[str, int]]:
-    token = sim.add_pat()
-    ids = await create_scale_sets(sim, token, ARS, variants)
-    await create_runner_sets(kube, namespace, ARS, variants)
-    return token, ids
 
 
 def _replicas(specs: dict[str, Any]) -> dict[str, int]:
@@ -50,31 +33,22 @@ def _replicas(specs: dict[str, Any]) -> dict[str, int]:
 
 
 async def test_each_variant_scales_its_own_ers_with_its_own_patch_ids(
-    sim_fast: ActionsSimulator,
-    kube_client: KubeClient,
-    kube_emulator: KubeEmulator,
-    kube_namespace: str,
-    private_nats_server: NatsServer,
-    tmp_path: Path,
+    rig: ListenerRig,
 ) -> None:
-    sim = sim_fast
-    token, ids = await _setup(sim, kube_client, kube_namespace, VARIANTS)
-    config = multi_config(
-        sim,
+    sim = rig.sim
+    token, ids = await rig.register(VARIANTS)
+    config = rig.config(
         token,
-        kube_namespace,
-        ARS,
         VARIANTS,
         ids,
         metrics_addr="127.0.0.1:0",
         metrics_endpoint="/metrics",
     )
-    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
-    listener = Listener(config, options=listener_options(private_nats_server.url, kubeconfig))
+    listener = Listener(config, options=rig.options())
     async with RunningListener(listener):
         # Every session is open before jobs arrive (direct mode assigns to listening sets).
         await eventually(
-            lambda: _async(sim.snapshot()),
+            lambda: ready(sim.snapshot()),
             lambda snap: all(s["session"] is not None for s in snap["scaleSets"]),
         )
         owners = sorted(s["session"]["ownerName"] for s in sim.snapshot()["scaleSets"])
@@ -82,7 +56,7 @@ async def test_each_variant_scales_its_own_ers_with_its_own_patch_ids(
         for variant in VARIANTS:
             sim.enqueue_jobs(JOBS[variant.name], [variant.label])
         specs = await eventually(
-            lambda: ers_specs(kube_client, kube_namespace, ARS, VARIANTS),
+            lambda: rig.ers_specs(VARIANTS),
             lambda s: _replicas(s) == EXPECTED,
         )
         # Metrics: one series per variant on the shared endpoint, scraped over HTTP.
@@ -95,11 +69,11 @@ async def test_each_variant_scales_its_own_ers_with_its_own_patch_ids(
         for variant in VARIANTS:
             series = (
                 f'gha_desired_runners{{enterprise="",name="{variant.ers(ARS)}",'
-                f'namespace="{kube_namespace}",organization="example-org",repository=""}} '
+                f'namespace="{rig.namespace}",organization="example-org",repository=""}} '
                 f"{float(EXPECTED[variant.name])}"
             )
             assert series in response.text
-        assert f'gha_min_runners{{enterprise="",name="arc-gpu",namespace="{kube_namespace}"' in (
+        assert f'gha_min_runners{{enterprise="",name="arc-gpu",namespace="{rig.namespace}"' in (
             response.text
         )
 
@@ -118,12 +92,12 @@ async def test_each_variant_scales_its_own_ers_with_its_own_patch_ids(
     assert len(set(sequences.values())) >= 1  # independent counters (values may coincide)
 
     # Decisions were published per variant on arc.scale.<ns>.<ars>.<variant>.
-    nc = await nats.connect(private_nats_server.url)
+    nc = await nats.connect(rig.nats_url)
     try:
         js = nc.jetstream()
         for variant in VARIANTS:
             last = await js.get_last_msg(
-                "ARC_SCALE", f"arc.scale.{kube_namespace}.{ARS}.{variant.name}"
+                "ARC_SCALE", f"arc.scale.{rig.namespace}.{ARS}.{variant.name}"
             )
             event = parse_event(last.data or b"")
             assert isinstance(event, ScaleDecision)
@@ -134,10 +108,10 @@ async def test_each_variant_scales_its_own_ers_with_its_own_patch_ids(
     # One trace per batch: the worker's decision continues the pump's trace (NATS headers).
     for variant in VARIANTS:
         batches = await stream_events(
-            private_nats_server.url, f"arc.jobs.{kube_namespace}.{ARS}.{variant.name}"
+            rig.nats_url, f"arc.jobs.{rig.namespace}.{ARS}.{variant.name}"
         )
         published = await stream_events(
-            private_nats_server.url, f"arc.scale.{kube_namespace}.{ARS}.{variant.name}"
+            rig.nats_url, f"arc.scale.{rig.namespace}.{ARS}.{variant.name}"
         )
         batch_traces = {
             parse_event(data).message_id: headers["traceparent"].split("-")[1]  # type: ignore[attr-defined]
@@ -155,39 +129,29 @@ async def test_each_variant_scales_its_own_ers_with_its_own_patch_ids(
 
 
 async def test_a_failing_session_does_not_stop_its_siblings(
-    sim_fast: ActionsSimulator,
-    kube_client: KubeClient,
-    kube_emulator: KubeEmulator,
-    kube_namespace: str,
-    private_nats_server: NatsServer,
-    tmp_path: Path,
+    rig: ListenerRig,
 ) -> None:
-    sim = sim_fast
-    token, ids = await _setup(sim, kube_client, kube_namespace, VARIANTS)
+    sim = rig.sim
+    token, ids = await rig.register(VARIANTS)
     broken = ids["gpu"]
     sim.inject_status(f"*/runnerscalesets/{broken}/sessions", 503, method="POST", times=10_000)
-    config = multi_config(sim, token, kube_namespace, ARS, VARIANTS, ids)
-    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
-    listener = Listener(config, options=listener_options(private_nats_server.url, kubeconfig))
+    config = rig.config(token, VARIANTS, ids)
+    listener = Listener(config, options=rig.options())
     async with RunningListener(listener):
         await eventually(
-            lambda: _async(sim.snapshot()),
+            lambda: ready(sim.snapshot()),
             lambda snap: sum(s["session"] is not None for s in snap["scaleSets"]) == 2,
         )
         sim.enqueue_jobs(2, ["self-hosted-cpu"])
         sim.enqueue_jobs(1, ["self-hosted-arm"])
         specs = await eventually(
-            lambda: ers_specs(kube_client, kube_namespace, ARS, VARIANTS),
+            lambda: rig.ers_specs(VARIANTS),
             lambda s: _replicas(s)["cpu"] == 2 and _replicas(s)["arm"] == 1,
         )
         gpu_unit = next(u for u in listener.units if u.target.scale_set_id == broken)
-        await eventually(lambda: _async(gpu_unit.pump_stats.failures), lambda n: n >= 3)
+        await eventually(lambda: ready(gpu_unit.pump_stats.failures), lambda n: n >= 3)
     assert "503" in gpu_unit.pump_stats.last_error
     assert gpu_unit.pump_stats.delays[:3] == [0.05, 0.1, 0.2]  # doubling, capped at 0.2
     assert _replicas(specs)["gpu"] == 0  # never scaled: its session never opened
     healthy = [u for u in listener.units if u.target.scale_set_id != broken]
     assert all(u.pump_stats.failures == 0 for u in healthy)
-
-
-async def _async(value: Any) -> Any:
-    return value

@@ -8,31 +8,21 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
-from arcflow.common.kube import KubeClient
 from arcflow.common.listener_config import ListenerConfig
-from arcflow.devstack.actions_sim import ActionsSimulator
-from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.nats_server import NatsServer
 from arcflow.listener.app import Listener
 
 from .helpers import (
+    ARS,
+    ListenerRig,
     Variant,
-    create_runner_sets,
-    create_scale_sets,
-    ers_specs,
     eventually,
-    listener_options,
-    multi_config,
+    ready,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
-
-ARS = "arc"
-T = TypeVar("T")
 
 
 def _env(config_path: Path, nats_url: str, kubeconfig: Path) -> dict[str, str]:
@@ -49,39 +39,33 @@ def _env(config_path: Path, nats_url: str, kubeconfig: Path) -> dict[str, str]:
 
 
 async def test_sigterm_deletes_every_session_and_exits_zero(
-    sim_fast: ActionsSimulator,
-    kube_client: KubeClient,
-    kube_emulator: KubeEmulator,
-    kube_namespace: str,
-    private_nats_server: NatsServer,
+    rig: ListenerRig,
     tmp_path: Path,
 ) -> None:
-    sim = sim_fast
+    sim = rig.sim
     variants = [Variant("cpu", 0, 10), Variant("gpu", 1, 2)]
-    token = sim.add_pat()
-    ids = await create_scale_sets(sim, token, ARS, variants)
-    await create_runner_sets(kube_client, kube_namespace, ARS, variants)
-    config = multi_config(sim, token, kube_namespace, ARS, variants, ids, log_format="json")
+    token, ids = await rig.register(variants)
+    config = rig.config(token, variants, ids, log_format="json")
     config_path = tmp_path / "config.json"
     config_path.write_text(config.to_json())
-    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    kubeconfig = rig.kubeconfig
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "arcflow.listener",
-        env=_env(config_path, private_nats_server.url, kubeconfig),
+        env=_env(config_path, rig.nats_url, kubeconfig),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     try:
         await eventually(
-            lambda: _value(sim.snapshot()),
+            lambda: ready(sim.snapshot()),
             lambda snap: all(s["session"] is not None for s in snap["scaleSets"]),
             within=30,
         )
         # The gpu variant's minimum (1) reaches its ERS from the session statistics.
         await eventually(
-            lambda: ers_specs(kube_client, kube_namespace, ARS, variants),
+            lambda: rig.ers_specs(variants),
             lambda s: s["gpu"].get("replicas") == 1,
         )
         proc.send_signal(signal.SIGTERM)
@@ -127,40 +111,27 @@ async def test_invalid_config_is_a_clear_fatal_error(tmp_path: Path) -> None:
 
 
 async def test_single_set_mode_error_ends_the_listener(
-    sim_fast: ActionsSimulator,
-    kube_client: KubeClient,
-    kube_emulator: KubeEmulator,
-    kube_namespace: str,
-    private_nats_server: NatsServer,
-    tmp_path: Path,
+    rig: ListenerRig,
 ) -> None:
     """Upstream semantics with one scale set: an error (here a session that cannot be
     created) propagates instead of being retried, so the pod restarts."""
-    sim = sim_fast
-    token = sim.add_pat()
+    sim = rig.sim
     variants = [Variant("cpu", 0, 3)]
-    ids = await create_scale_sets(sim, token, ARS, variants)
-    await create_runner_sets(kube_client, kube_namespace, ARS, variants)
+    token, ids = await rig.register(variants)
     sim.conflict_session_create(times=1)
     config = ListenerConfig(
         configure_url=sim.config_url(),
         github_token=token,
-        ephemeral_runner_set_namespace=kube_namespace,
+        ephemeral_runner_set_namespace=rig.namespace,
         ephemeral_runner_set_name="arc-cpu",
         runner_scale_set_id=ids["cpu"],
         runner_scale_set_name=ARS,
         max_runners=3,
     )
-    options = listener_options(
-        private_nats_server.url, kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
-    )
+    options = rig.options()
     listener = Listener(config, options=options)
     assert listener.targets[0].owner == "listener-pod"  # bare host name in single-set mode
     with pytest.raises(Exception, match="409") as info:
         await asyncio.wait_for(listener.run(asyncio.Event()), 20)
     assert type(info.value).__name__ == "SessionConflictError"
     assert listener.units[0].pump_stats.starts == 0  # not supervised
-
-
-async def _value(value: T) -> T:
-    return value

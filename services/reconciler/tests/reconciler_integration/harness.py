@@ -6,12 +6,10 @@ RPC responder on the registrar subjects that hands out fake JIT configs and reco
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import builtins
 import json
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,26 +30,6 @@ CONTROLLER_NS = "arc-systems"
 SECRET_NAME = "github-creds"
 TOKEN = "ghp_supersecrettoken123"
 JIT_PREFIX = "jit-secret-config-"
-
-
-async def eventually(
-    check: Callable[[], Awaitable[Any]],
-    *,
-    timeout: float = 10.0,  # noqa: ASYNC109 - a polling deadline, not a cancel scope
-    interval: float = 0.05,
-) -> Any:
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while True:
-        try:
-            value = await check()
-            if value:
-                return value
-        except AssertionError as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s: {last}")
-        await asyncio.sleep(interval)
 
 
 def runner_template(image: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import pytest
 
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.nats_server import NatsServer
+from tests.polling import eventually
 
 from .harness import (
     CONTROLLER_NS,
@@ -21,7 +22,6 @@ from .harness import (
     Stack,
     ars_manifest,
     build_stack,
-    eventually,
     reconciler_test_settings,
     runner_template,
 )
@@ -307,5 +307,5 @@ async def test_outdated_runners_recreate_listener_and_set_with_a_loop_guard(
     await asyncio.sleep(0.5)
     assert await ers_uid() == second_ers
     assert len(await stack.events("RunnerImageOutdated", "solo")) == 1
-    await eventually(lambda: recreated(second_ers), timeout=8)
+    await eventually(lambda: recreated(second_ers), within=8)
     assert len(await stack.events("RunnerImageOutdated", "solo")) == 2

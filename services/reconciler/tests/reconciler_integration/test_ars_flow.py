@@ -17,13 +17,13 @@ from arcflow.common.constants import (
 )
 from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.models import AutoscalingRunnerSet
+from tests.polling import eventually
 
 from .harness import (
     CONTROLLER_NS,
     TOKEN,
     Stack,
     ars_manifest,
-    eventually,
     reconciler_test_settings,
     runner_template,
 )

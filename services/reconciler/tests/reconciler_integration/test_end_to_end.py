@@ -24,8 +24,9 @@ from arcflow.registrar.app import RegistrarApp
 from arcflow.registrar.settings import RegistrarSettings
 from arcflow.watcher.service import WatcherService
 from arcflow.watcher.settings import WatcherSettings
+from tests.polling import eventually
 
-from .harness import CONTROLLER_NS, eventually, reconciler_test_settings, runner_template
+from .harness import CONTROLLER_NS, reconciler_test_settings, runner_template
 
 pytestmark = pytest.mark.integration
 
@@ -147,7 +148,7 @@ async def test_apply_scale_delete_end_to_end(parts: dict[str, Any]) -> None:
             return ars
         return None
 
-    ars = await eventually(converged, timeout=15)
+    ars = await eventually(converged, within=15)
     in_sim = {s["name"]: s["id"] for s in sim.snapshot()["scaleSets"]}
     ids = json.loads(ars["metadata"]["annotations"]["actions.github.com/runner-scale-set-ids"])
     assert set(ids.values()) == set(in_sim.values())
@@ -169,7 +170,7 @@ async def test_apply_scale_delete_end_to_end(parts: dict[str, Any]) -> None:
         registered = all((r.get("status") or {}).get("runnerId") for r in runners)
         return runners if len(runners) == 5 and registered and len(pods) == 5 else None
 
-    runners = await eventually(five, timeout=15)
+    runners = await eventually(five, within=15)
     sim_runners = {r["name"]: r for r in sim.snapshot()["runners"]}
     secrets = {s["metadata"]["name"]: s for s in await _list(kube, "Secret", ns)}
     for er in runners:
@@ -199,5 +200,5 @@ async def test_apply_scale_delete_end_to_end(parts: dict[str, Any]) -> None:
         ]
         return not leftovers and not sim.snapshot()["scaleSets"]
 
-    await eventually(all_gone, timeout=15)
+    await eventually(all_gone, within=15)
     assert not [r for r in sim.snapshot()["runners"] if r["name"].startswith("e2e")]

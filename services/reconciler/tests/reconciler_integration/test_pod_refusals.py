@@ -14,9 +14,11 @@ import pytest
 from arcflow.common.events import RunnerLifecycle
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.kube_emulator.store import InjectedError
 from arcflow.devstack.nats_server import NatsServer
+from tests.polling import eventually
 
-from .harness import Stack, ars_manifest, build_stack, eventually, reconciler_test_settings
+from .harness import Stack, ars_manifest, build_stack, reconciler_test_settings
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +42,21 @@ async def resyncing_stack(
         private_nats_server.url, kube_client, kube_namespace, settings=settings
     ) as built:
         yield built
+
+
+def _refuse_pods(
+    emulator: KubeEmulator, stack: Stack, status: int, reason: str, message: str, **match: Any
+) -> InjectedError:
+    """Refuse pod creation in the stack's namespace, as quota or admission would."""
+    return emulator.inject_error(
+        verb="create",
+        resource="pods",
+        namespace=stack.namespace,
+        status=status,
+        reason=reason,
+        message=message,
+        **match,
+    )
 
 
 async def _one_runner(stack: Stack) -> dict[str, Any]:
@@ -77,14 +94,7 @@ async def test_quota_refusal_keeps_the_runner_and_retries_until_the_pod_is_creat
     resyncing_stack: Stack, kube_emulator: KubeEmulator
 ) -> None:
     stack = resyncing_stack
-    quota = kube_emulator.inject_error(
-        verb="create",
-        resource="pods",
-        namespace=stack.namespace,
-        status=403,
-        reason="Forbidden",
-        message=QUOTA_PREFIX,
-    )
+    quota = _refuse_pods(kube_emulator, stack, 403, "Forbidden", QUOTA_PREFIX)
     er = await _one_runner(stack)
     name = er["metadata"]["name"]
 
@@ -113,14 +123,7 @@ async def test_quota_refusal_past_ten_minutes_replaces_the_runner(
     offset = [timedelta(0)]
     for app in stack.apps:
         app.context.clock = lambda: datetime.now(UTC) + offset[0]
-    quota = kube_emulator.inject_error(
-        verb="create",
-        resource="pods",
-        namespace=stack.namespace,
-        status=403,
-        reason="Forbidden",
-        message=QUOTA.format(name="runner"),
-    )
+    quota = _refuse_pods(kube_emulator, stack, 403, "Forbidden", QUOTA.format(name="runner"))
     er = await _one_runner(stack)
     name, runner_id = er["metadata"]["name"], er["status"]["runnerId"]
 
@@ -131,14 +134,8 @@ async def test_quota_refusal_past_ten_minutes_replaces_the_runner(
     assert [r["metadata"]["name"] for r in await stack.list("EphemeralRunner")] == [name]
     assert await _pods(stack) == []
     # From now on only this runner's pod is over quota, so its replacement is not.
-    this_runner = kube_emulator.inject_error(
-        verb="create",
-        resource="pods",
-        namespace=stack.namespace,
-        name_prefix=name,
-        status=403,
-        reason="Forbidden",
-        message=QUOTA.format(name=name),
+    this_runner = _refuse_pods(
+        kube_emulator, stack, 403, "Forbidden", QUOTA.format(name=name), name_prefix=name
     )
     quota.remove()
 
@@ -171,14 +168,7 @@ async def test_quota_refusal_past_ten_minutes_replaces_the_runner(
 async def test_pod_security_refusal_marks_the_runner_failed_invalid_pod(
     stack: Stack, kube_emulator: KubeEmulator
 ) -> None:
-    refusal = kube_emulator.inject_error(
-        verb="create",
-        resource="pods",
-        namespace=stack.namespace,
-        status=403,
-        reason="Forbidden",
-        message=POD_SECURITY,
-    )
+    refusal = _refuse_pods(kube_emulator, stack, 403, "Forbidden", POD_SECURITY)
     er = await _one_runner(stack)
     name = er["metadata"]["name"]
 
@@ -205,14 +195,7 @@ async def test_pod_security_refusal_marks_the_runner_failed_invalid_pod(
 async def test_invalid_pod_marks_the_runner_failed_and_removes_it_from_the_service(
     stack: Stack, kube_emulator: KubeEmulator
 ) -> None:
-    refusal = kube_emulator.inject_error(
-        verb="create",
-        resource="pods",
-        namespace=stack.namespace,
-        status=422,
-        reason="Invalid",
-        message=INVALID,
-    )
+    refusal = _refuse_pods(kube_emulator, stack, 422, "Invalid", INVALID)
     er = await _one_runner(stack)
     name, runner_id = er["metadata"]["name"], er["status"]["runnerId"]
 

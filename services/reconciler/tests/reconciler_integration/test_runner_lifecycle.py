@@ -12,8 +12,9 @@ import pytest
 
 from arcflow.common.constants import LABEL_RUNNER_POD
 from arcflow.common.events import RunnerLifecycle
+from tests.polling import eventually
 
-from .harness import Stack, ars_manifest, eventually, runner_template
+from .harness import Stack, ars_manifest, runner_template
 
 pytestmark = pytest.mark.integration
 

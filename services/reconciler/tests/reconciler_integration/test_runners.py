@@ -8,8 +8,9 @@ import json
 import pytest
 
 from arcflow.common.constants import ANNOTATION_PATCH_ID, ENV_JIT_CONFIG, FINALIZER_ER
+from tests.polling import eventually
 
-from .harness import JIT_PREFIX, Stack, ars_manifest, eventually
+from .harness import JIT_PREFIX, Stack, ars_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -100,5 +101,5 @@ async def test_patch_id_semantics(stack: Stack) -> None:
 
     # patchID 0 forces the state: idle runners are removed from the service, then deleted
     await _scale(stack, 1, 0)
-    await eventually(lambda: count(1), timeout=15)
+    await eventually(lambda: count(1), within=15)
     assert len(stack.rpc.removed) >= 3

@@ -13,8 +13,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.reconciler.app import ReconcilerApp
+from tests.polling import eventually
 
-from .harness import ars_manifest, build_stack, eventually, reconciler_test_settings
+from .harness import ars_manifest, build_stack, reconciler_test_settings
 
 pytestmark = pytest.mark.integration
 

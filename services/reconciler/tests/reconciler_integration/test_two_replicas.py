@@ -15,13 +15,13 @@ import pytest
 
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.nats_server import NatsServer
+from tests.polling import eventually
 
 from .harness import (
     CONTROLLER_NS,
     Stack,
     ars_manifest,
     build_stack,
-    eventually,
     reconciler_test_settings,
     runner_template,
 )

@@ -3,13 +3,11 @@ emulator, the Actions simulator and one or two registrar replicas wired to them.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import json
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,42 +28,6 @@ from arcflow.registrar.credentials import Credentials
 from arcflow.registrar.settings import RegistrarSettings
 
 SECRET_NAME = "github-creds"
-
-
-async def eventually(
-    check: Callable[[], Awaitable[Any]], *, within: float = 10.0, interval: float = 0.05
-) -> Any:
-    """Poll ``check`` until it returns something truthy; its last error fails the test."""
-    deadline = time.monotonic() + within
-    last: BaseException | None = None
-    while True:
-        try:
-            value = await check()
-            if value:
-                return value
-        except AssertionError as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within}s: {last}")
-        await asyncio.sleep(interval)
-
-
-async def settled(count: Callable[[], int], *, quiet: float = 0.5, within: float = 10.0) -> int:
-    """Wait until ``count()`` stops changing for ``quiet`` seconds: the work in flight is done.
-
-    Asserting "nothing more happened" right after a first observation races with the rest of
-    that same unit of work (a consumer still finishing its pass), so tests settle first.
-    """
-    deadline = time.monotonic() + within
-    last, since = count(), time.monotonic()
-    while time.monotonic() - since < quiet:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still changing after {within}s")
-        await asyncio.sleep(0.05)
-        current = count()
-        if current != last:
-            last, since = current, time.monotonic()
-    return last
 
 
 def test_settings(instance: str) -> RegistrarSettings:

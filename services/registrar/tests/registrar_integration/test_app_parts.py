@@ -13,8 +13,9 @@ from nats.js.api import KeyValueConfig
 
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.registrar.locks import LeaseLocks, LockBusyError
+from tests.polling import eventually, settled
 
-from .harness import Stack, eventually, settled
+from .harness import Stack
 from .test_lifecycle import apply_ars, registered
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,9 @@ import pytest
 
 from arcflow.common.events import RegistrationFailed, ScaleSetAssigned, ScaleSetDeleted, SpecInvalid
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET
+from tests.polling import eventually
 
-from .harness import Stack, eventually
+from .harness import Stack
 
 pytestmark = pytest.mark.integration
 

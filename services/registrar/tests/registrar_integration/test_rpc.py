@@ -18,8 +18,9 @@ from arcflow.common.rpc.registrar import (
     RunnerExistsRpcError,
     error_for,
 )
+from tests.polling import eventually
 
-from .harness import LogCapture, Stack, all_stored_messages, eventually
+from .harness import LogCapture, Stack, all_stored_messages
 from .test_lifecycle import apply_ars, registered
 
 pytestmark = pytest.mark.integration

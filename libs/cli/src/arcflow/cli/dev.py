@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +22,12 @@ from arcflow.devstack.live_view import ViewModel, render
 from arcflow.devstack.nats_server import NatsServerError
 from arcflow.devstack.stack import DevStack, StackError, StackOptions
 
+from ._signals import stop_on_signals
+
 
 async def _run(
     options: StackOptions, *, headless: bool, summary_json: Path | None
 ) -> tuple[int, dict[str, Any]]:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
     console = Console(stderr=headless)
     live: Live | None = None
     last_line = ""
@@ -48,21 +45,16 @@ async def _run(
             last_line = line
             console.print(line, highlight=False)
 
-    try:
-        with contextlib.ExitStack() as screens:
-            if not headless:
-                live = screens.enter_context(
-                    Live(console=console, refresh_per_second=4, transient=False)
-                )
-            async with DevStack(options, on_update=on_update) as stack:
-                if headless:
-                    for name, status in stack.components.items():
-                        console.print(f"{name}: {status}", highlight=False)
-                code, summary = await stack.run(stop)
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(signum)
+    with stop_on_signals() as stop, contextlib.ExitStack() as screens:
+        if not headless:
+            live = screens.enter_context(
+                Live(console=console, refresh_per_second=4, transient=False)
+            )
+        async with DevStack(options, on_update=on_update) as stack:
+            if headless:
+                for name, status in stack.components.items():
+                    console.print(f"{name}: {status}", highlight=False)
+            code, summary = await stack.run(stop)
     if summary_json is not None:
         await asyncio.to_thread(_write_summary, summary_json, summary)
     return code, summary

@@ -3,33 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 
 import click
 
 from arcflow.devstack.actions_sim import ActionsSimulator
 
+from ._signals import stop_on_signals
+
 
 async def _serve(host: str, port: int, poll_timeout: float, mode: str, org: str) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
     simulator = ActionsSimulator(
         host=host,
         port=port,
         poll_timeout=poll_timeout,
         mode="acquire" if mode == "acquire" else "direct",
     )
-    async with simulator as sim:
-        pat = sim.add_pat()
-        click.echo(f"Actions simulator listening on {sim.base_url} (mode {mode})")
-        click.echo(f"config URL:  {sim.config_url(org)}")
-        click.echo(f"REST base:   {sim.api_url}")
-        click.echo(f"control API: {sim.base_url}/_sim")
-        click.echo(f"PAT (for this simulator only, worthless elsewhere): {pat}")
-        click.echo("Press Ctrl+C to stop.", err=True)
-        await stop.wait()
+    with stop_on_signals() as stop:
+        async with simulator as sim:
+            pat = sim.add_pat()
+            click.echo(f"Actions simulator listening on {sim.base_url} (mode {mode})")
+            click.echo(f"config URL:  {sim.config_url(org)}")
+            click.echo(f"REST base:   {sim.api_url}")
+            click.echo(f"control API: {sim.base_url}/_sim")
+            click.echo(f"PAT (for this simulator only, worthless elsewhere): {pat}")
+            click.echo("Press Ctrl+C to stop.", err=True)
+            await stop.wait()
     click.echo("Actions simulator stopped.", err=True)
 
 

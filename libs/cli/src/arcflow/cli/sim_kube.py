@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 import tempfile
 from pathlib import Path
 
@@ -12,22 +10,18 @@ import click
 
 from arcflow.devstack.kube_emulator import KubeEmulator
 
+from ._signals import stop_on_signals
+
 
 async def _serve(host: str, port: int, kubeconfig_out: Path | None, history_limit: int) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with KubeEmulator(host, port, history_limit=history_limit) as emulator:
-        target = kubeconfig_out or Path(tempfile.mkdtemp(prefix="arcflow-kube-")) / "kubeconfig"
-        path = emulator.write_kubeconfig(target)
-        click.echo(f"kubeconfig: {path}")
-        click.echo(f"url: {emulator.url}")
-        click.echo(f"try: KUBECONFIG={path} kubectl get autoscalingrunnersets -A")
-        await stop.wait()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(Exception):
-            loop.remove_signal_handler(sig)
+    with stop_on_signals() as stop:
+        async with KubeEmulator(host, port, history_limit=history_limit) as emulator:
+            target = kubeconfig_out or Path(tempfile.mkdtemp(prefix="arcflow-kube-")) / "kubeconfig"
+            path = emulator.write_kubeconfig(target)
+            click.echo(f"kubeconfig: {path}")
+            click.echo(f"url: {emulator.url}")
+            click.echo(f"try: KUBECONFIG={path} kubectl get autoscalingrunnersets -A")
+            await stop.wait()
 
 
 @click.command(name="kube")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import nats.errors
 from nats.js import JetStreamContext
@@ -136,6 +136,28 @@ def _reason(exc: BaseException) -> str:
 
 def _labels_of(scale_set: RunnerScaleSet) -> list[str]:
     return [label.name for label in scale_set.labels]
+
+
+class _ScaleSetEventFields(TypedDict):
+    keys: EventKeys
+    variant: str
+    scale_set_id: int
+    scale_set_name: str
+
+
+def _scale_set_event_fields(record: ScaleSetRecord) -> _ScaleSetEventFields:
+    """What ``scaleset.assigned`` and ``scaleset.deleted`` both say about the record's set."""
+    return _ScaleSetEventFields(
+        keys=EventKeys(
+            namespace=record.namespace,
+            ars=record.ars,
+            variant=record.variant,
+            scale_set_id=record.scale_set_id,
+        ),
+        variant=record.variant,
+        scale_set_id=record.scale_set_id,
+        scale_set_name=record.scale_set_name,
+    )
 
 
 def _wire_labels(labels: Iterable[str]) -> list[Label]:
@@ -540,15 +562,7 @@ class Registrar:
             subjects.scalesets_subject(record.namespace, record.ars, record.variant),
             ScaleSetAssigned(
                 source=self.source,
-                keys=EventKeys(
-                    namespace=record.namespace,
-                    ars=record.ars,
-                    variant=record.variant,
-                    scale_set_id=record.scale_set_id,
-                ),
-                variant=record.variant,
-                scale_set_id=record.scale_set_id,
-                scale_set_name=record.scale_set_name,
+                **_scale_set_event_fields(record),
                 runner_group_id=record.runner_group_id,
                 runner_group_name=record.runner_group_name,
                 labels=list(record.labels),
@@ -580,15 +594,7 @@ class Registrar:
             subjects.scalesets_subject(record.namespace, record.ars, record.variant),
             ScaleSetDeleted(
                 source=self.source,
-                keys=EventKeys(
-                    namespace=record.namespace,
-                    ars=record.ars,
-                    variant=record.variant,
-                    scale_set_id=record.scale_set_id,
-                ),
-                variant=record.variant,
-                scale_set_id=record.scale_set_id,
-                scale_set_name=record.scale_set_name,
+                **_scale_set_event_fields(record),
                 reason=reason,
             ),
         )
