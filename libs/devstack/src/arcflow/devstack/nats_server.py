@@ -60,6 +60,9 @@ class NatsServer:
     store_dir: str | None = None
     startup_timeout: float = 10.0
     extra_args: list[str] = field(default_factory=list)
+    #: A nats-server configuration file (``-c``), e.g. an ``authorization`` block; command-line
+    #: flags (ports, JetStream, store) still win over it.
+    config_file: str | None = None
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     _owns_store: bool = field(default=False, init=False, repr=False)
 
@@ -92,6 +95,7 @@ class NatsServer:
             "-p", str(self.port),
             "-m", str(self.monitor_port),
             "-sd", self.store_dir,
+            *(["-c", self.config_file] if self.config_file else []),
             *self.extra_args,
         ]  # fmt: skip
         self._process = subprocess.Popen(

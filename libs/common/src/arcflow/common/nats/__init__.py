@@ -49,6 +49,11 @@ from arcflow.common.nats.jetstream import (
     listener_jobs_consumer,
     stream_for_subject,
 )
+from arcflow.common.nats.permissions import (
+    SERVICE_PERMISSIONS,
+    Permissions,
+    render_nats_authorization,
+)
 from arcflow.common.nats.publish import (
     EVENT_TYPE_HEADER,
     MSG_ID_HEADER,
@@ -68,6 +73,7 @@ __all__ = [
     "KV_SCALESETS",
     "KV_WATCH",
     "MSG_ID_HEADER",
+    "SERVICE_PERMISSIONS",
     "STREAMS",
     "STREAM_AUDIT",
     "STREAM_DLQ",
@@ -86,6 +92,7 @@ __all__ = [
     "NatsSettingsError",
     "Outcome",
     "PermanentEventError",
+    "Permissions",
     "PublishTarget",
     "StreamSpec",
     "auditor_consumer",
@@ -98,5 +105,6 @@ __all__ = [
     "listener_jobs_consumer",
     "make_broker",
     "publish_event",
+    "render_nats_authorization",
     "stream_for_subject",
 ]

@@ -1,0 +1,161 @@
+"""Watcher, registrar and reconciler, each logged in as its own restricted NATS user, take an
+ARS from apply to a registered runner: proof that the generated permission lists are complete.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from arcflow.common.actions import ActionsClient, RetryPolicy
+from arcflow.common.kube import KubeClient
+from arcflow.common.nats import NatsSettings
+from arcflow.common.telemetry import setup_metrics
+from arcflow.devstack.actions_sim import ActionsSimulator
+from arcflow.reconciler.app import ReconcilerApp
+from arcflow.reconciler.settings import ReconcilerSettings
+from arcflow.registrar.app import RegistrarApp
+from arcflow.registrar.settings import RegistrarSettings
+from arcflow.watcher.service import WatcherService
+from arcflow.watcher.settings import WatcherSettings
+from tests.polling import eventually
+
+from .conftest import SecuredNats
+
+pytestmark = pytest.mark.integration
+
+CONTROLLER_NS = "arc-systems"
+SECRET_NAME = "github-creds"
+
+
+def _template(image: str) -> dict[str, Any]:
+    return {"spec": {"containers": [{"name": "runner", "image": image}]}}
+
+
+def _fast_client(config_url: str, credentials: Any) -> ActionsClient:
+    return ActionsClient(config_url, credentials, retry=RetryPolicy.fast())
+
+
+@pytest.fixture
+async def restricted_stack(
+    secured: SecuredNats, kube_client: KubeClient, kube_namespace: str
+) -> AsyncIterator[None]:
+    watcher_nc = await secured.connect("watcher")
+    registrar_nc = await secured.connect("registrar")
+    reconciler_nc = await secured.connect("reconciler")
+    metrics = setup_metrics("perm-e2e", host="127.0.0.1", port=0)
+    watcher = WatcherService(
+        WatcherSettings(
+            namespaces=[kube_namespace, CONTROLLER_NS],
+            resync_interval_seconds=0,
+            checkpoint_interval_seconds=0.1,
+            backoff_initial_seconds=0.05,
+            backoff_max_seconds=0.5,
+            publish_timeout_seconds=1.0,
+            nats=NatsSettings(url=secured.url),
+        ),
+        kube=kube_client,
+        js=watcher_nc.jetstream(),
+        meter=metrics.meter,
+    )
+    registrar = RegistrarApp(
+        registrar_nc,
+        kube_client,
+        RegistrarSettings(
+            instance="r1",
+            health_host="127.0.0.1",
+            health_port=0,
+            fetch_timeout_seconds=0.2,
+            retry_delay_seconds=0.1,
+            retry_delay_cap_seconds=0.5,
+            resync_interval_seconds=0.5,
+            lock_wait_seconds=2.0,
+            lock_ttl_seconds=10.0,
+        ),
+        client_factory=_fast_client,
+    )
+    reconciler = ReconcilerApp(
+        reconciler_nc,
+        kube_client,
+        ReconcilerSettings(
+            controller_namespace=CONTROLLER_NS,
+            listener_image="ghcr.io/arcflow/listener:test",
+            workers=2,
+            retry_base_seconds=0.05,
+            retry_cap_seconds=0.5,
+            resync_interval_seconds=3600,
+            fetch_timeout_seconds=0.2,
+            rpc_timeout_seconds=2,
+        ),
+    )
+    watcher.start()
+    await registrar.start()
+    await reconciler.start()
+    await watcher.wait_ready()
+    try:
+        yield
+    finally:
+        await reconciler.stop()
+        await registrar.stop()
+        await watcher.stop()
+        metrics.stop()
+
+
+async def test_ars_apply_with_least_privilege_users(
+    restricted_stack: None,
+    secured: SecuredNats,
+    kube_client: KubeClient,
+    kube_namespace: str,
+    actions_sim: ActionsSimulator,
+) -> None:
+    kube, ns = kube_client, kube_namespace
+    token = actions_sim.add_pat()
+    await kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": SECRET_NAME, "namespace": ns},
+            "data": {"github_token": base64.b64encode(token.encode()).decode()},
+        }
+    )
+    await kube.create(
+        {
+            "apiVersion": "actions.github.com/v1alpha1",
+            "kind": "AutoscalingRunnerSet",
+            "metadata": {"name": "perm", "namespace": ns},
+            "spec": {
+                "githubConfigUrl": actions_sim.config_url("my-org"),
+                "githubConfigSecret": SECRET_NAME,
+                "template": _template("runner:latest"),
+                "runnerVariants": [{"name": "cpu", "template": _template("runner:cpu")}],
+            },
+        }
+    )
+
+    async def converged() -> bool:
+        ars = await kube.get("AutoscalingRunnerSet", "perm", ns)
+        sets = (await kube.list("EphemeralRunnerSet", namespace=ns)).items
+        listeners = (await kube.list("AutoscalingListener", namespace=CONTROLLER_NS)).items
+        annotations = ars["metadata"].get("annotations") or {}
+        return (
+            "actions.github.com/runner-scale-set-ids" in annotations
+            and len(sets) == 1
+            and len(listeners) == 1
+        )
+
+    await eventually(converged, within=15)
+    # the runner path: the reconciler asks the registrar for a JIT config over the RPC
+    await kube.patch_merge(
+        "EphemeralRunnerSet", "perm-cpu", {"spec": {"replicas": 1, "patchID": 0}}, namespace=ns
+    )
+
+    async def registered() -> bool:
+        runners = (await kube.list("EphemeralRunner", namespace=ns)).items
+        return len(runners) == 1 and bool((runners[0].get("status") or {}).get("runnerId"))
+
+    await eventually(registered, within=15)
+    violations = {s: secured.violations(s) for s in ("watcher", "registrar", "reconciler")}
+    assert violations == {"watcher": [], "registrar": [], "reconciler": []}
