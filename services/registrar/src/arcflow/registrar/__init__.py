@@ -1,1 +1,1 @@
-"""arcflow registrar service."""
+"""arcflow registrar: a GitHub scale set per variant (``planning``, ``service``, ``rpc_server``)."""

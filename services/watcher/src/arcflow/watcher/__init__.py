@@ -1,1 +1,1 @@
-"""arcflow watcher service."""
+"""arcflow watcher: cluster changes to events (``changes`` is pure, ``kind_watcher`` does I/O)."""
