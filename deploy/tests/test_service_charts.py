@@ -279,6 +279,46 @@ def test_reconciler_gets_the_listener_image_and_is_discoverable(helm: Helm) -> N
     assert "actions.github.com/controller-watch-single-namespace" not in labels
 
 
+def test_listener_nats_url_defaults_to_the_charts_nats_url(helm: Helm) -> None:
+    docs = helm.render("arcflow-reconciler", values={"nats": {"url": "nats://bus.example:4222"}})
+    env = _env(_container(docs))
+    assert env["ARCFLOW_RECONCILER_LISTENER_NATS_URL"] == "nats://bus.example:4222"
+    assert "ARCFLOW_RECONCILER_LISTENER_NATS_SECRET" not in env
+    assert "ARCFLOW_RECONCILER_LISTENER_NATS_TLS_SECRET" not in env
+
+
+def test_listener_nats_values_reach_the_reconciler_env(helm: Helm) -> None:
+    values = {
+        "listener": {
+            "nats": {
+                "url": "tls://nats-listeners.nats.svc:4222",
+                "existingSecret": "listener-nats",
+                "auth": "credsFile",
+                "tlsSecret": "nats-ca",
+            }
+        }
+    }
+    docs = helm.render("arcflow-reconciler", values=values)
+    container = _container(docs)
+    env = _env(container)
+    assert env["ARCFLOW_RECONCILER_LISTENER_NATS_URL"] == "tls://nats-listeners.nats.svc:4222"
+    assert env["ARCFLOW_RECONCILER_LISTENER_NATS_SECRET"] == "listener-nats"
+    assert env["ARCFLOW_RECONCILER_LISTENER_NATS_AUTH"] == "credsFile"
+    assert env["ARCFLOW_RECONCILER_LISTENER_NATS_TLS_SECRET"] == "nats-ca"
+    # The reconciler only names that Secret: it is not mounted into the reconciler itself.
+    pod_spec = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    mounted = {(v.get("secret") or {}).get("secretName") for v in pod_spec.get("volumes", [])}
+    assert "listener-nats" not in mounted
+    assert "nats-ca" not in mounted
+
+
+def test_bad_listener_nats_auth_fails_with_the_reason(helm: Helm) -> None:
+    values = {"listener": {"nats": {"existingSecret": "s", "auth": "token"}}}
+    result = helm.template("arcflow-reconciler", values=values)
+    assert result.returncode != 0
+    assert "listener.nats.auth must be userPassword or credsFile" in result.stderr
+
+
 def test_listener_image_defaults_to_the_chart_version(helm: Helm) -> None:
     docs = helm.render("arcflow-reconciler")
     env = _env(_container(docs))

@@ -51,13 +51,21 @@ IDS = {"cpu-small": 101, "cpu-large": 102, "gpu": 103}
 LISTENER_IMAGE = "ghcr.io/arcflow/listener:consistency"
 SERVER_SET = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
 REDACTED = "<redacted>"
+# The listener NATS wiring both sides are given (the Secret is only referenced, never read).
+LISTENER_NATS_URL = "nats://nats.arc-systems.svc:4222"
+LISTENER_NATS_SECRET = "arcflow-listener-nats"
 
 
 @asynccontextmanager
 async def reconciler_stack(nats_url: str, kube: KubeClient, namespace: str) -> AsyncIterator[Stack]:
     """The harness's stack, with the settings ``arcflow plan`` can express (no pull secrets)."""
     settings = reconciler_test_settings().model_copy(
-        update={"listener_image": LISTENER_IMAGE, "listener_image_pull_secrets": []}
+        update={
+            "listener_image": LISTENER_IMAGE,
+            "listener_image_pull_secrets": [],
+            "listener_nats_url": LISTENER_NATS_URL,
+            "listener_nats_secret": LISTENER_NATS_SECRET,
+        }
     )
     nc = await nats.connect(nats_url)
     await ensure_jetstream(nc.jetstream())
@@ -140,6 +148,10 @@ def _plan(path: Path) -> list[dict[str, Any]]:
             CONTROLLER_NS,
             "--listener-image",
             LISTENER_IMAGE,
+            "--listener-nats-url",
+            LISTENER_NATS_URL,
+            "--listener-nats-secret",
+            LISTENER_NATS_SECRET,
             "-o",
             "json",
         ],
@@ -196,7 +208,12 @@ async def test_reconciler_writes_exactly_what_plan_prints(stack: Stack, tmp_path
     with_token = plan_objects(
         AutoscalingRunnerSet.from_manifest(live_ars),
         IDS,
-        BuildSettings(CONTROLLER_NS, LISTENER_IMAGE),
+        BuildSettings(
+            CONTROLLER_NS,
+            LISTENER_IMAGE,
+            listener_nats_url=LISTENER_NATS_URL,
+            listener_nats_secret=LISTENER_NATS_SECRET,
+        ),
         GitHubCredentials.model_validate({"github_token": TOKEN}),
     )
     token_hashes = {
@@ -212,6 +229,13 @@ async def test_reconciler_writes_exactly_what_plan_prints(stack: Stack, tmp_path
             assert live_hash == token_hashes[(want["kind"], meta["name"])]
             live = _without_hash(live)
             want = _without_hash(json.loads(json.dumps(want)))
+        if want["kind"] == "Pod":
+            env = {e["name"]: e for e in live["spec"]["containers"][0]["env"]}
+            assert env["ARCFLOW_NATS_URL"]["value"] == LISTENER_NATS_URL
+            assert env["ARCFLOW_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+                "name": LISTENER_NATS_SECRET,
+                "key": "password",
+            }
         if want["kind"] == "Secret":
             shown = json.loads(want["stringData"][LISTENER_CONFIG_KEY])
             assert _config_with_token_redacted(live) == shown

@@ -12,7 +12,9 @@ from pathlib import Path
 import nats
 import pytest
 from nats.aio.client import Client as NatsClient
+from pydantic import SecretStr
 
+from arcflow.common.nats import NatsSettings
 from arcflow.common.nats.permissions import (
     SERVICES,
     default_users,
@@ -40,22 +42,28 @@ class SecuredNats:
     def user(self, service: str) -> str:
         return default_users()[service][0]
 
+    def settings(self, service: str) -> NatsSettings:
+        """``NatsSettings`` logging in as ``service``'s NATS user (inbox prefix left default)."""
+        return NatsSettings(
+            url=self.url,
+            user=self.user(service),
+            password=SecretStr(self.passwords[service]),
+            connect_timeout=2,
+            max_reconnect_attempts=0,
+        )
+
     async def connect(self, service: str, **options: object) -> NatsClient:
-        """A connection as ``service``'s NATS user; async errors land in ``errors[service]``."""
+        """A connection as ``service``'s NATS user, built like the services build theirs
+        (``NatsSettings.connect_options(service)``: the service's own inbox prefix); async
+        errors land in ``errors[service]``. ``options`` override nats-py arguments."""
         errors = self.errors.setdefault(service, [])
 
         async def on_error(exc: Exception) -> None:
             errors.append(exc)
 
-        options.setdefault("password", self.passwords[service])
-        nc = await nats.connect(
-            self.url,
-            user=self.user(service),
-            error_cb=on_error,
-            max_reconnect_attempts=0,
-            connect_timeout=2,
-            **options,
-        )
+        kwargs = self.settings(service).connect_options(service)
+        kwargs.update(options)
+        nc = await nats.connect(error_cb=on_error, **kwargs)
         self.clients.append(nc)
         return nc
 

@@ -213,3 +213,54 @@ def test_plan_uses_annotation_ids_and_defaults_namespace(runner: CliRunner, tmp_
     runner_sets = _kinds(docs, "EphemeralRunnerSet")
     assert [d["spec"]["ephemeralRunnerSpec"]["runnerScaleSetId"] for d in runner_sets] == [21, 22]
     assert {d["metadata"]["namespace"] for d in runner_sets} == {"default"}
+
+
+def test_plan_listener_nats_options_reach_the_listener_pod(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The same wiring the reconciler adds: the URL as a value, credentials as references."""
+    result = runner.invoke(
+        cli,
+        [
+            "plan",
+            str(_write(tmp_path, TWO_VARIANTS)),
+            "--listener-nats-url",
+            "nats://nats.nats.svc:4222",
+            "--listener-nats-secret",
+            "listener-nats",
+            "-o",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    (pod,) = _kinds(json.loads(result.stdout), "Pod")
+    env = pod["spec"]["containers"][0]["env"]
+    assert [e["name"] for e in env] == [
+        "LISTENER_CONFIG_PATH",
+        "ARCFLOW_NATS_URL",
+        "ARCFLOW_NATS_USER",
+        "ARCFLOW_NATS_PASSWORD",
+    ]
+    assert env[1]["value"] == "nats://nats.nats.svc:4222"
+    assert env[3] == {
+        "name": "ARCFLOW_NATS_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": "listener-nats", "key": "password"}},
+    }
+
+
+def test_plan_without_listener_nats_url_adds_no_nats_env(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["plan", str(_write(tmp_path, TWO_VARIANTS)), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    (pod,) = _kinds(json.loads(result.stdout), "Pod")
+    assert "ARCFLOW_NATS" not in json.dumps(pod)
+
+
+def test_plan_listener_nats_secret_without_url_is_an_error(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    result = runner.invoke(
+        cli,
+        ["plan", str(_write(tmp_path, TWO_VARIANTS)), "--listener-nats-secret", "listener-nats"],
+    )
+    assert result.exit_code == 1
+    assert "listener_nats_secret needs listener_nats_url" in result.stderr

@@ -42,6 +42,23 @@ actions.github.com/controller-watch-single-namespace: {{ $watched }}
 - name: ARCFLOW_RECONCILER_BUILD_VERSION
   value: {{ . | quote }}
 {{- end }}
+{{- $lnats := $listener.nats | default dict }}
+{{- $lauth := $lnats.auth | default "userPassword" }}
+{{- if not (has $lauth (list "userPassword" "credsFile")) }}
+{{- fail (printf "listener.nats.auth must be userPassword or credsFile, got %q" $lauth) }}
+{{- end }}
+- name: ARCFLOW_RECONCILER_LISTENER_NATS_URL
+  value: {{ $lnats.url | default .Values.nats.url | quote }}
+{{- with $lnats.existingSecret }}
+- name: ARCFLOW_RECONCILER_LISTENER_NATS_SECRET
+  value: {{ . | quote }}
+- name: ARCFLOW_RECONCILER_LISTENER_NATS_AUTH
+  value: {{ $lauth | quote }}
+{{- end }}
+{{- with $lnats.tlsSecret }}
+- name: ARCFLOW_RECONCILER_LISTENER_NATS_TLS_SECRET
+  value: {{ . | quote }}
+{{- end }}
 {{- end -}}
 
 {{- define "arcflow-svc.extraRbacNamespaces" -}}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,47 @@ def test_single_config_json_golden_is_upstream_shaped() -> None:
     assert "scale_sets" not in text
     assert text.startswith('{"configure_url":"https://github.com/acme/widgets","vault_type":""')
     assert '"github_token":"\\u003credacted\\u003e"' in text
+
+
+NATS_SETTINGS = {
+    "listener_nats_url": "nats://nats.nats.svc:4222",
+    "listener_nats_secret": "arcflow-listener-nats",
+    "listener_nats_tls_secret": "arcflow-nats-ca",
+}
+
+
+def _pod_of(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (pod,) = [o for o in objects if o["kind"] == "Pod"]
+    return pod
+
+
+def test_set_with_listener_nats_matches_golden(
+    single_ars_doc: dict[str, Any], settings: BuildSettings
+) -> None:
+    """The same set with listener NATS wiring: only the listener pod may differ."""
+    wired = replace(settings, **NATS_SETTINGS)
+    objects = _plan(single_ars_doc, {"": 7}, wired)
+    _check_golden("single.nats.yaml", _dump(objects))
+    plain = _plan(single_ars_doc, {"": 7}, settings)
+    assert [o for o in objects if o["kind"] != "Pod"] == [o for o in plain if o["kind"] != "Pod"]
+    pod, plain_pod = _pod_of(objects), _pod_of(plain)
+    added_env = pod["spec"]["containers"][0]["env"][
+        len(plain_pod["spec"]["containers"][0]["env"]) :
+    ]
+    assert [e["name"] for e in added_env] == [
+        "ARCFLOW_NATS_URL",
+        "ARCFLOW_NATS_USER",
+        "ARCFLOW_NATS_PASSWORD",
+        "ARCFLOW_NATS_TLS_CA",
+    ]
+    assert pod["metadata"]["annotations"] != plain_pod["metadata"]["annotations"]
+
+
+def test_two_variant_set_with_listener_nats_matches_golden(
+    variants_ars_doc: dict[str, Any], settings: BuildSettings
+) -> None:
+    wired = replace(settings, **NATS_SETTINGS)
+    objects = _plan(variants_ars_doc, {"cpu": 11, "gpu": 12}, wired)
+    _check_golden("variants.nats.yaml", _dump(objects))
+    plain = _plan(variants_ars_doc, {"cpu": 11, "gpu": 12}, settings)
+    assert [o for o in objects if o["kind"] != "Pod"] == [o for o in plain if o["kind"] != "Pod"]

@@ -29,7 +29,7 @@ def _batch(message_id: int) -> JobsBatch:
 
 
 async def test_events_reach_the_handler_and_bad_ones_are_dead_lettered() -> None:
-    broker: NatsBroker = make_broker(NatsSettings())
+    broker: NatsBroker = make_broker(NatsSettings(), "test")
     handled: list[tuple[EventBase, Delivery]] = []
     dead: list[DeadLetter] = []
 

@@ -76,7 +76,7 @@ def _batch(message_id: int) -> JobsBatch:
 
 @pytest.fixture
 async def broker(private_nats_server: NatsServer) -> AsyncIterator[NatsBroker]:
-    broker = make_broker(NatsSettings(url=private_nats_server.url, name="test"))
+    broker = make_broker(NatsSettings(url=private_nats_server.url, name="test"), "test")
     async with broker:
         await broker.connect()
         await ensure_jetstream(jetstream_of(broker), consumers=[])

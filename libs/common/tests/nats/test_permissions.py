@@ -15,12 +15,12 @@ from arcflow.common.nats import (
     listener_jobs_consumer,
 )
 from arcflow.common.nats.permissions import (
-    INBOX,
     REGISTRAR_RPC_QUEUE,
     SERVICE_PERMISSIONS,
     SERVICES,
     Permissions,
     default_users,
+    inbox_subscription,
     password_placeholder,
     permissions_json,
     render_nats_authorization,
@@ -57,9 +57,24 @@ def test_every_service_is_described() -> None:
     assert tuple(SERVICE_PERMISSIONS) == SERVICES
     for perms in SERVICE_PERMISSIONS.values():
         assert perms.may_publish("$JS.API.INFO")
-        assert INBOX in perms.subscribe
+        assert perms.subscribe.count(inbox_subscription(perms.service)) == 1
         assert perms.why
         assert len(set(perms.publish)) == len(perms.publish)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_each_service_may_read_only_its_own_inbox(service: str) -> None:
+    """No shared ``_INBOX.>``: a user reads its own replies, never another service's."""
+    perms = SERVICE_PERMISSIONS[service]
+    assert perms.may_subscribe(f"_INBOX_{service}.abc.*")
+    assert perms.may_subscribe(f"_INBOX_{service}.>")
+    assert not perms.may_subscribe("_INBOX.>")
+    assert not perms.may_subscribe("_INBOX.abc")
+    for other in SERVICES:
+        if other != service:
+            assert not perms.may_subscribe(f"_INBOX_{other}.>")
+            assert not perms.may_subscribe(f"_INBOX_{other}.abc")
+    assert not perms.may_subscribe(">")
 
 
 @pytest.mark.parametrize("service", SERVICES)

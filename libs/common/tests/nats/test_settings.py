@@ -6,6 +6,7 @@ import nats
 import pytest
 
 from arcflow.common.nats import NatsSettings, NatsSettingsError, jetstream_of, make_broker
+from arcflow.common.nats.settings import service_inbox_prefix, validate_inbox_prefix
 from arcflow.devstack.nats_server import NatsServer
 
 
@@ -20,11 +21,53 @@ def test_settings_read_the_environment_and_hide_the_password(
     assert settings.servers == ["nats://a:4222", "nats://b:4222"]
     assert "s3cr3t-pw" not in repr(settings)
     assert "s3cr3t-pw" not in str(settings.model_dump())
-    options = settings.connect_options()
+    options = settings.connect_options("reconciler")
     assert options["user"] == "reconciler"
     assert options["password"] == "s3cr3t-pw"
     assert options["name"] == "reconciler-0"
     assert "tls" not in options
+    assert options["inbox_prefix"] == "_INBOX_reconciler"
+
+
+@pytest.mark.parametrize("service", ["watcher", "registrar", "reconciler", "listener", "auditor"])
+def test_each_identity_gets_its_own_inbox_prefix_by_default(service: str) -> None:
+    settings = NatsSettings()
+    assert settings.inbox_prefix is None
+    assert settings.connect_options(service)["inbox_prefix"] == f"_INBOX_{service}"
+    assert service_inbox_prefix(service) == f"_INBOX_{service}"
+
+
+def test_the_environment_overrides_the_inbox_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARCFLOW_NATS_INBOX_PREFIX", "_INBOX_team1.reconciler")
+    settings = NatsSettings()
+    assert settings.inbox_prefix == "_INBOX_team1.reconciler"
+    assert settings.connect_options("reconciler")["inbox_prefix"] == "_INBOX_team1.reconciler"
+    assert settings.inbox_prefix_for("listener") == "_INBOX_team1.reconciler"
+
+
+@pytest.mark.parametrize(
+    "prefix", ["", "_INBOX.>", "_INBOX_*", "_INBOX.", ".x", "a..b", "my inbox", "a\tb", ">"]
+)
+def test_an_invalid_inbox_prefix_is_rejected_with_the_reason(
+    prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ValueError, match="inbox prefix"):
+        NatsSettings(inbox_prefix=prefix)
+    monkeypatch.setenv("ARCFLOW_NATS_INBOX_PREFIX", prefix)
+    with pytest.raises(ValueError, match="inbox prefix"):
+        NatsSettings()
+
+
+@pytest.mark.parametrize("prefix", ["_INBOX_x", "_INBOX.svc", "a.b-c.d_e"])
+def test_a_valid_inbox_prefix_is_kept(prefix: str) -> None:
+    assert validate_inbox_prefix(prefix) == prefix
+    assert NatsSettings(inbox_prefix=prefix).connect_options("x")["inbox_prefix"] == prefix
+
+
+@pytest.mark.parametrize("service", ["", "a.b", "*", ">", "has space"])
+def test_a_service_identity_must_be_one_token(service: str) -> None:
+    with pytest.raises(ValueError, match="one subject token"):
+        NatsSettings().connect_options(service)
 
 
 @pytest.mark.parametrize(
@@ -37,7 +80,7 @@ def test_settings_read_the_environment_and_hide_the_password(
 )
 def test_inconsistent_settings_are_rejected(kwargs: dict[str, str], match: str) -> None:
     with pytest.raises(NatsSettingsError, match=match):
-        NatsSettings(**kwargs).connect_options()  # type: ignore[arg-type]
+        NatsSettings(**kwargs).connect_options("watcher")  # type: ignore[arg-type]
 
 
 def test_empty_url_is_rejected() -> None:
@@ -46,9 +89,9 @@ def test_empty_url_is_rejected() -> None:
 
 
 def test_tls_scheme_builds_a_context_and_creds_file_is_passed() -> None:
-    options = NatsSettings(
-        url="tls://nats:4222", creds_file="/etc/nats/svc.creds"
-    ).connect_options()
+    options = NatsSettings(url="tls://nats:4222", creds_file="/etc/nats/svc.creds").connect_options(
+        "watcher"
+    )
     assert options["tls"] is not None
     assert options["user_credentials"] == "/etc/nats/svc.creds"
 
@@ -56,17 +99,17 @@ def test_tls_scheme_builds_a_context_and_creds_file_is_passed() -> None:
 @pytest.mark.integration
 async def test_user_password_authenticate_with_nats_py_and_faststream() -> None:
     with NatsServer(extra_args=["--user", "svc", "--pass", "pw-123"]) as server:
-        good = NatsSettings(url=server.url, user="svc", password="pw-123")  # type: ignore[arg-type]
-        nc = await nats.connect(**good.connect_options())
+        good = NatsSettings(url=server.url, user="svc", password="pw-123")
+        nc = await nats.connect(**good.connect_options("svc"))
         try:
             assert nc.is_connected
         finally:
             await nc.close()
-        broker = make_broker(good)
+        broker = make_broker(good, "svc")
         async with broker:
             await broker.connect()
             info = await jetstream_of(broker).account_info()
             assert info is not None
-        bad = NatsSettings(url=server.url, user="svc", password="wrong", max_reconnect_attempts=0)  # type: ignore[arg-type]
+        bad = NatsSettings(url=server.url, user="svc", password="wrong", max_reconnect_attempts=0)
         with pytest.raises(Exception, match=r"(?i)authorization"):
-            await nats.connect(**bad.connect_options(), allow_reconnect=False)
+            await nats.connect(**bad.connect_options("svc"), allow_reconnect=False)

@@ -17,7 +17,13 @@ from arcflow.common import constants
 from arcflow.common.kube import POD, KubeClient, KubeSettings, NotFoundError
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.pod_runner import PodRunner, SimulatedRunnerBackend
+from arcflow.devstack.pod_runner import (
+    PodRunner,
+    PodStartError,
+    SimulatedRunnerBackend,
+    env_secret_refs_of,
+    resolve_container_env,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -77,7 +83,7 @@ def _runner_pod(name: str) -> dict[str, Any]:
     }
 
 
-def _listener_pod(name: str) -> dict[str, Any]:
+def _listener_pod(name: str, env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -87,7 +93,7 @@ def _listener_pod(name: str) -> dict[str, Any]:
             "labels": {constants.LABEL_COMPONENT: constants.COMPONENT_LISTENER},
         },
         "spec": {
-            "containers": [{"name": "listener", "image": "x", "env": []}],
+            "containers": [{"name": "listener", "image": "x", "env": env or []}],
             "volumes": [
                 {
                     "name": constants.LISTENER_CONFIG_VOLUME,
@@ -96,6 +102,23 @@ def _listener_pod(name: str) -> dict[str, Any]:
             ],
         },
     }
+
+
+NATS_ENV: list[dict[str, Any]] = [
+    {"name": "ARCFLOW_NATS_URL", "value": "nats://127.0.0.1:1"},
+    {
+        "name": "ARCFLOW_NATS_USER",
+        "valueFrom": {"secretKeyRef": {"name": "listener-nats", "key": "user"}},
+    },
+    {
+        "name": "ARCFLOW_NATS_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": "listener-nats", "key": "password"}},
+    },
+    {
+        "name": "ARCFLOW_NATS_TLS_CA",
+        "valueFrom": {"secretKeyRef": {"name": "absent-secret", "key": "ca.crt", "optional": True}},
+    },
+]
 
 
 async def _wait_phase(client: KubeClient, name: str, phases: set[str], within: float = 15.0):
@@ -176,7 +199,10 @@ async def test_listener_pod_runs_a_process_that_deletion_stops(
         "import json, os, pathlib, time\n"
         "cfg = pathlib.Path(os.environ['LISTENER_CONFIG_PATH']).read_text()\n"
         f"pathlib.Path({str(out)!r}).write_text(json.dumps({{'pid': os.getpid(), "
-        "'cfg': json.loads(cfg), 'nats': os.environ.get('ARCFLOW_NATS_URL')}))\n"
+        "'cfg': json.loads(cfg), 'nats': os.environ.get('ARCFLOW_NATS_URL'),\n"
+        "'user': os.environ.get('ARCFLOW_NATS_USER'),\n"
+        "'password': os.environ.get('ARCFLOW_NATS_PASSWORD'),\n"
+        "'node': os.environ.get('NODE_LEVEL')}))\n"
         "time.sleep(60)\n"
     )
     config = {"configure_url": "http://sim/org", "github_token": "t0ken", "metrics_addr": ":8080"}
@@ -193,13 +219,25 @@ async def test_listener_pod_runs_a_process_that_deletion_stops(
         tmp_path / "pods",
         None,
         namespace=NS,
-        listener_env={"ARCFLOW_NATS_URL": "nats://127.0.0.1:1", "PYTHONPATH": str(module_dir)},
+        listener_env={
+            "ARCFLOW_NATS_URL": "nats://node-level:1",
+            "NODE_LEVEL": "yes",
+            "PYTHONPATH": str(module_dir),
+        },
         listener_module="fake_listener",
     )
     await runner.start()
     try:
         await runner.wait_ready()
-        await emulator_client.create(_listener_pod("lst"))
+        await emulator_client.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "listener-nats", "namespace": NS},
+                "data": {"user": _b64("listener"), "password": _b64("s3cret-pw")},
+            }
+        )
+        await emulator_client.create(_listener_pod("lst", env=NATS_ENV))
         pod = await _wait_phase(emulator_client, "lst", {"Running", "Failed"})
         assert pod["status"]["phase"] == "Running"
         deadline = time.monotonic() + 10
@@ -207,7 +245,11 @@ async def test_listener_pod_runs_a_process_that_deletion_stops(
             assert time.monotonic() < deadline, "listener process never started"
             await asyncio.sleep(0.05)
         seen = json.loads(out.read_text())
+        # The pod spec's env wins over node-level env; secretKeyRefs are resolved.
         assert seen["nats"] == "nats://127.0.0.1:1"
+        assert seen["user"] == "listener"
+        assert seen["password"] == "s3cret-pw"
+        assert seen["node"] == "yes"
         assert seen["cfg"]["github_token"] == "t0ken"
         assert seen["cfg"]["metrics_addr"].startswith("127.0.0.1:")
         assert runner.running_processes == [seen["pid"]]
@@ -222,3 +264,59 @@ async def test_listener_pod_runs_a_process_that_deletion_stops(
             await emulator_client.get(POD, "lst", NS)
     finally:
         await runner.stop()
+
+
+async def test_listener_pod_with_a_missing_env_secret_fails_with_a_reason(
+    emulator_client: KubeClient, tmp_path: Path
+) -> None:
+    """A required secretKeyRef whose key is missing stops the start (a kubelet's
+    CreateContainerConfigError); the reason names the env var and key, never a value."""
+    await emulator_client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "lst2-config", "namespace": NS},
+            "data": {constants.LISTENER_CONFIG_KEY: _b64(json.dumps({"configure_url": "x"}))},
+        }
+    )
+    await emulator_client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "listener-nats", "namespace": NS},
+            "data": {"user": _b64("listener")},
+        }
+    )
+    runner = PodRunner(emulator_client, tmp_path / "pods", None, namespace=NS)
+    await runner.start()
+    try:
+        await runner.wait_ready()
+        await emulator_client.create(_listener_pod("lst2", env=NATS_ENV))
+        pod = await _wait_phase(emulator_client, "lst2", {"Running", "Failed"})
+    finally:
+        await runner.stop()
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert pod["status"]["phase"] == "Failed"
+    assert terminated["message"] == "env ARCFLOW_NATS_PASSWORD: secret has no key password"
+    assert runner.running_processes == []
+
+
+def test_resolve_container_env_orders_and_overrides_like_a_kubelet() -> None:
+    pod = _listener_pod(
+        "p",
+        env=[
+            {"name": "A", "value": "1"},
+            {"name": "B", "valueFrom": {"secretKeyRef": {"name": "s", "key": "b"}}},
+            {"name": "A", "value": "2"},
+            {
+                "name": "C",
+                "valueFrom": {"secretKeyRef": {"name": "s", "key": "c", "optional": True}},
+            },
+            {"name": "D", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        ],
+    )
+    secrets = {"s": {"data": {"b": _b64("bee")}}}
+    assert resolve_container_env(pod, "listener", secrets) == {"A": "2", "B": "bee"}
+    assert env_secret_refs_of(pod, "listener") == {"s": False}
+    with pytest.raises(PodStartError, match="env B: secret s not found"):
+        resolve_container_env(pod, "listener", {})

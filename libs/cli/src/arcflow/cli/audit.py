@@ -51,6 +51,9 @@ _FETCH_BATCH: Final = 256
 _FOLLOW_POLL_SECONDS: Final = 1.0
 _CONSUMER_IDLE_SECONDS: Final = 30.0
 _CLI_RECONNECT_ATTEMPTS: Final = 3
+#: Who ``arcflow audit`` connects as: the read-only ``arcflow-auditor`` user, whose only inbox
+#: is ``_INBOX_auditor.>``.
+AUDIT_NATS_IDENTITY: Final = "auditor"
 _DURATION_RE: Final = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
 _UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -366,7 +369,7 @@ async def run_audit(
     warn: Callable[[str], None],
 ) -> int:
     """Connect, read per ``request``, disconnect; returns how many events were emitted."""
-    options = settings.connect_options()
+    options = settings.connect_options(AUDIT_NATS_IDENTITY)
     if "ARCFLOW_NATS_MAX_RECONNECT_ATTEMPTS" not in os.environ:
         # A service retries forever; an operator at a terminal wants an error quickly.
         options["max_reconnect_attempts"] = _CLI_RECONNECT_ATTEMPTS
@@ -496,7 +499,8 @@ def audit_command(
         if nats_url:
             overrides["url"] = nats_url
         settings = NatsSettings(**overrides)
-        settings.connect_options()  # raises on inconsistent settings before connecting
+        # raises on inconsistent settings before connecting
+        settings.connect_options(AUDIT_NATS_IDENTITY)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 

@@ -22,6 +22,7 @@ from arcflow.common.builders import (
     plan_objects,
     scale_set_ids_from_annotations,
 )
+from arcflow.common.builders.settings import NATS_AUTH_USER_PASSWORD, VALID_NATS_AUTH_MODES
 from arcflow.common.constants import DEFAULT_VARIANT, KIND_ARS, LISTENER_CONFIG_KEY
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.validation import FieldError, validate_manifest
@@ -176,6 +177,30 @@ _BlockStrDumper.add_representer(str, _str_representer)
     "--listener-image", default=DEFAULT_LISTENER_IMAGE, show_default=True, help="Listener image."
 )
 @click.option(
+    "--listener-nats-url",
+    default="",
+    help="NATS URL given to listener pods (the reconciler's listener_nats_url; "
+    "the chart's listener.nats.url). Empty: no NATS env.",
+)
+@click.option(
+    "--listener-nats-secret",
+    default="",
+    help="Secret (controller namespace) with the listener's NATS credentials; only "
+    "referenced, never read.",
+)
+@click.option(
+    "--listener-nats-auth",
+    type=click.Choice(list(VALID_NATS_AUTH_MODES)),
+    default=NATS_AUTH_USER_PASSWORD,
+    show_default=True,
+    help="Keys user/password as env, or key creds mounted as a credentials file.",
+)
+@click.option(
+    "--listener-nats-tls-secret",
+    default="",
+    help="Secret (controller namespace) whose ca.crt listener pods trust for NATS TLS.",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Choice(["yaml", "json"]),
@@ -184,7 +209,15 @@ _BlockStrDumper.add_representer(str, _str_representer)
     help="YAML multi-document stream or a JSON list.",
 )
 def plan_command(
-    file: Path, ids: tuple[str, ...], controller_namespace: str, listener_image: str, output: str
+    file: Path,
+    ids: tuple[str, ...],
+    controller_namespace: str,
+    listener_image: str,
+    listener_nats_url: str,
+    listener_nats_secret: str,
+    listener_nats_auth: str,
+    listener_nats_tls_secret: str,
+    output: str,
 ) -> None:
     """Print every object the reconciler would write for the AutoscalingRunnerSet(s) in FILE.
 
@@ -200,7 +233,12 @@ def plan_command(
         raise SystemExit(1)
     try:
         settings = BuildSettings(
-            controller_namespace=controller_namespace, listener_image=listener_image
+            controller_namespace=controller_namespace,
+            listener_image=listener_image,
+            listener_nats_url=listener_nats_url,
+            listener_nats_secret=listener_nats_secret,
+            listener_nats_auth=listener_nats_auth,
+            listener_nats_tls_secret=listener_nats_tls_secret,
         )
     except ValueError as exc:
         raise _InputError(str(exc)) from exc

@@ -6,7 +6,8 @@ So this watches Pods and plays them:
 
 * a **listener pod** (label ``app.kubernetes.io/component=runner-scale-set-listener`` or a
   container named ``listener``) becomes a real ``python -m arcflow.listener`` process fed with
-  the ``config.json`` of its mounted config Secret;
+  the ``config.json`` of its mounted config Secret and the ``listener`` container's env
+  (``value`` and ``secretKeyRef`` resolved from the emulator's Secrets, as a kubelet does);
 * a **runner pod** (label ``actions-ephemeral-runner=True``) becomes a simulated runner that
   connects with the JIT config of its Secret, takes one job, finishes it and exits 0.
 
@@ -95,16 +96,59 @@ def jit_secret_ref_of(pod: Mapping[str, Any]) -> tuple[str, str]:
     raise PodStartError(f"no {constants.ENV_JIT_CONFIG} secretKeyRef in the pod")
 
 
-def plain_env_of(pod: Mapping[str, Any], container_name: str) -> dict[str, str]:
-    """Literal ``value`` env entries of one container (secret refs are resolved elsewhere)."""
+def _container_env_entries(pod: Mapping[str, Any], container_name: str) -> list[Mapping[str, Any]]:
     for container in (pod.get("spec") or {}).get("containers") or []:
         if container.get("name") == container_name:
-            return {
-                str(e["name"]): str(e["value"])
-                for e in container.get("env") or []
-                if "name" in e and isinstance(e.get("value"), str)
-            }
-    return {}
+            return [e for e in container.get("env") or [] if e.get("name")]
+    return []
+
+
+def plain_env_of(pod: Mapping[str, Any], container_name: str) -> dict[str, str]:
+    """Literal ``value`` env entries of one container (secret refs are resolved elsewhere)."""
+    return {
+        str(e["name"]): str(e["value"])
+        for e in _container_env_entries(pod, container_name)
+        if isinstance(e.get("value"), str)
+    }
+
+
+def env_secret_refs_of(pod: Mapping[str, Any], container_name: str) -> dict[str, bool]:
+    """Secret name -> whether every reference to it is ``optional`` (then it may be absent)."""
+    refs: dict[str, bool] = {}
+    for entry in _container_env_entries(pod, container_name):
+        ref = (entry.get("valueFrom") or {}).get("secretKeyRef") or {}
+        if ref.get("name"):
+            name = str(ref["name"])
+            refs[name] = refs.get(name, True) and bool(ref.get("optional"))
+    return refs
+
+
+def resolve_container_env(
+    pod: Mapping[str, Any], container_name: str, secrets: Mapping[str, Mapping[str, Any]]
+) -> dict[str, str]:
+    """The env a kubelet would give one container: ``value`` entries and ``secretKeyRef``s
+    read from ``secrets`` (name -> Secret manifest, of the pod's namespace), in order, a later
+    entry of the same name winning. A missing Secret or key fails the start (a kubelet's
+    CreateContainerConfigError) unless the reference is ``optional``. Other sources
+    (configMapKeyRef, fieldRef, ``$(VAR)`` expansion) are not emulated."""
+    env: dict[str, str] = {}
+    for entry in _container_env_entries(pod, container_name):
+        name = str(entry["name"])
+        if isinstance(entry.get("value"), str):
+            env[name] = entry["value"]
+            continue
+        ref = (entry.get("valueFrom") or {}).get("secretKeyRef") or {}
+        if not ref.get("name") or not ref.get("key"):
+            continue
+        secret = secrets.get(str(ref["name"]))
+        try:
+            if secret is None:
+                raise PodStartError(f"secret {ref['name']} not found")
+            env[name] = secret_value(secret, str(ref["key"]))
+        except PodStartError as exc:
+            if not ref.get("optional"):
+                raise PodStartError(f"env {name}: {exc}") from None
+    return env
 
 
 def secret_value(secret: Mapping[str, Any], key: str) -> str:
@@ -285,6 +329,8 @@ class PodRunner:
     work_dir: Path
     runner_backend: RunnerBackend | None = None
     namespace: str | None = None
+    # Node-level env for listener processes (e.g. a kubeconfig: the emulator has no service
+    # account tokens), applied *under* the pod's own env, which wins.
     listener_env: dict[str, str] = field(default_factory=dict)
     python: str = sys.executable
     listener_module: str = "arcflow.listener"
@@ -438,6 +484,20 @@ class PodRunner:
                     raise PodStartError(f"secret {namespace}/{name} not found") from None
                 await asyncio.sleep(0.2)
 
+    async def _container_env(
+        self, namespace: str, pod: Mapping[str, Any], container_name: str
+    ) -> dict[str, str]:
+        """Resolve a container's env like a kubelet: referenced Secrets are read (waiting a
+        little for required ones, not at all for optional ones)."""
+        secrets: dict[str, Mapping[str, Any]] = {}
+        for name, optional in env_secret_refs_of(pod, container_name).items():
+            if optional:
+                with contextlib.suppress(NotFoundError):
+                    secrets[name] = await self.kube.get(SECRET, name, namespace)
+            else:
+                secrets[name] = await self._read_secret(namespace, name)
+        return resolve_container_env(pod, container_name, secrets)
+
     # --- listener pods ----------------------------------------------------------------
 
     async def _run_listener(self, record: PodRecord, pod: Mapping[str, Any]) -> None:
@@ -447,6 +507,7 @@ class PodRunner:
             config_text = localize_listener_config(
                 secret_value(secret, constants.LISTENER_CONFIG_KEY), free_port()
             )
+            pod_env = await self._container_env(record.namespace, pod, constants.LISTENER_CONTAINER)
         except (PodStartError, KubeApiError) as exc:
             log.warning("listener pod %s/%s cannot start: %s", record.namespace, record.name, exc)
             await self._finish(record, pod, started, 1, str(exc))
@@ -457,8 +518,11 @@ class PodRunner:
         fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(config_text)
-        env = {**os.environ, **plain_env_of(pod, constants.LISTENER_CONTAINER)}
+        # NATS settings come from the pod spec only (as on a cluster), never from this
+        # process's own environment, so a pod the reconciler built without them fails here too.
+        env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ARCFLOW_NATS_")}
         env.update(self.listener_env)
+        env.update(pod_env)
         env["LISTENER_CONFIG_PATH"] = str(config_path)
         env["PYTHONUNBUFFERED"] = "1"
         log_path = pod_dir / "listener.log"

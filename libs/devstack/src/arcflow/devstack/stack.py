@@ -52,6 +52,7 @@ from arcflow.common.kube import (
     NotFoundError,
     Resource,
 )
+from arcflow.common.nats.settings import service_inbox_prefix
 from arcflow.devstack import demo
 from arcflow.devstack.demo import JobRecord, SummaryInputs, VariantTarget
 from arcflow.devstack.live_view import (
@@ -70,6 +71,9 @@ from arcflow.devstack.pod_runner import PodRunner, SimulatedRunnerBackend, set_p
 log = logging.getLogger(__name__)
 
 SERVICES: tuple[str, ...] = ("watcher", "registrar", "reconciler")
+#: The dev stack's own NATS connections (the live view's event feed) use ``_INBOX_devstack``:
+#: never a service's inbox, never the shared ``_INBOX.``.
+DEVSTACK_NATS_IDENTITY = "devstack"
 #: Everything the demo needs to complete; the listener runs inside listener pods.
 REQUIRED_FOR_DEMO: tuple[str, ...] = (*SERVICES, "listener")
 COUNTED_KINDS: tuple[Resource, ...] = (
@@ -166,6 +170,10 @@ def service_env(
             "PYTHONUNBUFFERED": "1",
         }
     )
+    if name == "reconciler":
+        # Listener pods reach the same server; the dev stack's NATS has no authorization, so
+        # no credentials Secret is wired.
+        env[f"{prefix}LISTENER_NATS_URL"] = nats_url
     if kubeconfig:
         env["ARCFLOW_KUBE_KUBECONFIG"] = kubeconfig
     return env
@@ -305,8 +313,9 @@ class DevStack:
                 self.kube,
                 temp / "pods",
                 backend,
+                # NATS is not here: listener processes get it from their pod spec, which the
+                # reconciler builds from ARCFLOW_RECONCILER_LISTENER_NATS_URL (service_env).
                 listener_env={
-                    "ARCFLOW_NATS_URL": self.nats.url,
                     "ARCFLOW_KUBE_KUBECONFIG": self._kubeconfig or "",
                     "PYTHONUNBUFFERED": "1",
                 },
@@ -563,7 +572,10 @@ class DevStack:
     async def _start_feed(self) -> None:
         assert self.nats is not None
         client: NatsClient = await nats.connect(
-            self.nats.url, name="arcflow-dev-view", max_reconnect_attempts=-1
+            self.nats.url,
+            name="arcflow-dev-view",
+            max_reconnect_attempts=-1,
+            inbox_prefix=service_inbox_prefix(DEVSTACK_NATS_IDENTITY),
         )
         self._exit.push_async_callback(_close_nats, client)
 

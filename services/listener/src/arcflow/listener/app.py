@@ -116,7 +116,7 @@ class Listener:
 
     async def _connect_nats(self) -> JetStreamContext:
         settings = self.options.nats or nats_settings(self.raw_config, self.options.environ)
-        self._nc = await nats.connect(**settings.connect_options())
+        self._nc = await nats.connect(**settings.connect_options("listener"))
         js = self._nc.jetstream(timeout=10.0)
         for spec in (STREAM_JOBS, STREAM_SCALE, STREAM_DLQ):
             await ensure_stream(js, spec)

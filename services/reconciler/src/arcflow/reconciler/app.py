@@ -267,6 +267,16 @@ class ReconcilerApp:
             self.health = None
 
 
+async def connect_nats(settings: ReconcilerSettings) -> NatsClient:
+    """Connect as the reconciler: ``ARCFLOW_NATS_*`` settings, the reconciler's own inbox.
+
+    The inbox prefix (``_INBOX_reconciler``) is where the registrar's JIT configs come back;
+    only the reconciler's NATS user may subscribe to it.
+    """
+    nats_settings = NatsSettings(name=settings.instance or "reconciler")
+    return await nats.connect(**nats_settings.connect_options("reconciler"))
+
+
 async def run(
     settings: ReconcilerSettings | None = None, *, stop_event: asyncio.Event | None = None
 ) -> None:
@@ -275,9 +285,7 @@ async def run(
     metrics_server = setup_metrics(
         "reconciler", host=settings.metrics_host, port=settings.metrics_port
     )
-    nc = await nats.connect(
-        **NatsSettings(name=settings.instance or "reconciler").connect_options()
-    )
+    nc = await connect_nats(settings)
     kube = await KubeClient.from_settings(reconciler_kube_settings())
     app = ReconcilerApp(nc, kube, settings, meter=metrics_server.meter)
     try:

@@ -6,9 +6,10 @@ NATS and Kubernetes connections have their own settings in ``arcflow.common``
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from arcflow.common.builders import BuildSettings
@@ -40,6 +41,21 @@ class ReconcilerSettings(BaseSettings):
     listener_metrics_endpoint: str = "/metrics"
     build_version: str = "dev"
     exclude_label_propagation_prefixes: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    listener_nats_url: str | None = Field(
+        default=None,
+        description="ARCFLOW_NATS_URL of listener pods. Unset: the reconciler's own "
+        "ARCFLOW_NATS_URL (listener pods run in the controller namespace, next to the "
+        "reconciler); empty: listener pods get no NATS env",
+    )
+    listener_nats_secret: str = Field(
+        default="",
+        description="Secret in the controller namespace with the listener's NATS credentials "
+        "(keys user/password, or creds with listener_nats_auth=credsFile)",
+    )
+    listener_nats_auth: str = "userPassword"
+    listener_nats_tls_secret: str = Field(
+        default="", description="Secret in the controller namespace with ca.crt for NATS TLS"
+    )
 
     workers: int = Field(default=4, ge=1, description="Reconciles running at once")
     retry_base_seconds: float = Field(default=0.5, gt=0, description="First retry delay")
@@ -76,6 +92,13 @@ class ReconcilerSettings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @model_validator(mode="after")
+    def _default_listener_nats_url(self) -> ReconcilerSettings:
+        """Unset means "where the reconciler itself connects" (the production default)."""
+        if self.listener_nats_url is None:
+            self.listener_nats_url = os.environ.get("ARCFLOW_NATS_URL", "")
+        return self
+
     def build_settings(self) -> BuildSettings:
         """The builders' settings (validated there: a bad image or namespace fails here)."""
         return BuildSettings(
@@ -89,6 +112,10 @@ class ReconcilerSettings(BaseSettings):
             listener_metrics_endpoint=self.listener_metrics_endpoint,
             build_version=self.build_version,
             exclude_label_propagation_prefixes=tuple(self.exclude_label_propagation_prefixes),
+            listener_nats_url=self.listener_nats_url or "",
+            listener_nats_secret=self.listener_nats_secret,
+            listener_nats_auth=self.listener_nats_auth,
+            listener_nats_tls_secret=self.listener_nats_tls_secret,
         )
 
 

@@ -175,6 +175,12 @@ class RegistrarApp:
         await self.clients.aclose()
 
 
+async def connect_nats(settings: RegistrarSettings) -> NatsClient:
+    """Connect as the registrar: ``ARCFLOW_NATS_*`` settings, the registrar's own inbox."""
+    nats_settings = NatsSettings(name=settings.instance or "registrar")
+    return await nats.connect(**nats_settings.connect_options("registrar"))
+
+
 async def run(
     settings: RegistrarSettings | None = None,
     *,
@@ -184,11 +190,10 @@ async def run(
     """Run one replica until ``stop_event`` is set (or the task is cancelled)."""
     settings = settings or RegistrarSettings()
     setup_logging("registrar", json_output=settings.log_json, level=settings.log_level)
-    nats_settings = NatsSettings(name=settings.instance or "registrar")
     metrics_server = setup_metrics(
         "registrar", host=settings.metrics_host, port=settings.metrics_port
     )
-    nc = await nats.connect(**nats_settings.connect_options())
+    nc = await connect_nats(settings)
     kube = await KubeClient.from_settings(KubeSettings())
     app = RegistrarApp(nc, kube, settings, meter=metrics_server.meter)
     try:

@@ -181,7 +181,7 @@ async def connect_nats(settings: WatcherSettings) -> NatsClient:
     async def on_error(exc: Exception) -> None:
         log.warning("NATS error", extra={"error": type(exc).__name__})
 
-    options = settings.nats.connect_options()
+    options = settings.nats.connect_options(SERVICE_NAME)
     options.setdefault("name", f"arcflow-{SERVICE_NAME}")
     client: NatsClient = await nats.connect(
         **options,

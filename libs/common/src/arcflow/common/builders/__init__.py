@@ -37,6 +37,11 @@ from arcflow.common.builders.listener import (
     listener_scale_sets_of,
     merge_listener_pod_with_template,
 )
+from arcflow.common.builders.listener_nats import (
+    listener_nats_env,
+    listener_nats_volume_mounts,
+    listener_nats_volumes,
+)
 from arcflow.common.builders.plan import desired_runner_sets, listener_scale_sets, plan_objects
 from arcflow.common.builders.proxy import ProxyCredentials, proxy_env, proxy_secret_data
 from arcflow.common.builders.runner_set import (
@@ -82,6 +87,9 @@ __all__ = [
     "jit_secret_data",
     "listener_ephemeral_runner_set_names",
     "listener_name_for",
+    "listener_nats_env",
+    "listener_nats_volume_mounts",
+    "listener_nats_volumes",
     "listener_pod_spec",
     "listener_role_rules",
     "listener_scale_sets",

@@ -24,6 +24,11 @@ from arcflow.common.builders.common import (
     owner_reference,
     resource_meta,
 )
+from arcflow.common.builders.listener_nats import (
+    listener_nats_env,
+    listener_nats_volume_mounts,
+    listener_nats_volumes,
+)
 from arcflow.common.builders.proxy import ProxyCredentials, proxy_env, proxy_secret_data
 from arcflow.common.builders.runner_set import ars_labels_for_child
 from arcflow.common.builders.settings import BuildSettings
@@ -522,13 +527,16 @@ def listener_pod_spec(al: Mapping[str, Any], settings: BuildSettings) -> dict[st
     name = meta["name"]
     env: list[dict[str, Any]] = [{"name": "LISTENER_CONFIG_PATH", "value": LISTENER_CONFIG_PATH}]
     env.extend(proxy_env(spec.get("proxy"), listener_proxy_secret_name(name)))
+    # After upstream's env, before a listenerTemplate's (appended later, so it can override).
+    env.extend(listener_nats_env(settings))
     container: dict[str, Any] = {
         "name": LISTENER_CONTAINER,
         "image": spec.get("image", ""),
         "command": [settings.listener_entrypoint],
         "env": env,
         "volumeMounts": [
-            {"name": LISTENER_CONFIG_VOLUME, "mountPath": LISTENER_CONFIG_DIR, "readOnly": True}
+            {"name": LISTENER_CONFIG_VOLUME, "mountPath": LISTENER_CONFIG_DIR, "readOnly": True},
+            *listener_nats_volume_mounts(settings),
         ],
     }
     if settings.metrics_enabled:
@@ -542,7 +550,8 @@ def listener_pod_spec(al: Mapping[str, Any], settings: BuildSettings) -> dict[st
             {
                 "name": LISTENER_CONFIG_VOLUME,
                 "secret": {"secretName": listener_config_secret_name(name)},
-            }
+            },
+            *listener_nats_volumes(settings),
         ],
         "restartPolicy": "Never",
         "nodeSelector": {"kubernetes.io/os": "linux"},

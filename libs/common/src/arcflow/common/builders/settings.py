@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from arcflow.common.constants import LISTENER_DEFAULT_ENTRYPOINT
@@ -9,6 +10,11 @@ from arcflow.common.constants import LISTENER_DEFAULT_ENTRYPOINT
 VALID_LOG_LEVELS = ("debug", "info", "warn", "error")
 VALID_LOG_FORMATS = ("text", "json")
 METRICS_DISABLED = "0"
+NATS_AUTH_USER_PASSWORD = "userPassword"
+NATS_AUTH_CREDS_FILE = "credsFile"
+VALID_NATS_AUTH_MODES = (NATS_AUTH_USER_PASSWORD, NATS_AUTH_CREDS_FILE)
+# A Secret name is a DNS-1123 subdomain.
+_SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,13 @@ class BuildSettings:
     listener_metrics_endpoint: str = "/metrics"
     build_version: str = "dev"
     exclude_label_propagation_prefixes: tuple[str, ...] = ()
+    # How listener pods reach NATS (not upstream: its listener has no NATS). Empty URL: the
+    # pod gets no NATS env at all. The Secrets live in the controller namespace and are only
+    # referenced (secretKeyRef / volumes), never read.
+    listener_nats_url: str = ""
+    listener_nats_secret: str = ""
+    listener_nats_auth: str = NATS_AUTH_USER_PASSWORD
+    listener_nats_tls_secret: str = ""
 
     def __post_init__(self) -> None:
         if not self.controller_namespace:
@@ -35,8 +48,26 @@ class BuildSettings:
             raise ValueError(f"log_level must be one of {', '.join(VALID_LOG_LEVELS)}")
         if self.log_format not in VALID_LOG_FORMATS:
             raise ValueError(f"log_format must be one of {', '.join(VALID_LOG_FORMATS)}")
+        self._check_listener_nats()
         if self.metrics_enabled:
             self.listener_metrics_port  # noqa: B018 - validates the address eagerly
+
+    def _check_listener_nats(self) -> None:
+        url = self.listener_nats_url
+        if url and not [part for part in url.split(",") if part.strip()]:
+            raise ValueError("listener_nats_url must name at least one server")
+        if self.listener_nats_auth not in VALID_NATS_AUTH_MODES:
+            raise ValueError(
+                f"listener_nats_auth must be one of {', '.join(VALID_NATS_AUTH_MODES)}"
+            )
+        for field in ("listener_nats_secret", "listener_nats_tls_secret"):
+            value = getattr(self, field)
+            if not value:
+                continue
+            if not url:
+                raise ValueError(f"{field} needs listener_nats_url")
+            if len(value) > 253 or not _SECRET_NAME.match(value):
+                raise ValueError(f"{field} {value!r} is not a valid Secret name")
 
     @property
     def metrics_enabled(self) -> bool:

@@ -3,7 +3,7 @@
 Typical service start-up::
 
     settings = NatsSettings(name="reconciler")
-    broker = make_broker(settings)
+    broker = make_broker(settings, "reconciler")
     EventConsumer(CONSUMER_RECONCILER_K8S, handle, service="reconciler").attach(broker)
     async with broker:
         await ensure_jetstream(jetstream_of(broker))

@@ -10,7 +10,10 @@ each Helm chart; tests run every service against a real nats-server with exactly
 What JetStream needs besides the data subjects (nats-py 2.16 against nats-server 2.10+):
 
 * a JetStream publish is a request: publish on the data subject, the PubAck comes back on the
-  client's inbox (subscribe ``_INBOX.>``);
+  client's inbox. Each service connects with its own inbox prefix ``_INBOX_<service>``
+  (:func:`arcflow.common.nats.settings.service_inbox_prefix`) and may subscribe only to
+  ``_INBOX_<service>.>``: nobody can read another client's replies (the registrar's JIT
+  configs to the reconciler travel on the reconciler's inbox);
 * every JetStream API call is a request on ``$JS.API.<...>`` answered on the inbox;
 * ``ensure_stream`` publishes ``STREAM.CREATE.<S>`` then, if the stream exists with another
   configuration, ``STREAM.UPDATE.<S>``; ``js.key_value`` reads ``STREAM.INFO.KV_<bucket>``;
@@ -51,10 +54,9 @@ from arcflow.common.nats.jetstream import (
     STREAMS,
     StreamSpec,
 )
+from arcflow.common.nats.settings import service_inbox_prefix
 
 JS_API: Final = "$JS.API"
-#: nats-py's default inbox prefix: replies to requests, JetStream API answers, fetched messages.
-INBOX: Final = "_INBOX.>"
 #: Matches one hashed or generated consumer name (one token).
 ANY_CONSUMER: Final = "*"
 
@@ -114,6 +116,12 @@ class Permissions:
 
 
 # --- building blocks (pure) ----------------------------------------------------------------
+
+
+def inbox_subscription(service: str) -> str:
+    """The inbox ``service`` receives replies on (requests, JetStream API answers, fetched
+    messages, PubAcks): ``_INBOX_<service>.>``, never the shared ``_INBOX.>``."""
+    return f"{service_inbox_prefix(service)}.>"
 
 
 def subject_matches(pattern: str, subject: str) -> bool:
@@ -261,7 +269,7 @@ def watcher_permissions() -> Permissions:
             *kv_read(KV_WATCH.bucket),
             *kv_write(KV_WATCH.bucket),
         ],
-        [INBOX],
+        [inbox_subscription("watcher")],
         why="publishes arc.k8s.> change events; keeps resume points in the arcflow_watch bucket; "
         "declares streams and buckets at start-up",
     )
@@ -286,7 +294,7 @@ def registrar_permissions() -> Permissions:
     return _permissions(
         "registrar",
         publish,
-        [*rpc, INBOX],
+        [*rpc, inbox_subscription("registrar")],
         allow_responses=True,
         why="consumes registrar-ars/registrar-ers; publishes arc.scalesets.> and arc.errors.>; "
         "owns the arcflow_scalesets and lock buckets; serves arc.rpc.registrar.* in queue "
@@ -311,7 +319,7 @@ def reconciler_permissions() -> Permissions:
     return _permissions(
         "reconciler",
         publish,
-        [INBOX],
+        [inbox_subscription("reconciler")],
         why="consumes reconciler-k8s/reconciler-scalesets; publishes arc.audit.>; calls "
         "arc.rpc.registrar.* (replies on its inbox); reads arcflow_scalesets; declares the "
         "layout at start-up",
@@ -329,7 +337,7 @@ def listener_permissions() -> Permissions:
     return _permissions(
         "listener",
         publish,
-        [INBOX],
+        [inbox_subscription("listener")],
         why="publishes arc.jobs.> (session pump) and arc.scale.> (worker); creates and consumes "
         "its listener-jobs-<hash> durable on ARC_JOBS; reads its last decision from ARC_SCALE",
     )
@@ -346,7 +354,7 @@ def auditor_permissions() -> Permissions:
     return _permissions(
         "auditor",
         publish,
-        [INBOX],
+        [inbox_subscription("auditor")],
         why="read-only: ephemeral pull consumers without acks on every stream; no data "
         "subject, no RPC, no KV",
     )
@@ -434,7 +442,6 @@ def permissions_json(services: Iterable[str] | None = None) -> str:
 
 
 __all__ = [
-    "INBOX",
     "REGISTRAR_ERS_DURABLE",
     "REGISTRAR_LOCKS_BUCKET",
     "REGISTRAR_RPC_QUEUE",
@@ -444,6 +451,7 @@ __all__ = [
     "Permissions",
     "build_service_permissions",
     "default_users",
+    "inbox_subscription",
     "password_placeholder",
     "permissions_json",
     "render_nats_authorization",

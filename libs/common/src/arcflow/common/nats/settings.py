@@ -2,10 +2,17 @@
 
 Every service reads the same ``ARCFLOW_NATS_*`` variables so Helm charts and the dev stack
 configure them one way. The password is a ``SecretStr``: it never shows in a repr or a log.
+
+Every connection also gets its own inbox prefix (``_INBOX_<service>`` unless
+``ARCFLOW_NATS_INBOX_PREFIX`` overrides it). Replies to requests (JetStream API answers, PubAcks,
+pull fetches, the registrar's JIT configs) travel on the requester's inbox; with a shared
+``_INBOX.`` every NATS user would need ``_INBOX.>`` and could read everyone's replies. A
+per-service prefix lets the server grant each user only ``_INBOX_<service>.>``.
 """
 
 from __future__ import annotations
 
+import re
 import ssl
 from typing import Any
 
@@ -19,13 +26,45 @@ class NatsSettingsError(ValueError):
     """The NATS settings are inconsistent (e.g. a TLS cert without its key)."""
 
 
+#: One subject token: printable, no whitespace, no wildcard (``*``, ``>``) and no dot.
+_TOKEN = re.compile(r"[^\s.*>]+")
+
+
+def validate_inbox_prefix(prefix: str) -> str:
+    """``prefix`` if it can start an inbox subject (``<prefix>.<nuid>``); else ``ValueError``.
+
+    Dot-separated tokens, each non-empty, without whitespace or wildcards: a wildcard would
+    turn the reply subject into a pattern, and an empty token is not a valid subject.
+    """
+    if not prefix:
+        raise ValueError("inbox prefix must not be empty")
+    bad = [token for token in prefix.split(".") if not _TOKEN.fullmatch(token)]
+    if bad:
+        raise ValueError(
+            f"inbox prefix {prefix!r} is not a subject prefix: tokens must be non-empty and "
+            "contain no whitespace, '*' or '>'"
+        )
+    return prefix
+
+
+def service_inbox_prefix(service: str) -> str:
+    """The default inbox prefix of ``service``: ``_INBOX_<service>`` (one subject token).
+
+    Raises ``ValueError`` when ``service`` is not a single token (empty, a dot, a wildcard).
+    """
+    if not _TOKEN.fullmatch(service):
+        raise ValueError(f"service identity {service!r} must be one subject token")
+    return f"_INBOX_{service}"
+
+
 class NatsSettings(BaseSettings):
     """Connection settings, read from ``ARCFLOW_NATS_<FIELD>`` environment variables.
 
     ``url`` may list several servers separated by commas. Authenticate with either
     ``creds_file`` (a NATS credentials file) or ``user``/``password``. TLS is used when
     ``tls_ca`` is set or the URL scheme is ``tls://``; ``tls_cert``+``tls_key`` add a client
-    certificate.
+    certificate. ``inbox_prefix`` overrides the per-service ``_INBOX_<service>`` default (the
+    NATS permissions must then grant ``<inbox_prefix>.>``).
     """
 
     model_config = SettingsConfigDict(env_prefix="ARCFLOW_NATS_", extra="ignore")
@@ -40,6 +79,12 @@ class NatsSettings(BaseSettings):
     name: str | None = None
     connect_timeout: int = 5
     max_reconnect_attempts: int = -1
+    inbox_prefix: str | None = None
+
+    @field_validator("inbox_prefix")
+    @classmethod
+    def _valid_inbox_prefix(cls, value: str | None) -> str | None:
+        return None if value is None else validate_inbox_prefix(value)
 
     @field_validator("url")
     @classmethod
@@ -74,13 +119,26 @@ class NatsSettings(BaseSettings):
             context.load_cert_chain(self.tls_cert, self.tls_key)
         return context
 
-    def connect_options(self) -> dict[str, Any]:
-        """Keyword arguments for ``nats.connect(**options)`` (contains the password: don't log)."""
+    def inbox_prefix_for(self, service: str) -> str:
+        """The inbox prefix ``service`` connects with: the override, else ``_INBOX_<service>``."""
+        default = service_inbox_prefix(service)
+        return self.inbox_prefix or default
+
+    def connect_options(self, service: str) -> dict[str, Any]:
+        """Keyword arguments for ``nats.connect(**options)`` as ``service`` (contains the
+        password: don't log).
+
+        ``service`` is the connection's identity (``watcher``, ``registrar``, ``reconciler``,
+        ``listener``, ``auditor``, ``devstack``): it picks the inbox prefix its NATS user may
+        subscribe to. Required on purpose, so no connection falls back to the shared
+        ``_INBOX.``.
+        """
         self._check()
         options: dict[str, Any] = {
             "servers": self.servers,
             "connect_timeout": self.connect_timeout,
             "max_reconnect_attempts": self.max_reconnect_attempts,
+            "inbox_prefix": self.inbox_prefix_for(service),
         }
         if self.name:
             options["name"] = self.name
@@ -109,14 +167,20 @@ class NatsSettings(BaseSettings):
         return None
 
 
-def make_broker(settings: NatsSettings, **broker_kwargs: Any) -> NatsBroker:
-    """A faststream ``NatsBroker`` for these settings, with faststream's per-message logger off.
+def make_broker(settings: NatsSettings, service: str, **broker_kwargs: Any) -> NatsBroker:
+    """A faststream ``NatsBroker`` for these settings as ``service``, with faststream's
+    per-message logger off.
 
     faststream logs every received/processed message at its ``log_level`` (toolchain §1.2,
     gotcha 4), so the logger is disabled unless the caller passes ``logger=`` explicitly.
-    Extra keyword arguments go to ``NatsBroker``.
+    The broker's connection uses ``service``'s inbox prefix (faststream hands ``inbox_prefix``
+    to nats-py). Caveat: faststream's pull subscribers pass their own ``inbox_prefix``
+    (default ``_INBOX.``) to ``pull_subscribe``; give them
+    ``inbox_prefix=(settings.inbox_prefix_for(service) + ".").encode()`` under restricted
+    users. Extra keyword arguments go to ``NatsBroker``.
     """
     broker_kwargs.setdefault("logger", None)
+    broker_kwargs.setdefault("inbox_prefix", settings.inbox_prefix_for(service))
     if settings.name:
         broker_kwargs.setdefault("name", settings.name)
     return NatsBroker(
