@@ -47,6 +47,7 @@ from arcflow.common.nats import (
     ensure_jetstream,
 )
 from arcflow.common.rpc.registrar import RegistrarRpcClient
+from arcflow.common.tasks import cancel_and_wait
 from arcflow.common.telemetry import extract_trace_context, setup_logging, setup_metrics
 from arcflow.common.telemetry.tracing import trace_headers_of
 from arcflow.reconciler.audit import Writer
@@ -254,11 +255,7 @@ class ReconcilerApp:
 
     async def stop(self) -> None:
         self.running = False
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         self._consumers.clear()
         await self.queue.stop()

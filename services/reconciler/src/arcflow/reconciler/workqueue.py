@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from arcflow.common.tasks import cancel_and_wait
 from arcflow.common.telemetry import redact_text
 
 log = logging.getLogger(__name__)
@@ -136,11 +137,7 @@ class WorkQueue:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
 
     @property

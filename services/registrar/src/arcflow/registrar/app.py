@@ -8,7 +8,6 @@ simulator); :func:`run` builds them from the environment for ``python -m arcflow
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -29,6 +28,7 @@ from arcflow.common.nats import (
     ensure_bucket,
     ensure_jetstream,
 )
+from arcflow.common.tasks import cancel_and_wait
 from arcflow.common.telemetry import setup_logging, setup_metrics
 from arcflow.registrar.consumer import (
     CONSUMER_REGISTRAR_ARS,
@@ -161,9 +161,7 @@ class RegistrarApp:
     async def stop(self) -> None:
         self._started = False
         if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+            await cancel_and_wait([self._sweeper])
         for consumer in self.consumers:
             await consumer.stop()
         self.consumers.clear()

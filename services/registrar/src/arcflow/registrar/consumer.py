@@ -33,6 +33,7 @@ from arcflow.common.nats import (
     Delivery,
     EventConsumer,
 )
+from arcflow.common.tasks import cancel_and_wait
 from arcflow.registrar.service import Registrar
 
 log = logging.getLogger(__name__)
@@ -133,9 +134,7 @@ class ChangeConsumer:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task])
             self._task = None
 
 

@@ -20,6 +20,7 @@ from opentelemetry.metrics import Meter
 from arcflow.common.health import HealthServer
 from arcflow.common.kube import ARC_RESOURCES, POD, SECRET, KubeClient, Resource
 from arcflow.common.nats.jetstream import ensure_jetstream
+from arcflow.common.tasks import cancel_and_wait, consume_results
 from arcflow.common.telemetry import setup_metrics
 from arcflow.watcher.kind_watcher import KindWatcher, WatchScope, WatchTiming
 from arcflow.watcher.metrics import WatcherMetrics
@@ -139,9 +140,8 @@ class WatcherService:
 
     async def stop(self) -> None:
         """Cancel the watchers (each saves its resume point) and stop the health server."""
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
+        consume_results(self._tasks)
         self._tasks = []
         if self._health is not None:
             await self._health.stop()
