@@ -10,17 +10,10 @@ from typing import Any
 
 import pytest
 
-from arcflow.common.actions import ActionsClient, RetryPolicy
 from arcflow.common.kube import KubeClient
-from arcflow.common.nats import NatsSettings
-from arcflow.common.telemetry import setup_metrics
 from arcflow.devstack.actions_sim import ActionsSimulator
-from arcflow.reconciler.app import ReconcilerApp
 from arcflow.reconciler.settings import ReconcilerSettings
-from arcflow.registrar.app import RegistrarApp
-from arcflow.registrar.settings import RegistrarSettings
-from arcflow.watcher.service import WatcherService
-from arcflow.watcher.settings import WatcherSettings
+from tests.control_plane import running_control_plane
 from tests.polling import eventually
 
 from .conftest import SecuredNats
@@ -35,10 +28,6 @@ def _template(image: str) -> dict[str, Any]:
     return {"spec": {"containers": [{"name": "runner", "image": image}]}}
 
 
-def _fast_client(config_url: str, credentials: Any) -> ActionsClient:
-    return ActionsClient(config_url, credentials, retry=RetryPolicy.fast())
-
-
 @pytest.fixture
 async def restricted_stack(
     secured: SecuredNats, kube_client: KubeClient, kube_namespace: str
@@ -46,41 +35,14 @@ async def restricted_stack(
     watcher_nc = await secured.connect("watcher")
     registrar_nc = await secured.connect("registrar")
     reconciler_nc = await secured.connect("reconciler")
-    metrics = setup_metrics("perm-e2e", host="127.0.0.1", port=0)
-    watcher = WatcherService(
-        WatcherSettings(
-            namespaces=[kube_namespace, CONTROLLER_NS],
-            resync_interval_seconds=0,
-            checkpoint_interval_seconds=0.1,
-            backoff_initial_seconds=0.05,
-            backoff_max_seconds=0.5,
-            publish_timeout_seconds=1.0,
-            nats=NatsSettings(url=secured.url),
-        ),
+    async with running_control_plane(
         kube=kube_client,
-        js=watcher_nc.jetstream(),
-        meter=metrics.meter,
-    )
-    registrar = RegistrarApp(
-        registrar_nc,
-        kube_client,
-        RegistrarSettings(
-            instance="r1",
-            health_host="127.0.0.1",
-            health_port=0,
-            fetch_timeout_seconds=0.2,
-            retry_delay_seconds=0.1,
-            retry_delay_cap_seconds=0.5,
-            resync_interval_seconds=0.5,
-            lock_wait_seconds=2.0,
-            lock_ttl_seconds=10.0,
-        ),
-        client_factory=_fast_client,
-    )
-    reconciler = ReconcilerApp(
-        reconciler_nc,
-        kube_client,
-        ReconcilerSettings(
+        namespaces=[kube_namespace, CONTROLLER_NS],
+        nats_url=secured.url,
+        watcher_nc=watcher_nc,
+        registrar_nc=registrar_nc,
+        reconciler_nc=reconciler_nc,
+        reconciler_settings=ReconcilerSettings(
             controller_namespace=CONTROLLER_NS,
             listener_image="ghcr.io/arcflow/listener:test",
             workers=2,
@@ -90,18 +52,9 @@ async def restricted_stack(
             fetch_timeout_seconds=0.2,
             rpc_timeout_seconds=2,
         ),
-    )
-    watcher.start()
-    await registrar.start()
-    await reconciler.start()
-    await watcher.wait_ready()
-    try:
+        metrics_name="perm-e2e",
+    ):
         yield
-    finally:
-        await reconciler.stop()
-        await registrar.stop()
-        await watcher.stop()
-        metrics.stop()
 
 
 async def test_ars_apply_with_least_privilege_users(

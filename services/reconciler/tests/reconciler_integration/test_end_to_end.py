@@ -14,16 +14,11 @@ from typing import Any
 import nats
 import pytest
 
-from arcflow.common.actions import ActionsClient, RetryPolicy
 from arcflow.common.kube import KubeClient
-from arcflow.common.nats import NatsSettings, ensure_jetstream
-from arcflow.common.telemetry import setup_metrics
+from arcflow.common.nats import ensure_jetstream
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.nats_server import NatsServer
-from arcflow.registrar.app import RegistrarApp
-from arcflow.registrar.settings import RegistrarSettings
-from arcflow.watcher.service import WatcherService
-from arcflow.watcher.settings import WatcherSettings
+from tests.control_plane import running_control_plane
 from tests.polling import eventually
 
 from .harness import CONTROLLER_NS, reconciler_test_settings, runner_template
@@ -33,10 +28,6 @@ pytestmark = pytest.mark.integration
 SECRET_NAME = "github-creds"
 
 
-def _fast_client(config_url: str, credentials: Any) -> ActionsClient:
-    return ActionsClient(config_url, credentials, retry=RetryPolicy.fast())
-
-
 @pytest.fixture
 async def parts(
     private_nats_server: NatsServer,
@@ -44,57 +35,25 @@ async def parts(
     kube_namespace: str,
     actions_sim: ActionsSimulator,
 ) -> AsyncIterator[dict[str, Any]]:
-    from arcflow.reconciler.app import ReconcilerApp
-
     url = private_nats_server.url
     connections = [await nats.connect(url) for _ in range(3)]
     watcher_nc, registrar_nc, reconciler_nc = connections
     await ensure_jetstream(watcher_nc.jetstream())
-    metrics = setup_metrics("e2e-test", host="127.0.0.1", port=0)
-    watcher = WatcherService(
-        WatcherSettings(
-            namespaces=[kube_namespace, CONTROLLER_NS],
-            resync_interval_seconds=0,
-            checkpoint_interval_seconds=0.1,
-            backoff_initial_seconds=0.05,
-            backoff_max_seconds=0.5,
-            publish_timeout_seconds=1.0,
-            nats=NatsSettings(url=url),
-        ),
-        kube=kube_client,
-        js=watcher_nc.jetstream(),
-        meter=metrics.meter,
-    )
-    registrar = RegistrarApp(
-        registrar_nc,
-        kube_client,
-        RegistrarSettings(
-            instance="r1",
-            health_host="127.0.0.1",
-            health_port=0,
-            fetch_timeout_seconds=0.2,
-            retry_delay_seconds=0.1,
-            retry_delay_cap_seconds=0.5,
-            resync_interval_seconds=0.5,
-            lock_wait_seconds=2.0,
-            lock_ttl_seconds=10.0,
-        ),
-        client_factory=_fast_client,
-    )
-    reconciler = ReconcilerApp(reconciler_nc, kube_client, reconciler_test_settings())
-    watcher.start()
-    await registrar.start()
-    await reconciler.start()
-    await watcher.wait_ready()
     try:
-        yield {"sim": actions_sim, "kube": kube_client, "ns": kube_namespace}
+        async with running_control_plane(
+            kube=kube_client,
+            namespaces=[kube_namespace, CONTROLLER_NS],
+            nats_url=url,
+            watcher_nc=watcher_nc,
+            registrar_nc=registrar_nc,
+            reconciler_nc=reconciler_nc,
+            reconciler_settings=reconciler_test_settings(),
+            metrics_name="e2e-test",
+        ):
+            yield {"sim": actions_sim, "kube": kube_client, "ns": kube_namespace}
     finally:
-        await reconciler.stop()
-        await registrar.stop()
-        await watcher.stop()
         for nc in connections:
             await nc.drain()
-        metrics.stop()
 
 
 async def _list(kube: KubeClient, kind: str, namespace: str) -> list[dict[str, Any]]:
