@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
 from typing import Any
 
-from arcflow.common.builders import BuildSettings
+from arcflow.common.builders import BuildSettings, decode_secret_data
 from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
 from arcflow.common.listener_config import GitHubCredentials
@@ -108,10 +107,6 @@ def controller_owner(obj: Mapping[str, Any], kind: str) -> str | None:
     return None
 
 
-def decode_data(secret: Mapping[str, Any]) -> dict[str, str]:
-    return {k: base64.b64decode(v).decode("utf-8") for k, v in (secret.get("data") or {}).items()}
-
-
 class CredentialsError(RuntimeError):
     """The GitHub config Secret is missing or unusable (message names keys, never values)."""
 
@@ -124,7 +119,7 @@ async def read_github_credentials(
         secret = await kube.get(SECRET, secret_name, namespace)
     except NotFoundError:
         raise CredentialsError(f"Secret {namespace}/{secret_name} not found") from None
-    data = decode_data(secret)
+    data = decode_secret_data(secret.get("data"))
     token = data.get("github_token", "")
     app_id = data.get("github_app_id", "")
     if token:
@@ -162,7 +157,7 @@ async def read_proxy_credentials(
             secret = await kube.get(SECRET, ref, namespace)
         except NotFoundError:
             raise CredentialsError(f"proxy credential Secret {namespace}/{ref} not found") from None
-        data = decode_data(secret)
+        data = decode_secret_data(secret.get("data"))
         found[ref] = ProxyCredentials.model_validate(
             {"username": data.get("username", ""), "password": data.get("password", "")}
         )

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from arcflow.common.builders import build_jit_secret, build_runner_pod
+from arcflow.common.builders import build_jit_secret, build_runner_pod, decode_secret_data
 from arcflow.common.constants import (
     FINALIZER_ER,
     FINALIZER_ER_REGISTRATION,
@@ -38,7 +38,6 @@ from arcflow.reconciler.controllers.base import (
     Manifest,
     annotations_of,
     controller_owner,
-    decode_data,
     finalizer_patch,
     finalizers_of,
     get_or_none,
@@ -203,7 +202,7 @@ async def reconcile_runner(ctx: Context, key: Key) -> Result:
         secret = await _create_jit_secret(ctx, er, scope)
         if secret is None:
             return Result.again(WAIT_SECONDS)
-    jit_data = decode_data(secret)
+    jit_data = decode_secret_data(secret.get("data"))
 
     if int(status.get("runnerId") or 0) == 0:
         try:
@@ -429,7 +428,7 @@ async def _clean_up(ctx: Context, er: Manifest, scope: Scope) -> Result:
             secret = await _get(ctx, SECRET, str(meta(er)["name"]), str(meta(er)["namespace"]))
             if secret is not None:
                 try:
-                    registered = int(decode_data(secret).get("runnerId", "0"))
+                    registered = int(decode_secret_data(secret.get("data")).get("runnerId", "0"))
                 except ValueError:
                     registered = 0
         if registered > 0:
