@@ -167,7 +167,9 @@ async def test_each_service_does_its_job_with_its_own_user(secured: SecuredNats)
     # reconciler: full layout, its durables, the KV read, the RPC, audit events
     reconciler_nc = await secured.connect("reconciler")
     reconciler = reconciler_nc.jetstream()
-    await ensure_jetstream(reconciler)
+    await ensure_jetstream(
+        reconciler, consumers=[CONSUMER_RECONCILER_K8S, CONSUMER_RECONCILER_SCALESETS]
+    )
     for spec in (CONSUMER_RECONCILER_K8S, CONSUMER_RECONCILER_SCALESETS):
         durable = await reconciler.pull_subscribe_bind(durable=spec.durable, stream=spec.stream)
         msgs = await durable.fetch(1, timeout=2)

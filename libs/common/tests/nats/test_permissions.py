@@ -131,14 +131,37 @@ def test_durables_are_usable_only_by_their_owner() -> None:
 def test_auditor_is_read_only() -> None:
     auditor = SERVICE_PERMISSIONS["auditor"]
     for entry in auditor.publish:
-        assert entry.startswith("$JS.API."), entry
+        assert entry.startswith(("$JS.API.", "$JS.FC.")), entry
         assert ".STREAM.CREATE." not in entry
         assert ".STREAM.UPDATE." not in entry
         assert ".DELETE." not in entry
     for spec in STREAMS:
-        assert auditor.may_publish(f"$JS.API.CONSUMER.MSG.NEXT.{spec.name}.abc123")
+        # ephemeral push consumers only: no named consumer, no pull, no ack, no info
+        assert auditor.may_publish(f"$JS.API.CONSUMER.CREATE.{spec.name}")
+        assert not auditor.may_publish(f"$JS.API.CONSUMER.CREATE.{spec.name}.abc123")
+        assert not auditor.may_publish(f"$JS.API.CONSUMER.DURABLE.CREATE.{spec.name}.abc")
+        assert not auditor.may_publish(f"$JS.API.CONSUMER.MSG.NEXT.{spec.name}.abc123")
+        assert not auditor.may_publish(f"$JS.API.CONSUMER.INFO.{spec.name}.abc123")
         assert not auditor.may_publish(f"$JS.ACK.{spec.name}.c.1.1.1.1.1")
     assert not auditor.allow_responses
+
+
+def test_each_service_creates_and_pulls_only_its_own_durables() -> None:
+    owned = {
+        "registrar": {("ARC_K8S", "registrar-ars"), ("ARC_K8S", "registrar-ers")},
+        "reconciler": {("ARC_K8S", "reconciler-k8s"), ("ARC_SCALESETS", "reconciler-scalesets")},
+        "listener": {("ARC_JOBS", "listener-jobs-abc")},
+    }
+    every = {durable for durables in owned.values() for durable in durables}
+    for service, perms in SERVICE_PERMISSIONS.items():
+        for stream, durable in every:
+            mine = (stream, durable) in owned.get(service, set())
+            for subject in (
+                f"$JS.API.CONSUMER.CREATE.{stream}.{durable}",
+                f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}",
+                f"$JS.ACK.{stream}.{durable}.1.1.1.1.0",
+            ):
+                assert perms.may_publish(subject) is mine, (service, subject)
 
 
 def test_only_layout_owners_declare_streams() -> None:

@@ -1,6 +1,6 @@
 """``arcflow audit``: tail or replay arcflow events from JetStream.
 
-Reads through ephemeral pull consumers (no ack, removed by the server when idle), one per
+Reads through ephemeral push consumers (no ack, removed by the server when idle), one per
 stream the selection touches, so auditing never disturbs the services' durable consumers.
 Only the persisted domains are reachable: ``arc.rpc.>`` (JIT configs) is never subscribed.
 Without ``--follow`` it stops once every consumer has delivered what its stream held when
@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import click
 import nats
+from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
@@ -50,6 +51,7 @@ ALL: Final = "all"
 _FETCH_BATCH: Final = 256
 _FOLLOW_POLL_SECONDS: Final = 1.0
 _CONSUMER_IDLE_SECONDS: Final = 30.0
+_HEARTBEAT_SECONDS: Final = 5.0
 _CLI_RECONNECT_ATTEMPTS: Final = 3
 #: Who ``arcflow audit`` connects as: the read-only ``arcflow-auditor`` user, whose only inbox
 #: is ``_INBOX_auditor.>``.
@@ -241,34 +243,45 @@ class AuditRequest:
 
 
 class _StreamReader:
-    """One ephemeral pull consumer; knows how much was pending when it started."""
+    """One ephemeral push consumer on the auditor's own inbox; knows how much was pending
+    when it started (from the create reply, so the auditor needs no consumer-info grant)."""
 
-    def __init__(self, source: Source, sub: JetStreamContext.PullSubscription, pending: int):
+    def __init__(self, source: Source, sub: JetStreamContext.PushSubscription, pending: int):
         self.source = source
         self.sub = sub
         self.backlog = pending
 
-    async def fetch(self, timeout: float) -> list[Msg]:  # noqa: ASYNC109 - fetch expiry
+    async def fetch(self, timeout: float) -> list[Msg]:  # noqa: ASYNC109 - first-message wait
+        """Up to a batch of messages: waits ``timeout`` for the first, then takes what is queued."""
         try:
-            return await self.sub.fetch(_FETCH_BATCH, timeout=timeout)
+            batch = [await self.sub.next_msg(timeout=timeout)]
         except NatsTimeoutError:
             return []
+        while len(batch) < _FETCH_BATCH and self.sub.pending_msgs > 0:
+            batch.append(await self.sub.next_msg(timeout=timeout))
+        return batch
 
 
 async def _open_reader(
-    js: JetStreamContext, source: Source, request: AuditRequest
+    nc: NatsClient, js: JetStreamContext, source: Source, request: AuditRequest
 ) -> _StreamReader:
+    # An ephemeral create (no consumer name in the subject) is all the auditor may send: it can
+    # never touch a service's durable (docs/deploy.md, NATS permissions).
     config = ConsumerConfig(
+        deliver_subject=nc.new_inbox(),
         deliver_policy=request.deliver_policy,
         opt_start_time=request.start_time,
         opt_start_seq=request.start_seq,
+        filter_subject=source.filter_subject,
         ack_policy=AckPolicy.NONE,
+        flow_control=True,
+        idle_heartbeat=_HEARTBEAT_SECONDS,
         inactive_threshold=_CONSUMER_IDLE_SECONDS,
         mem_storage=True,
         num_replicas=1,
     )
-    sub = await js.pull_subscribe(source.filter_subject, stream=source.stream, config=config)
-    info = await sub.consumer_info()
+    info = await nc.jsm().add_consumer(source.stream, config=config)
+    sub = await js.subscribe_bind(source.stream, config=info.config, consumer=info.name)
     return _StreamReader(source, sub, info.num_pending or 0)
 
 
@@ -277,12 +290,12 @@ class AuditReader:
 
     def __init__(
         self,
-        js: JetStreamContext,
+        nc: NatsClient,
         request: AuditRequest,
         emit: Callable[[Received], None],
         warn: Callable[[str], None],
     ) -> None:
-        self._js = js
+        self._nc = nc
         self._request = request
         self._emit = emit
         self._warn = warn
@@ -325,7 +338,8 @@ class AuditReader:
 
     async def run(self) -> None:
         readers = [
-            await _open_reader(self._js, source, self._request) for source in self._request.sources
+            await _open_reader(self._nc, self._nc.jetstream(), source, self._request)
+            for source in self._request.sources
         ]
         backlog: list[Received] = []
         for reader in readers:
@@ -376,7 +390,7 @@ async def run_audit(
         options["reconnect_time_wait"] = 0.5
     nc = await nats.connect(**options)
     try:
-        reader = AuditReader(nc.jetstream(), request, emit, warn)
+        reader = AuditReader(nc, request, emit, warn)
         await reader.run()
         return reader.emitted
     finally:

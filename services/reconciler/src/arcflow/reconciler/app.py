@@ -187,7 +187,7 @@ class ReconcilerApp:
 
     async def start(self) -> None:
         specs = [CONSUMER_RECONCILER_K8S, CONSUMER_RECONCILER_SCALESETS]
-        await ensure_jetstream(self.js)
+        await ensure_jetstream(self.js, consumers=specs)  # only its own durables
         self.layout_ready = True
         self.context.ids = ScaleSetIds(await self.js.key_value(KV_SCALESETS.bucket))
         self.queue.start()

@@ -40,7 +40,6 @@ from arcflow.common.nats.jetstream import (
     CONSUMER_RECONCILER_K8S,
     CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_REGISTRAR_ARS,
-    CONSUMERS,
     KV_BUCKETS,
     KV_SCALESETS,
     KV_WATCH,
@@ -73,6 +72,16 @@ REGISTRAR_RPC_SUBJECTS: Final[tuple[str, ...]] = (
 )
 
 SERVICES: Final[tuple[str, ...]] = ("watcher", "registrar", "reconciler", "listener", "auditor")
+
+#: Streams on which one identity owns every named consumer. The listener's durables are named
+#: ``listener-jobs-<hash>``; NATS permissions match whole tokens, so the listener may name any
+#: consumer, but only on its own stream, where nobody else keeps a durable.
+WHOLE_STREAM_CONSUMER_OWNERS: Final[dict[str, str]] = {STREAM_JOBS.name: "listener"}
+
+
+def consumer_owner(stream: str) -> str | None:
+    """The identity that owns every named consumer on ``stream``, if one does."""
+    return WHOLE_STREAM_CONSUMER_OWNERS.get(stream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,15 +212,24 @@ def kv_write(bucket: str) -> list[str]:
     return [f"$KV.{bucket}.>"]
 
 
+def ephemeral_consumer_create(stream: str) -> str:
+    """Create an ephemeral consumer: the subject carries no consumer name."""
+    return _api("CONSUMER", "CREATE", stream)
+
+
+def flow_control_reply(stream: str) -> str:
+    """Answer a push consumer's flow-control and heartbeat requests."""
+    return f"$JS.FC.{stream}.>"
+
+
 def kv_watch(bucket: str) -> list[str]:
-    """``kv.watch``: an ordered push consumer with a generated name and flow control."""
+    """``kv.watch``: an ordered push consumer, created ephemeral (nats-py names none), whose
+    info it reads by its generated name; it never deletes a consumer."""
     stream = kv_stream(bucket)
     return [
-        _api("CONSUMER", "CREATE", stream),
-        *consumer_declare(stream, ANY_CONSUMER),
+        ephemeral_consumer_create(stream),
         _api("CONSUMER", "INFO", stream, ANY_CONSUMER),
-        _api("CONSUMER", "DELETE", stream, ANY_CONSUMER),
-        f"$JS.FC.{stream}.>",
+        flow_control_reply(stream),
     ]
 
 
@@ -310,7 +328,7 @@ def reconciler_permissions() -> Permissions:
     ]
     publish = [
         *data_subjects(STREAM_AUDIT, STREAM_DLQ),
-        *ensure_jetstream_publish((c.stream, c.durable) for c in CONSUMERS),
+        *ensure_jetstream_publish(durables),
         *REGISTRAR_RPC_SUBJECTS,
         *kv_read(KV_SCALESETS.bucket),
     ]
@@ -344,19 +362,23 @@ def listener_permissions() -> Permissions:
 
 
 def auditor_permissions() -> Permissions:
-    """What ``arcflow audit`` needs: ephemeral, unacknowledged pull consumers on every stream."""
+    """What ``arcflow audit`` needs: ephemeral push consumers without acks on every stream.
+
+    Only the ephemeral create subject (no consumer name token) is granted: nats-server refuses a
+    durable or consumer name in the body of such a request, so the auditor can never create,
+    update, pull from, ack or delete a named consumer, its own or a service's. Messages arrive
+    on its own inbox; flow-control replies go to ``$JS.FC.<stream>.>``.
+    """
     publish: list[str] = []
     for spec in STREAMS:
         publish += stream_info(spec.name)
-        publish += [_api("CONSUMER", "CREATE", spec.name)]
-        publish += consumer_declare(spec.name, ANY_CONSUMER)
-        publish += consumer_pull(spec.name, ANY_CONSUMER, ack=False)
+        publish += [ephemeral_consumer_create(spec.name), flow_control_reply(spec.name)]
     return _permissions(
         "auditor",
         publish,
         [inbox_subscription("auditor")],
-        why="read-only: ephemeral pull consumers without acks on every stream; no data "
-        "subject, no RPC, no KV",
+        why="read-only: ephemeral push consumers without acks on every stream, delivered to its "
+        "own inbox; no named consumer, no pull, no data subject, no RPC, no KV",
     )
 
 
@@ -450,6 +472,7 @@ __all__ = [
     "SERVICE_PERMISSIONS",
     "Permissions",
     "build_service_permissions",
+    "consumer_owner",
     "default_users",
     "inbox_subscription",
     "password_placeholder",
