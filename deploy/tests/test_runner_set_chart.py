@@ -24,7 +24,17 @@ pytestmark = pytest.mark.integration
 
 CHART = "arcflow-runner-set"
 ARS_SCHEMA = crd_schema("actions.github.com_autoscalingrunnersets.yaml")
-VALID_VALUES = ("minimal", "two-variants", "dind", "kubernetes", "kubernetes-novolume")
+VALID_VALUES = (
+    "minimal",
+    "two-variants",
+    "dind",
+    "kubernetes",
+    "kubernetes-novolume",
+    "mode-none-sidecar",
+    "dind-no-runner",
+    "kubernetes-own-work",
+    "novolume-runner-without-image",
+)
 
 
 def _check_rendered(docs: list[dict[str, Any]]) -> AutoscalingRunnerSet:
@@ -295,11 +305,6 @@ FAILURES: list[tuple[str, dict[str, Any], str]] = [
         "No gha-rs-controller deployment found using label "
         "(app.kubernetes.io/part-of=gha-rs-controller)",
     ),
-    (
-        "unknown container mode",
-        {"containerMode": {"type": "podman"}},
-        'Unsupported containerMode.type "podman"',
-    ),
     # runnerVariants (spec §6.4), then our per-variant count checks
     (
         "variant without a name",
@@ -387,3 +392,112 @@ def test_longest_valid_variant_name_renders(helm: Helm) -> None:
     docs = helm.render(CHART, values=values)
     ars = _check_rendered(docs)
     assert len(f"{ars.name}-{'v' * 17}") == 63
+
+
+# Upstream rendering details (docs/migrating-from-arc.md, "Chart rendering"): container and
+# volume order, container modes upstream ignores, and where arcflow fills in a runner image.
+
+
+def _pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    ars = next(d for d in docs if d["kind"] == "AutoscalingRunnerSet")
+    pod: dict[str, Any] = ars["spec"]["template"]["spec"]
+    return pod
+
+
+def _names(items: list[dict[str, Any]]) -> list[str]:
+    return [item["name"] for item in items]
+
+
+@pytest.mark.parametrize("mode", ["none", "podman", ""])
+def test_container_modes_upstream_ignores_render_as_no_mode(helm: Helm, mode: str) -> None:
+    values = load_values("runner-set/minimal.yaml")
+    values["containerMode"] = {"type": mode}
+    result = helm.template(CHART, values=values)
+    assert result.returncode == 0, result.stderr
+    docs = result.documents()
+    _check_rendered(docs)
+    pod = _pod(docs)
+    assert _names(pod["containers"]) == ["runner"]
+    assert "initContainers" not in pod
+    assert "volumes" not in pod
+    assert pod["serviceAccountName"] == "demo-gha-rs-no-permission"
+    assert not any(d["metadata"]["name"].endswith("-kube-mode") for d in docs)
+
+
+def test_no_mode_keeps_container_order_and_puts_the_ca_volume_first(helm: Helm) -> None:
+    pod = _pod(helm.render(CHART, VALUES_DIR / "runner-set" / "mode-none-sidecar.yaml"))
+    assert _names(pod["containers"]) == ["log-shipper", "runner"]
+    assert pod["dnsPolicy"] == "ClusterFirst"
+    assert _names(pod["volumes"]) == ["github-server-tls-cert", "cache"]
+    runner = pod["containers"][1]
+    assert _names(runner["env"]) == ["TEAM", "NODE_EXTRA_CA_CERTS", "RUNNER_UPDATE_CA_CERTS"]
+    assert _names(runner["volumeMounts"]) == ["cache", "github-server-tls-cert"]
+
+
+def test_dind_without_a_runner_gets_a_working_runner_and_upstream_order(helm: Helm) -> None:
+    pod = _pod(helm.render(CHART, VALUES_DIR / "runner-set" / "dind-no-runner.yaml"))
+    # upstream: runner first with only a name; arcflow: the default runner image and command
+    runner = pod["containers"][0]
+    assert runner["name"] == "runner"
+    assert runner["image"] == "ghcr.io/actions/actions-runner:latest"
+    assert runner["command"] == ["/home/runner/run.sh"]
+    assert _names(runner["env"]) == ["DOCKER_HOST", "RUNNER_WAIT_FOR_DOCKER_IN_SECONDS"]
+    # the chart's dind replaces the user's container of that name, as upstream
+    assert _names(pod["containers"]) == ["runner", "metrics"]
+    assert _names(pod["initContainers"]) == ["init-dind-externals", "dind", "fix-perms"]
+    assert pod["initContainers"][0]["image"] == runner["image"]
+    assert pod["initContainers"][1]["image"] == "docker:dind"
+    assert _names(pod["volumes"]) == ["dind-sock", "dind-externals", "work", "scratch", "cache"]
+    assert pod["volumes"][2]["hostPath"]["path"] == "/srv/work"
+
+
+def test_dind_before_native_sidecars_puts_dind_after_the_runner(helm: Helm) -> None:
+    docs = helm.render(
+        CHART,
+        VALUES_DIR / "runner-set" / "dind-no-runner.yaml",
+        extra=("--kube-version", "1.28.0"),
+    )
+    pod = _pod(docs)
+    assert _names(pod["containers"]) == ["runner", "dind", "metrics"]
+    assert pod["containers"][1]["image"] == "docker:dind"
+
+
+def test_kubernetes_mode_puts_the_runner_and_the_work_volume_first(helm: Helm) -> None:
+    pod = _pod(helm.render(CHART, VALUES_DIR / "runner-set" / "kubernetes-own-work.yaml"))
+    assert _names(pod["containers"]) == ["runner", "metrics"]
+    assert _names(pod["volumes"]) == ["work", "scratch"]
+    assert pod["volumes"][0]["hostPath"]["path"] == "/srv/work"
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["ACTIONS_RUNNER_CONTAINER_HOOKS"] == "/custom/hooks.js"  # the user's value wins
+    assert list(env) == [
+        "ACTIONS_RUNNER_CONTAINER_HOOKS",
+        "ACTIONS_RUNNER_POD_NAME",
+        "ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER",
+    ]
+
+
+def test_novolume_runner_without_image_gets_the_default_and_keeps_its_volumes(
+    helm: Helm,
+) -> None:
+    values = VALUES_DIR / "runner-set" / "novolume-runner-without-image.yaml"
+    pod = _pod(helm.render(CHART, values))
+    runner = pod["containers"][0]
+    # upstream: no image and ACTIONS_RUNNER_IMAGE ""; arcflow: both the default image
+    assert runner["image"] == "ghcr.io/actions/actions-runner:latest"
+    env = {e["name"]: e.get("value") for e in runner["env"]}
+    assert env["ACTIONS_RUNNER_IMAGE"] == runner["image"]
+    assert _names(runner["volumeMounts"]) == ["cache"]
+    assert _names(pod["volumes"]) == ["cache"]
+
+
+def test_template_metadata_keeps_only_labels_and_annotations(helm: Helm) -> None:
+    values = load_values("runner-set/minimal.yaml")
+    values["template"] = {
+        "metadata": {"name": "ignored", "labels": {"team": "ci"}, "annotations": {"a": "b"}},
+        "spec": {"containers": [{"name": "runner", "image": "example.com/runner:1"}]},
+    }
+    ars = next(d for d in helm.render(CHART, values=values) if d["kind"] == "AutoscalingRunnerSet")
+    assert ars["spec"]["template"]["metadata"] == {
+        "labels": {"team": "ci"},
+        "annotations": {"a": "b"},
+    }

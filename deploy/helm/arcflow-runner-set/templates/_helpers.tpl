@@ -47,14 +47,18 @@ the upstream chart keeps object names.
 {{- printf "%s-no-permission" (include "arcflow-runner-set.fullname" .) -}}
 {{- end -}}
 
-{{/* The container mode, checked: one of "", dind, kubernetes, kubernetes-novolume. */}}
+{{/*
+The container mode: dind, kubernetes or kubernetes-novolume; "" for none. Any other type
+(`none`, a typo) is no container mode, as the upstream chart treats it; NOTES.txt says so.
+*/}}
 {{- define "arcflow-runner-set.containerMode" -}}
-{{- $mode := "" -}}
-{{- with .Values.containerMode -}}{{- $mode = default "" .type -}}{{- end -}}
-{{- if not (has $mode (list "" "dind" "kubernetes" "kubernetes-novolume")) -}}
-{{- fail (printf "Unsupported containerMode.type %q: use dind, kubernetes or kubernetes-novolume" $mode) -}}
+{{- $mode := include "arcflow-runner-set.containerModeType" . -}}
+{{- if has $mode (list "dind" "kubernetes" "kubernetes-novolume") -}}{{- $mode -}}{{- end -}}
 {{- end -}}
-{{- $mode -}}
+
+{{/* containerMode.type as written ("" when unset). */}}
+{{- define "arcflow-runner-set.containerModeType" -}}
+{{- with .Values.containerMode -}}{{- default "" .type | toString -}}{{- end -}}
 {{- end -}}
 
 {{- define "arcflow-runner-set.isKubeMode" -}}
@@ -316,7 +320,6 @@ with it, so the first failure reported is the same for every template.
 {{- $_ := include "arcflow-runner-set.namespace" . -}}
 {{- include "arcflow-runner-set.validateGithubSecret" . -}}
 {{- include "arcflow-runner-set.validateKeyVault" . -}}
-{{- $_ := include "arcflow-runner-set.containerMode" . -}}
 {{- include "arcflow-runner-set.validateLabels" (dict "labels" (default list .Values.scaleSetLabels) "prefix" "") -}}
 {{- include "arcflow-runner-set.validateRunnerCounts" . -}}
 {{- include "arcflow-runner-set.validateRunnerVariants" . -}}
