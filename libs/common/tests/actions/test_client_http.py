@@ -580,7 +580,7 @@ def test_root_ca_pem_is_added_to_the_system_store() -> None:
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.x509.oid import NameOID
 
-    from arcflow.common.actions.client import _ssl_context
+    from arcflow.common.actions.tls import server_ssl_context
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "arcflow test root")])
@@ -597,7 +597,7 @@ def test_root_ca_pem_is_added_to_the_system_store() -> None:
         .sign(key, hashes.SHA256())
     )
     pem = cert.public_bytes(serialization.Encoding.PEM).decode()
-    context = _ssl_context(pem)
+    context = server_ssl_context(pem)
     subjects = [str(c.get("subject")) for c in context.get_ca_certs()]
     assert any("arcflow test root" in subject for subject in subjects)
     ActionsClient("https://ghes.example/org", PatCredentials(PAT), root_ca_pem=pem, environ={})

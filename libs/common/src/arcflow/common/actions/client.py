@@ -63,6 +63,7 @@ from arcflow.common.actions.models import (
     with_default_label_types,
 )
 from arcflow.common.actions.retry import RetryPolicy, is_retryable_error, is_retryable_status
+from arcflow.common.actions.tls import server_ssl_context
 from arcflow.common.actions.urls import (
     AGENTS_PATH,
     API_VERSION,
@@ -138,16 +139,6 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def _ssl_context(root_ca_pem: str) -> ssl.SSLContext:
-    """The system trust store plus the extra CA(s) of ``root_ca_pem``."""
-    context = ssl.create_default_context()
-    try:
-        context.load_verify_locations(cadata=root_ca_pem)
-    except (ssl.SSLError, ValueError) as exc:
-        raise ValueError(f"root_ca_pem is not a valid PEM certificate bundle ({exc})") from None
-    return context
-
-
 def _json_bytes(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -193,7 +184,7 @@ class ActionsClient:
             self._remember_secret(credentials.token.get_secret_value())
         else:
             self._remember_secret(credentials.private_key.get_secret_value())
-        verify: ssl.SSLContext | bool = _ssl_context(root_ca_pem) if root_ca_pem else True
+        verify: ssl.SSLContext | bool = server_ssl_context(root_ca_pem) if root_ca_pem else True
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout),
             proxy=proxy,

@@ -1,0 +1,28 @@
+"""The TLS context of the Actions client when a GitHub server CA is configured.
+
+A GitHub Enterprise Server behind a private CA is configured with that CA's certificate
+(``githubServerTLS`` on the AutoscalingRunnerSet, ``server_root_ca`` in the listener config).
+Admins often hand over the certificate that issued the server's certificate, which is an
+intermediate, not the self-signed root. OpenSSL's default verification needs a chain that ends
+at a self-signed root in the trust store and fails with "unable to get issuer certificate";
+Go's verifier (what upstream ARC uses) accepts any trusted certificate as the anchor. With
+``VERIFY_X509_PARTIAL_CHAIN`` OpenSSL does the same: a configured intermediate (or root) ends
+the chain. The flag is set only when a CA is configured, on top of the system trust store
+(docs/actions-client.md, "Private certificate authorities").
+"""
+
+from __future__ import annotations
+
+import ssl
+
+
+def server_ssl_context(root_ca_pem: str) -> ssl.SSLContext:
+    """The system trust store plus the CA certificate(s) of ``root_ca_pem``, any of which may
+    end a chain (a root or an issuing intermediate)."""
+    context = ssl.create_default_context()
+    try:
+        context.load_verify_locations(cadata=root_ca_pem)
+    except (ssl.SSLError, ValueError) as exc:
+        raise ValueError(f"root_ca_pem is not a valid PEM certificate bundle ({exc})") from None
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    return context
