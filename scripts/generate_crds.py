@@ -3,7 +3,8 @@
 The models are the single source of truth: this script turns their pydantic JSON schema into
 Kubernetes structural OpenAPI v3 schemas (refs inlined, optionals collapsed, pod templates as
 ``x-kubernetes-preserve-unknown-fields`` objects), then adds what pydantic cannot express (names,
-printer columns, subresources). A test regenerates the files in memory and fails on any drift.
+short names and printer columns from arcflow.common.kube.printer_columns, subresources). A test
+regenerates the files in memory and fails on any drift.
 
     .venv/bin/python scripts/generate_crds.py          # write deploy/crds/*.yaml
     .venv/bin/python scripts/generate_crds.py --check  # exit 1 if a committed file is stale
@@ -20,6 +21,7 @@ from typing import Any
 import yaml
 
 from arcflow.common import constants
+from arcflow.common.kube.printer_columns import PRINTER_COLUMNS, SHORT_NAMES, PrinterColumn
 from arcflow.common.models import (
     AutoscalingListener,
     AutoscalingRunnerSet,
@@ -53,22 +55,13 @@ _KEPT_KEYS = (
 
 
 @dataclass(frozen=True)
-class PrinterColumn:
-    name: str
-    json_path: str
-    type: str = "string"
-
-    def render(self) -> dict[str, Any]:
-        return {"jsonPath": self.json_path, "name": self.name, "type": self.type}
-
-
-@dataclass(frozen=True)
 class CrdDescription:
     """What a CRD needs beyond the schema of its model."""
 
     model: type[KubeObject]
     plural: str
     columns: tuple[PrinterColumn, ...]
+    short_names: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -79,57 +72,14 @@ class CrdDescription:
         return f"{constants.GROUP}_{self.plural}.yaml"
 
 
-# Printer columns as upstream, minus the ones pointing at status fields that do not exist
-# (Finished/Deleting Runners, spec §1.1-1.2).
-CRDS: tuple[CrdDescription, ...] = (
-    CrdDescription(
-        AutoscalingRunnerSet,
-        constants.PLURAL_ARS,
-        (
-            PrinterColumn("Minimum Runners", ".spec.minRunners", "integer"),
-            PrinterColumn("Maximum Runners", ".spec.maxRunners", "integer"),
-            PrinterColumn("Current Runners", ".status.currentRunners", "integer"),
-            PrinterColumn("Phase", ".status.phase"),
-            PrinterColumn("Pending Runners", ".status.pendingEphemeralRunners", "integer"),
-            PrinterColumn("Running Runners", ".status.runningEphemeralRunners", "integer"),
-        ),
-    ),
-    CrdDescription(
-        EphemeralRunnerSet,
-        constants.PLURAL_ERS,
-        (
-            PrinterColumn("DesiredReplicas", ".spec.replicas", "integer"),
-            PrinterColumn("CurrentReplicas", ".status.currentReplicas", "integer"),
-            PrinterColumn("Pending Runners", ".status.pendingEphemeralRunners", "integer"),
-            PrinterColumn("Running Runners", ".status.runningEphemeralRunners", "integer"),
-            PrinterColumn("Phase", ".status.phase"),
-        ),
-    ),
-    CrdDescription(
-        EphemeralRunner,
-        constants.PLURAL_ER,
-        (
-            PrinterColumn("GitHub Config URL", ".spec.githubConfigUrl"),
-            PrinterColumn("RunnerId", ".status.runnerId", "number"),
-            PrinterColumn("Phase", ".status.phase"),
-            PrinterColumn("JobRepository", ".status.jobRepositoryName"),
-            PrinterColumn("JobWorkflowRef", ".status.jobWorkflowRef"),
-            PrinterColumn("WorkflowRunId", ".status.workflowRunId", "number"),
-            PrinterColumn("JobDisplayName", ".status.jobDisplayName"),
-            PrinterColumn("JobId", ".status.jobId"),
-            PrinterColumn("Message", ".status.message"),
-            PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
-        ),
-    ),
-    CrdDescription(
-        AutoscalingListener,
-        constants.PLURAL_AL,
-        (
-            PrinterColumn("GitHub Configure URL", ".spec.githubConfigUrl"),
-            PrinterColumn("AutoscalingRunnerSet Namespace", ".spec.autoscalingRunnerSetNamespace"),
-            PrinterColumn("AutoscalingRunnerSet Name", ".spec.autoscalingRunnerSetName"),
-        ),
-    ),
+CRDS: tuple[CrdDescription, ...] = tuple(
+    CrdDescription(model, plural, PRINTER_COLUMNS[kind], SHORT_NAMES.get(kind, ()))
+    for model, plural, kind in (
+        (AutoscalingRunnerSet, constants.PLURAL_ARS, constants.KIND_ARS),
+        (EphemeralRunnerSet, constants.PLURAL_ERS, constants.KIND_ERS),
+        (EphemeralRunner, constants.PLURAL_ER, constants.KIND_ER),
+        (AutoscalingListener, constants.PLURAL_AL, constants.KIND_AL),
+    )
 )
 
 
@@ -208,6 +158,7 @@ def build_crd(crd: CrdDescription) -> dict[str, Any]:
                 "kind": kind,
                 "listKind": f"{kind}List",
                 "plural": crd.plural,
+                **({"shortNames": list(crd.short_names)} if crd.short_names else {}),
                 "singular": kind.lower(),
             },
             "scope": "Namespaced",

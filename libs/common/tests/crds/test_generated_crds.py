@@ -161,7 +161,23 @@ def test_printer_columns_drop_dangling_status_fields() -> None:
         "Phase",
         "Pending Runners",
         "Running Runners",
+        "Scale Set ID",  # arcflow's, after upstream's columns
+        "Variant Scale Set IDs",
     ]
+
+
+@pytest.mark.parametrize("plural", PLURALS)
+def test_printer_columns_point_at_schema_fields(plural: str) -> None:
+    """Every spec/status column names a field of the schema (metadata paths are free-form)."""
+    version = committed(plural)["spec"]["versions"][0]
+    for column in version["additionalPrinterColumns"]:
+        parts = column["jsonPath"].lstrip(".").split(".")
+        if parts[0] == "metadata":
+            continue
+        node = version["schema"]["openAPIV3Schema"]
+        for part in parts:
+            assert part in node.get("properties", {}), f"{plural}: {column['jsonPath']}"
+            node = node["properties"][part]
 
 
 def test_runner_variants_cel_rules_and_limits() -> None:

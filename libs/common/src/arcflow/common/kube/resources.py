@@ -89,6 +89,7 @@ AUTOSCALING_RUNNER_SET: Final = Resource(
     constants.KIND_ARS,
     has_status=True,
     singular="autoscalingrunnerset",
+    short_names=("ars",),
 )
 EPHEMERAL_RUNNER_SET: Final = Resource(
     _ACTIONS_GROUP,
@@ -97,6 +98,7 @@ EPHEMERAL_RUNNER_SET: Final = Resource(
     constants.KIND_ERS,
     has_status=True,
     singular="ephemeralrunnerset",
+    short_names=("ers",),
 )
 EPHEMERAL_RUNNER: Final = Resource(
     _ACTIONS_GROUP,
@@ -105,6 +107,7 @@ EPHEMERAL_RUNNER: Final = Resource(
     constants.KIND_ER,
     has_status=True,
     singular="ephemeralrunner",
+    short_names=("er",),
 )
 AUTOSCALING_LISTENER: Final = Resource(
     _ACTIONS_GROUP,

@@ -1,10 +1,9 @@
-"""Discovery documents (``/version``, ``/api``, ``/apis``, APIResourceLists) and kubectl
-Tables, built from the store's resource table (pure functions)."""
+"""Discovery documents (``/version``, ``/api``, ``/apis``, APIResourceLists), built from the
+store's resource table (pure functions). kubectl Tables are in ``tables.py``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 from arcflow.common.kube.resources import Resource
@@ -78,51 +77,4 @@ def resource_list(group_version: str, resources: Iterable[Resource]) -> dict[str
         "apiVersion": "v1",
         "groupVersion": group_version,
         "resources": entries,
-    }
-
-
-def _age(timestamp: str | None, now: datetime) -> str:
-    if not timestamp:
-        return "<unknown>"
-    try:
-        created = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return "<unknown>"
-    seconds = max(0, int((now - created).total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
-
-
-def as_table(listing: dict[str, Any], now: datetime | None = None) -> dict[str, Any]:
-    """A ``meta.k8s.io/v1`` Table (what ``kubectl get`` asks for) with NAME and AGE."""
-    moment = now or datetime.now(UTC)
-    items = listing.get("items")
-    objects = items if isinstance(items, list) else [listing]
-    rows = []
-    for obj in objects:
-        meta = obj.get("metadata", {})
-        rows.append(
-            {
-                "cells": [meta.get("name", ""), _age(meta.get("creationTimestamp"), moment)],
-                "object": {
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": "meta.k8s.io/v1",
-                    "metadata": meta,
-                },
-            }
-        )
-    return {
-        "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": {"resourceVersion": listing.get("metadata", {}).get("resourceVersion", "")},
-        "columnDefinitions": [
-            {"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0},
-            {"name": "Age", "type": "string", "format": "", "description": "", "priority": 0},
-        ],
-        "rows": rows,
     }

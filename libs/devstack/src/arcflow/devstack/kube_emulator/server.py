@@ -24,9 +24,11 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from arcflow.common.kube.resources import Resource
+from arcflow.common import constants
+from arcflow.common.kube.printer_columns import PRINTER_COLUMNS
+from arcflow.common.kube.resources import CUSTOM_RESOURCE_DEFINITION, Resource
 from arcflow.common.kube.selectors import LabelSelectorError, parse_label_selector
-from arcflow.devstack.kube_emulator import discovery
+from arcflow.devstack.kube_emulator import discovery, tables
 from arcflow.devstack.kube_emulator.store import (
     ApiStatus,
     DeleteOptions,
@@ -335,7 +337,9 @@ class KubeEmulator:
             if query.get("watch", "").lower() in _WATCH_TRUE:
                 return await self._watch(request, target, labels, fields)
             listing = store.list(res, ns, labels, fields)
-            return _json_response(discovery.as_table(listing) if wants_table else listing)
+            if wants_table:
+                return _json_response(tables.as_table(listing, self._printer_columns(res)))
+            return _json_response(listing)
         if name is None:
             if method == "POST":
                 return _json_response(store.create(res, ns, await self._body(request)), 201)
@@ -344,7 +348,9 @@ class KubeEmulator:
             if sub is not None and not (sub == "status" and res.has_status):
                 raise _no_such_resource()
             obj = store.get(res, ns, name)
-            return _json_response(discovery.as_table(obj) if wants_table else obj)
+            if wants_table:
+                return _json_response(tables.as_table(obj, self._printer_columns(res)))
+            return _json_response(obj)
         if method == "PUT":
             return _json_response(store.replace(res, ns, name, await self._body(request), sub))
         if method == "PATCH":
@@ -357,6 +363,22 @@ class KubeEmulator:
                 store.delete(res, ns, name, self._delete_options(query, await self._body(request)))
             )
         raise ApiStatus(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _printer_columns(self, res: Resource) -> list[dict[str, Any]] | None:
+        """The served version's additionalPrinterColumns of the CRD created for ``res``, else
+        arcflow's columns for the actions.github.com kinds, else none (NAME and AGE)."""
+        if not res.is_custom:
+            return None
+        try:
+            crd = self.store.get(CUSTOM_RESOURCE_DEFINITION, None, res.qualified_plural)
+        except ApiStatus:
+            crd = None
+        if crd is not None:
+            for version in (crd.get("spec") or {}).get("versions") or []:
+                if version.get("name") == res.version:
+                    return list(version.get("additionalPrinterColumns") or []) or None
+        columns = PRINTER_COLUMNS.get(res.kind) if res.group == constants.GROUP else None
+        return [column.render() for column in columns] if columns else None
 
     async def _refuse_if_injected(self, request: web.Request, target: _Target) -> None:
         """Raise the first matching injected error (admission runs before storage)."""
