@@ -32,6 +32,7 @@ CHARTS = (
     "arcflow-registrar",
     "arcflow-reconciler",
     "arcflow-runner-set",
+    "arcflow",
 )
 SERVICE_CHARTS = ("arcflow-watcher", "arcflow-registrar", "arcflow-reconciler")
 

@@ -1,10 +1,10 @@
 {{/* What makes this chart the reconciler's (the other templates are shared). */}}
-{{- define "arcflow-svc.component" -}}reconciler{{- end -}}
+{{- define "arcflow-reconciler.component" -}}reconciler{{- end -}}
 
-{{- define "arcflow-svc.envPrefix" -}}ARCFLOW_RECONCILER_{{- end -}}
+{{- define "arcflow-reconciler.envPrefix" -}}ARCFLOW_RECONCILER_{{- end -}}
 
 {{/* Where listener pods, their service accounts, Roles and config Secrets go. */}}
-{{- define "arcflow-svc.controllerNamespace" -}}
+{{- define "arcflow-reconciler.controllerNamespace" -}}
 {{- default .Release.Namespace .Values.controllerNamespace -}}
 {{- end -}}
 
@@ -12,7 +12,7 @@
 The labels the upstream gha-runner-scale-set chart (and arcflow-runner-set) use to find the
 controller's service account when controllerServiceAccount is not set.
 */}}
-{{- define "arcflow-svc.deploymentLabels" -}}
+{{- define "arcflow-reconciler.deploymentLabels" -}}
 app.kubernetes.io/part-of: gha-rs-controller
 actions.github.com/controller-service-account-name: {{ include "arcflow-svc.serviceAccountName" . }}
 actions.github.com/controller-service-account-namespace: {{ .Release.Namespace }}
@@ -22,10 +22,10 @@ actions.github.com/controller-watch-single-namespace: {{ $watched }}
 {{- end }}
 {{- end -}}
 
-{{- define "arcflow-svc.serviceEnv" -}}
+{{- define "arcflow-reconciler.serviceEnv" -}}
 {{- $listener := .Values.listener -}}
 - name: ARCFLOW_RECONCILER_CONTROLLER_NAMESPACE
-  value: {{ include "arcflow-svc.controllerNamespace" . | quote }}
+  value: {{ include "arcflow-reconciler.controllerNamespace" . | quote }}
 - name: ARCFLOW_RECONCILER_LISTENER_IMAGE
   value: {{ include "arcflow-svc.image" (dict "root" . "image" $listener.image) | quote }}
 {{- with $listener.imagePullSecrets }}
@@ -48,7 +48,7 @@ actions.github.com/controller-watch-single-namespace: {{ $watched }}
 {{- fail (printf "listener.nats.auth must be userPassword or credsFile, got %q" $lauth) }}
 {{- end }}
 - name: ARCFLOW_RECONCILER_LISTENER_NATS_URL
-  value: {{ $lnats.url | default .Values.nats.url | quote }}
+  value: {{ $lnats.url | default (include "arcflow-svc.natsUrl" .) | quote }}
 {{- with $lnats.existingSecret }}
 - name: ARCFLOW_RECONCILER_LISTENER_NATS_SECRET
   value: {{ . | quote }}
@@ -61,8 +61,8 @@ actions.github.com/controller-watch-single-namespace: {{ $watched }}
 {{- end }}
 {{- end -}}
 
-{{- define "arcflow-svc.extraRbacNamespaces" -}}
-{{- include "arcflow-svc.controllerNamespace" . -}}
+{{- define "arcflow-reconciler.extraRbacNamespaces" -}}
+{{- include "arcflow-reconciler.controllerNamespace" . -}}
 {{- end -}}
 
 {{/*
@@ -71,7 +71,7 @@ pods, their Secrets (JIT config, listener config), and the listener's service ac
 RoleBinding; events to explain what it did. configmaps get: the GitHub server CA bundle.
 A Role it creates can only grant what it holds itself (patch on ERS/ER), which it does.
 */}}
-{{- define "arcflow-svc.rules" -}}
+{{- define "arcflow-reconciler.rules" -}}
 - apiGroups: [actions.github.com]
   resources: [autoscalingrunnersets, ephemeralrunnersets, ephemeralrunners, autoscalinglisteners]
   verbs: [get, list, watch, create, update, patch, delete]

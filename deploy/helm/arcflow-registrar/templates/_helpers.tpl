@@ -2,16 +2,24 @@
 Shared by the arcflow-watcher, arcflow-registrar and arcflow-reconciler charts: the files
 _helpers.tpl, deployment.yaml, serviceaccount.yaml, rbac.yaml and service.yaml are identical in
 the three (a test checks it). What differs lives in _service.tpl (env prefix, extra env, RBAC
-rules) and in values.yaml.
+rules) and in values.yaml. Helm template names are global to a release, and the arcflow chart
+loads the three charts together: so the shared templates are "arcflow-svc.*" (identical
+everywhere) and each chart's own are "<chart name>.*", called as
+include (printf "%s.serviceEnv" (include "arcflow-svc.own" $)) $
 */}}
+{{/* "arcflow-<component>", from Chart.yaml's arcflow/component annotation (an alias does not change it). */}}
+{{- define "arcflow-svc.own" -}}
+{{- printf "arcflow-%s" (required "Chart.yaml needs the annotation arcflow/component" (index (default dict .Chart.Annotations) "arcflow/component")) -}}
+{{- end -}}
+
 {{- define "arcflow-svc.name" -}}
-{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- default (include "arcflow-svc.own" .) .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{/* "<release>-<component>" (arcflow-reconciler for release arcflow), or the release name when
 it already names the component. */}}
 {{- define "arcflow-svc.fullname" -}}
-{{- $component := include "arcflow-svc.component" . -}}
+{{- $component := include (printf "%s.component" (include "arcflow-svc.own" $)) . -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
 {{- else if contains $component .Release.Name -}}
@@ -27,11 +35,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "arcflow-svc.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+helm.sh/chart: {{ printf "%s-%s" (include "arcflow-svc.own" .) .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{ include "arcflow-svc.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/component: {{ include "arcflow-svc.component" . }}
+app.kubernetes.io/component: {{ include (printf "%s.component" (include "arcflow-svc.own" $)) . }}
 {{- end -}}
 
 {{- define "arcflow-svc.serviceAccountName" -}}
@@ -54,11 +62,11 @@ app.kubernetes.io/component: {{ include "arcflow-svc.component" . }}
 
 {{/*
 The namespaces the Roles cover when rbac.clusterWide is false: the watched ones, plus what the
-service needs besides (arcflow-svc.extraRbacNamespaces, e.g. the reconciler's listener namespace).
+service needs besides (<chart>.extraRbacNamespaces in _service.tpl, e.g. the reconciler's listener namespace).
 */}}
 {{- define "arcflow-svc.rbacNamespaces" -}}
 {{- $namespaces := list -}}
-{{- range (concat (splitList "," (include "arcflow-svc.watchedNamespaces" .)) (splitList "," (include "arcflow-svc.extraRbacNamespaces" .))) -}}
+{{- range (concat (splitList "," (include "arcflow-svc.watchedNamespaces" .)) (splitList "," (include (printf "%s.extraRbacNamespaces" (include "arcflow-svc.own" $)) .))) -}}
 {{- if and . (not (has . $namespaces)) -}}{{- $namespaces = append $namespaces . -}}{{- end -}}
 {{- end -}}
 {{- join "," $namespaces -}}
@@ -93,9 +101,19 @@ creds file mounted read-only.
 {{- end -}}
 {{- end -}}
 
+{{/*
+The NATS URL: global.arcflow.natsUrl when set (the arcflow umbrella chart gives every service
+and listener pod one URL that way), else nats.url.
+*/}}
+{{- define "arcflow-svc.natsUrl" -}}
+{{- $url := .Values.nats.url -}}
+{{- with .Values.global -}}{{- with .arcflow -}}{{- with .natsUrl -}}{{- $url = . -}}{{- end -}}{{- end -}}{{- end -}}
+{{- required "nats.url is required" $url -}}
+{{- end -}}
+
 {{- define "arcflow-svc.natsEnv" -}}
 - name: ARCFLOW_NATS_URL
-  value: {{ required "nats.url is required" .Values.nats.url | quote }}
+  value: {{ include "arcflow-svc.natsUrl" . | quote }}
 - name: ARCFLOW_NATS_NAME
   value: {{ include "arcflow-svc.fullname" . | quote }}
 {{- $auth := .Values.nats.auth }}
@@ -171,7 +189,7 @@ creds file mounted read-only.
 
 {{/* Env vars of the service's own settings: ports, logging, instance, `settings`. */}}
 {{- define "arcflow-svc.commonEnv" -}}
-{{- $prefix := include "arcflow-svc.envPrefix" . -}}
+{{- $prefix := include (printf "%s.envPrefix" (include "arcflow-svc.own" $)) . -}}
 - name: ARCFLOW_KUBE_IN_CLUSTER
   value: "true"
 - name: {{ $prefix }}HEALTH_PORT

@@ -1,16 +1,16 @@
 {{/* What makes this chart the registrar's (the other templates are shared). */}}
-{{- define "arcflow-svc.component" -}}registrar{{- end -}}
+{{- define "arcflow-registrar.component" -}}registrar{{- end -}}
 
-{{- define "arcflow-svc.envPrefix" -}}ARCFLOW_REGISTRAR_{{- end -}}
+{{- define "arcflow-registrar.envPrefix" -}}ARCFLOW_REGISTRAR_{{- end -}}
 
-{{- define "arcflow-svc.deploymentLabels" -}}{{- end -}}
+{{- define "arcflow-registrar.deploymentLabels" -}}{{- end -}}
 
-{{- define "arcflow-svc.serviceEnv" -}}{{- end -}}
+{{- define "arcflow-registrar.serviceEnv" -}}{{- end -}}
 
-{{- define "arcflow-svc.extraRbacNamespaces" -}}{{- end -}}
+{{- define "arcflow-registrar.extraRbacNamespaces" -}}{{- end -}}
 
 {{/* Reads the sets it registers and the GitHub credentials they name; writes nothing. */}}
-{{- define "arcflow-svc.rules" -}}
+{{- define "arcflow-registrar.rules" -}}
 - apiGroups: [actions.github.com]
   resources: [autoscalingrunnersets, ephemeralrunnersets, ephemeralrunners]
   verbs: [get, list, watch]

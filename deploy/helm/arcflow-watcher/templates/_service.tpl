@@ -1,11 +1,11 @@
 {{/* What makes this chart the watcher's (the other templates are shared). */}}
-{{- define "arcflow-svc.component" -}}watcher{{- end -}}
+{{- define "arcflow-watcher.component" -}}watcher{{- end -}}
 
-{{- define "arcflow-svc.envPrefix" -}}ARCFLOW_WATCHER_{{- end -}}
+{{- define "arcflow-watcher.envPrefix" -}}ARCFLOW_WATCHER_{{- end -}}
 
-{{- define "arcflow-svc.deploymentLabels" -}}{{- end -}}
+{{- define "arcflow-watcher.deploymentLabels" -}}{{- end -}}
 
-{{- define "arcflow-svc.serviceEnv" -}}
+{{- define "arcflow-watcher.serviceEnv" -}}
 {{- with include "arcflow-svc.watchedNamespaces" . }}
 - name: ARCFLOW_WATCHER_NAMESPACES
   value: {{ . | quote }}
@@ -13,7 +13,7 @@
 {{- end -}}
 
 {{/* Read-only: the four kinds, and the pods and secrets arcflow owns. */}}
-{{- define "arcflow-svc.rules" -}}
+{{- define "arcflow-watcher.rules" -}}
 - apiGroups: [actions.github.com]
   resources: [autoscalingrunnersets, ephemeralrunnersets, ephemeralrunners, autoscalinglisteners]
   verbs: [get, list, watch]
@@ -22,4 +22,4 @@
   verbs: [get, list, watch]
 {{- end -}}
 
-{{- define "arcflow-svc.extraRbacNamespaces" -}}{{- end -}}
+{{- define "arcflow-watcher.extraRbacNamespaces" -}}{{- end -}}
