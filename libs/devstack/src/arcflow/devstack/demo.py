@@ -99,6 +99,8 @@ class SummaryInputs:
     teardown: str = "not needed"
     left_behind: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Supervised service -> how often it was restarted after it exited.
+    restarts: dict[str, int] = field(default_factory=dict)
 
 
 # --- the example ARS --------------------------------------------------------------------------
@@ -327,6 +329,7 @@ def build_summary(inputs: SummaryInputs) -> dict[str, Any]:
         "blocked_by": list(inputs.blocked_by),
         "duration_seconds": round(inputs.duration_seconds, 3),
         "components": dict(sorted(inputs.components.items())),
+        "restarts": dict(sorted(inputs.restarts.items())),
         "scale_set_ids": {v: inputs.scale_set_ids.get(v) for v in inputs.variants},
         "jobs": {
             "requested": inputs.requested_jobs,

@@ -15,17 +15,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import importlib.util
 import logging
-import os
 import shutil
-import signal
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,7 +60,14 @@ from arcflow.devstack.live_view import (
     variant_of,
 )
 from arcflow.devstack.nats_server import NatsServer, free_port
-from arcflow.devstack.pod_runner import PodRunner, SimulatedRunnerBackend, set_parent_death_signal
+from arcflow.devstack.pod_runner import PodRunner, SimulatedRunnerBackend
+from arcflow.devstack.supervisor import (
+    DOWN_PREFIXES,
+    ServiceProcess,
+    Supervisor,
+    module_available,
+    service_env,
+)
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +88,6 @@ COUNTED_KINDS: tuple[Resource, ...] = (
     ROLE,
     ROLE_BINDING,
 )
-_HEALTH_WAIT_SECONDS = 20.0
-_SERVICE_STOP_GRACE = 10.0
 _BLOCKED_GRACE_SECONDS = 30.0
 
 EXIT_DONE = 0
@@ -124,78 +123,6 @@ class StackOptions:
 
 
 @dataclass
-class ServiceProcess:
-    """One service subprocess; ``status`` is what the view and the summary show."""
-
-    name: str
-    log_path: Path
-    health_port: int
-    process: asyncio.subprocess.Process | None = None
-    status: str = "starting"
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.returncode is None
-
-
-def module_available(module: str) -> bool:
-    """True when ``python -m <module>`` can run (the package and its ``__main__`` exist)."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def service_env(
-    name: str,
-    *,
-    nats_url: str,
-    kubeconfig: str | None,
-    health_port: int,
-    metrics_port: int,
-    base: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """Environment of one service subprocess: shared NATS/Kubernetes settings plus private
-    health/metrics ports (the defaults 8080/8081 would collide between services)."""
-    env = dict(os.environ if base is None else base)
-    prefix = f"ARCFLOW_{name.upper()}_"
-    env.update(
-        {
-            "ARCFLOW_NATS_URL": nats_url,
-            f"{prefix}HEALTH_HOST": "127.0.0.1",
-            f"{prefix}HEALTH_PORT": str(health_port),
-            f"{prefix}METRICS_HOST": "127.0.0.1",
-            f"{prefix}METRICS_PORT": str(metrics_port),
-            f"{prefix}LOG_JSON": "false",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    if name == "reconciler":
-        # Listener pods reach the same server; the dev stack's NATS has no authorization, so
-        # no credentials Secret is wired.
-        env[f"{prefix}LISTENER_NATS_URL"] = nats_url
-    if kubeconfig:
-        env["ARCFLOW_KUBE_KUBECONFIG"] = kubeconfig
-    return env
-
-
-def _last_log_line(path: Path, limit: int = 200) -> str:
-    with contextlib.suppress(OSError):
-        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
-        if lines:
-            return lines[-1][-limit:]
-    return ""
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310 (our own port)
-            return bool(response.status == 200)
-    except (OSError, urllib.error.URLError):
-        return False
-
-
-@dataclass
 class DevStack:
     """``async with DevStack(options) as stack: await stack.run(stop_event)``."""
 
@@ -210,6 +137,7 @@ class DevStack:
     simulator: Any = None
     pod_runner: PodRunner | None = None
     services: dict[str, ServiceProcess] = field(default_factory=dict)
+    supervisors: dict[str, Supervisor] = field(default_factory=dict)
     tail: EventTail = field(default_factory=EventTail)
     objects_created: dict[str, int] = field(default_factory=dict)
     ars: dict[str, Any] = field(default_factory=dict)
@@ -360,80 +288,34 @@ class DevStack:
     async def _start_service(self, name: str) -> None:
         assert self.nats is not None
         assert self.temp_dir is not None
-        service = ServiceProcess(name, self.temp_dir / "logs" / f"{name}.log", free_port())
-        self.services[name] = service
-        module = f"arcflow.{name}"
-        if not module_available(f"{module}.__main__"):
-            service.status = f"missing: {module} has no __main__ (not built yet?)"
-            self._set(name, service.status)
-            return
-        env = service_env(
+        service = ServiceProcess(
+            name, self.temp_dir / "logs" / f"{name}.log", free_port(), free_port()
+        )
+        service.env = service_env(
             name,
             nats_url=self.nats.url,
             kubeconfig=self._kubeconfig,
             health_port=service.health_port,
-            metrics_port=free_port(),
+            metrics_port=service.metrics_port,
         )
-        with service.log_path.open("ab") as log_file:
-            service.process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                module,
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=set_parent_death_signal if sys.platform == "linux" else None,
-            )
-        self._set(name, "starting")
-        health = f"http://127.0.0.1:{service.health_port}/healthz"
-        deadline = time.monotonic() + _HEALTH_WAIT_SECONDS
-        while time.monotonic() < deadline:
-            if not service.alive:
-                break
-            if await asyncio.to_thread(_http_ok, health):
-                service.status = f"running (pid {service.process.pid}, healthy)"
-                break
-            await asyncio.sleep(0.2)
-        else:
-            service.status = f"running (pid {service.process.pid}, no health answer)"
-        if not service.alive:
-            service.status = self._exited_status(service)
-        self._set(name, service.status)
-        self._spawn(self._watch_service(service), f"watch-{name}")
+        self.services[name] = service
 
-    def _exited_status(self, service: ServiceProcess) -> str:
-        code = service.process.returncode if service.process is not None else None
-        last = _last_log_line(service.log_path)
-        return f"exited {code}: {last}" if last else f"exited {code}"
+        def on_status(changed: ServiceProcess) -> None:
+            self._set(changed.name, changed.status)
 
-    async def _watch_service(self, service: ServiceProcess) -> None:
-        if service.process is None:
-            return
-        await service.process.wait()
-        service.status = self._exited_status(service)
-        self._set(service.name, service.status)
+        supervisor = Supervisor(service, on_status=on_status)
+        self.supervisors[name] = supervisor
+        await supervisor.start()
+
+    def restarts(self) -> dict[str, int]:
+        """Restarts per supervised service (0 for one that never restarted)."""
+        return {name: service.restarts for name, service in self.services.items()}
 
     async def _stop_services(self) -> None:
-        """SIGTERM every service at once (reverse start order does not matter among peers),
-        SIGKILL after a grace period."""
-        running = [s for s in reversed(list(self.services.values())) if s.alive]
-        for service in running:
-            assert service.process is not None
-            with contextlib.suppress(ProcessLookupError):
-                service.process.send_signal(signal.SIGTERM)
-
-        async def reap(service: ServiceProcess) -> None:
-            assert service.process is not None
-            try:
-                await asyncio.wait_for(service.process.wait(), _SERVICE_STOP_GRACE)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    service.process.kill()
-                await service.process.wait()
-
-        await asyncio.gather(*(reap(s) for s in running))
+        """Stop supervising and SIGTERM every service at once (reverse start order does not
+        matter among peers), SIGKILL after a grace period."""
+        supervisors = list(reversed(list(self.supervisors.values())))
+        await asyncio.gather(*(s.stop() for s in supervisors))
 
     # --- the example ARS ----------------------------------------------------------------
 
@@ -641,7 +523,7 @@ class DevStack:
         blocked = [
             name
             for name in REQUIRED_FOR_DEMO
-            if self.components.get(name, "").startswith(("missing", "exited"))
+            if self.components.get(name, "").startswith(DOWN_PREFIXES)
         ]
         if self.pod_runner is None:
             blocked.append("pod runner")
@@ -746,6 +628,7 @@ class DevStack:
                 teardown=self.teardown_status,
                 left_behind=list(self.left_behind),
                 notes=list(self.notes),
+                restarts=self.restarts(),
             )
         )
 
