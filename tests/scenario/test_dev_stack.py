@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from arcflow.devstack import connection_file
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(400)]
 
@@ -26,6 +29,7 @@ VARIANTS = ["cpu-small", "cpu-large", "gpu"]
 def _env(tmp: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["TMPDIR"] = str(tmp)
+    env["ARCFLOW_DEV_ENV"] = str(tmp / "dev.env")  # never the user's own state dir
     env.pop("ARCFLOW_DEV_GITHUB_TOKEN", None)
     return env
 
@@ -135,6 +139,13 @@ def test_sigterm_stops_everything(tmp_path: Path) -> None:
         assert started, "arcflow dev never reported the example applied"
         children = _processes_mentioning(str(tmp))
         assert children, "expected nats-server and services to be running"
+        env_file = tmp / "dev.env"
+        assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+        details = connection_file.read(env_file)
+        assert details is not None
+        assert details["ARCFLOW_NATS_URL"].startswith("nats://127.0.0.1:")
+        assert details["ARCFLOW_SIM_PAT"].startswith("ghp_sim")
+        assert Path(details["KUBECONFIG"]).is_file()
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=60)
     finally:
@@ -143,3 +154,4 @@ def test_sigterm_stops_everything(tmp_path: Path) -> None:
             process.wait()
     assert process.returncode in (0, 1)
     _assert_nothing_left(tmp)
+    assert not (tmp / "dev.env").exists()

@@ -36,6 +36,7 @@ ARS_NAME = "arc-runners"
 def _env(tmp: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["TMPDIR"] = str(tmp)
+    env["ARCFLOW_DEV_ENV"] = str(tmp / "dev.env")  # never the user's own state dir
     env.pop("ARCFLOW_DEV_GITHUB_TOKEN", None)
     return env
 

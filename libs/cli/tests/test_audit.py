@@ -266,4 +266,4 @@ def test_follow_picks_up_a_new_event_then_stops_on_limit(
 def test_unreachable_server_is_a_clear_error() -> None:
     code, _, err = _run("--nats-url", "nats://127.0.0.1:1", "--domain", "jobs")
     assert code == 1
-    assert "cannot read from NATS" in err
+    assert "cannot reach NATS at nats://127.0.0.1:1" in err

@@ -46,6 +46,8 @@ from arcflow.common.events import (
 )
 from arcflow.common.nats import NatsSettings, stream_for_subject
 
+from .audit_connection import ErrorRecorder, resolve_nats_url, unreachable_message
+
 DOMAINS: Final = ("k8s", "scalesets", "jobs", "scale", "audit", "errors", "dlq")
 ALL: Final = "all"
 _FETCH_BATCH: Final = 256
@@ -381,9 +383,12 @@ async def run_audit(
     request: AuditRequest,
     emit: Callable[[Received], None],
     warn: Callable[[str], None],
+    errors: ErrorRecorder | None = None,
 ) -> int:
     """Connect, read per ``request``, disconnect; returns how many events were emitted."""
     options = settings.connect_options(AUDIT_NATS_IDENTITY)
+    # nats-py logs a traceback per failed attempt by default; keep the last error instead.
+    options["error_cb"] = (errors or ErrorRecorder()).callback
     if "ARCFLOW_NATS_MAX_RECONNECT_ATTEMPTS" not in os.environ:
         # A service retries forever; an operator at a terminal wants an error quickly.
         options["max_reconnect_attempts"] = _CLI_RECONNECT_ATTEMPTS
@@ -440,7 +445,11 @@ def build_request(
 
 
 @click.command(name="audit")
-@click.option("--nats-url", default=None, help="NATS server(s); default: ARCFLOW_NATS_URL.")
+@click.option(
+    "--nats-url",
+    default=None,
+    help="NATS server(s); default: ARCFLOW_NATS_URL, else the running arcflow dev's.",
+)
 @click.option(
     "--domain",
     type=click.Choice([*DOMAINS, ALL]),
@@ -494,7 +503,8 @@ def audit_command(
     """Tail or replay arcflow events from JetStream, filtered by keys and event type.
 
     Connection settings come from ARCFLOW_NATS_* (user, password, creds_file, TLS); --nats-url
-    overrides ARCFLOW_NATS_URL. Malformed messages are reported on stderr and skipped.
+    overrides ARCFLOW_NATS_URL. Without either, the URL of a running `arcflow dev` is read from
+    its connection file. Malformed messages are reported on stderr and skipped.
     """
     try:
         request = build_request(
@@ -510,8 +520,9 @@ def audit_command(
             limit=limit,
         )
         overrides: dict[str, Any] = {"name": "arcflow-audit"}
-        if nats_url:
-            overrides["url"] = nats_url
+        resolved = resolve_nats_url(nats_url)
+        if resolved.url:
+            overrides["url"] = resolved.url
         settings = NatsSettings(**overrides)
         # raises on inconsistent settings before connecting
         settings.connect_options(AUDIT_NATS_IDENTITY)
@@ -527,12 +538,26 @@ def audit_command(
     def warn(line: str) -> None:
         click.echo(line, err=True)
 
+    if resolved.from_file is not None:
+        warn(f"NATS {settings.url} of the running arcflow dev ({resolved.from_file})")
+    errors = ErrorRecorder()
     try:
-        asyncio.run(run_audit(settings, request, emit, warn))
+        emitted = asyncio.run(run_audit(settings, request, emit, warn, errors))
     except KeyboardInterrupt:
+        return
+    except nats.errors.NoServersError:
+        raise click.ClickException(unreachable_message(settings.url, errors.last)) from None
+    except nats.js.errors.NotFoundError:
+        warn(f"0 events: no arcflow stream on NATS at {settings.url} yet (no service ran there)")
         return
     except (OSError, nats.errors.Error) as exc:
         raise click.ClickException(f"cannot read from NATS at {settings.url}: {exc}") from None
+    if emitted == 0:
+        warn("0 events" + (" (check the filters)" if _filtered(request) else ""))
+
+
+def _filtered(request: AuditRequest) -> bool:
+    return bool(request.types) or any(s.client_side_keys for s in request.sources)
 
 
 __all__ = [

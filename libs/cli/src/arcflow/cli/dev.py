@@ -17,6 +17,7 @@ import click
 from rich.console import Console
 from rich.live import Live
 
+from arcflow.devstack import connection_file
 from arcflow.devstack.demo import DemoError
 from arcflow.devstack.live_view import ViewModel, render
 from arcflow.devstack.nats_server import NatsServerError
@@ -136,6 +137,14 @@ def _write_summary(path: Path, summary: dict[str, Any]) -> None:
     show_default=True,
     help="with --kubeconfig: seconds to wait for the example's objects to be finalized",
 )
+@click.option(
+    "--env-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="write the connection details (NATS URL, kubeconfig, simulator URL and PAT) here "
+    "for `source` and `arcflow audit` (default: $ARCFLOW_DEV_ENV, else "
+    "$XDG_STATE_HOME/arcflow/dev.env); removed on exit",
+)
 @click.option("-v", "--verbose", is_flag=True, help="log the stack's own debug lines")
 def dev_command(
     jobs: int,
@@ -151,6 +160,7 @@ def dev_command(
     keep_temp: bool,
     keep_demo: bool,
     teardown_timeout: float,
+    env_file: Path | None,
     verbose: bool,
 ) -> None:
     """Run nats-server, the Kubernetes API emulator, the Actions simulator, a pod runner and
@@ -170,6 +180,7 @@ def dev_command(
         keep_temp=keep_temp,
         keep_demo=keep_demo,
         teardown_timeout=teardown_timeout,
+        env_file=env_file or connection_file.default_path(),
     )
     try:
         code, summary = asyncio.run(_run(options, headless=headless, summary_json=summary_json))

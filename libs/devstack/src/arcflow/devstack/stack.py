@@ -47,7 +47,7 @@ from arcflow.common.kube import (
     Resource,
 )
 from arcflow.common.nats.settings import service_inbox_prefix
-from arcflow.devstack import demo
+from arcflow.devstack import connection_file, demo
 from arcflow.devstack.demo import JobRecord, SummaryInputs, VariantTarget
 from arcflow.devstack.live_view import (
     FEED_SUBJECTS,
@@ -113,6 +113,8 @@ class StackOptions:
     poll_timeout: float = 5.0
     keep_demo: bool = False
     teardown_timeout: float = 30.0
+    #: Where to write the connection details (``connection_file``); ``None``: nowhere.
+    env_file: Path | None = None
 
     def __repr__(self) -> str:  # the token never shows
         return (
@@ -154,6 +156,8 @@ class DevStack:
     _scale_set_ids_seen: dict[str, int] = field(default_factory=dict)
     teardown_status: str = "not needed"
     left_behind: list[str] = field(default_factory=list)
+    #: The connection file written at start, if any.
+    env_file: Path | None = None
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -215,6 +219,7 @@ class DevStack:
             config_url = simulator.config_url(org)
             token = simulator.add_pat()
             self._set("github", f"running simulator {simulator.base_url}")
+        self._write_env_file(config_url, token)
 
         self.ars = demo.prepare_ars(raw_ars, github_config_url=config_url)
         self.targets = demo.variant_targets(self.ars)
@@ -266,6 +271,28 @@ class DevStack:
 
         await self._apply_example(token)
         self._notify()
+
+    def _write_env_file(self, config_url: str, token: str) -> None:
+        """The connection details for a shell and ``arcflow audit``; the PAT only when it is
+        the simulator's (a real GitHub token never goes to a file)."""
+        path = self.options.env_file
+        if path is None or self.nats is None:
+            return
+        values = {
+            connection_file.NATS_URL: self.nats.url,
+            connection_file.KUBECONFIG: self._kubeconfig or "",
+        }
+        if self.simulator is not None:
+            values[connection_file.SIM_URL] = str(self.simulator.base_url)
+            values[connection_file.GITHUB_CONFIG_URL] = config_url
+            values[connection_file.SIM_PAT] = token
+        try:
+            connection_file.write(path, values)
+        except OSError as exc:
+            self.notes.append(f"cannot write the connection details to {path}: {exc}")
+            return
+        self.env_file = path
+        self._exit.callback(connection_file.remove, path)
 
     async def stop(self) -> None:
         """Stop everything in reverse start order; safe to call twice."""
