@@ -1,4 +1,6 @@
-"""Stop a long-running command on SIGINT/SIGTERM with an orderly shutdown instead of a trace."""
+"""Stop a long-running command on SIGINT/SIGTERM/SIGHUP with an orderly shutdown instead of a
+trace (SIGHUP: the terminal went away, e.g. a closed window or ``tmux kill-session``; without it
+the command died at once and left nats-server and the services running)."""
 
 from __future__ import annotations
 
@@ -7,12 +9,12 @@ import contextlib
 import signal
 from collections.abc import Iterator
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[asyncio.Event]:
-    """An event that SIGINT or SIGTERM sets while the block runs; the handlers go after it.
+    """An event that SIGINT, SIGTERM or SIGHUP sets while the block runs; the handlers go after it.
 
     The command awaits the event and then leaves its ``async with`` blocks, so servers and
     child processes are cleaned up rather than interrupted mid-way.

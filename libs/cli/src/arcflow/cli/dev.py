@@ -11,47 +11,64 @@ import contextlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.live import Live
+from rich.text import Text
 
 from arcflow.devstack import connection_file
-from arcflow.devstack.demo import DemoError
-from arcflow.devstack.live_view import ViewModel, render
 from arcflow.devstack.nats_server import NatsServerError
-from arcflow.devstack.stack import DevStack, StackError, StackOptions
 
 from ._signals import stop_on_signals
 
+if TYPE_CHECKING:
+    from arcflow.devstack.live_view import ViewModel
+
 
 async def _run(
-    options: StackOptions, *, headless: bool, summary_json: Path | None
+    settings: dict[str, Any], *, headless: bool, summary_json: Path | None
 ) -> tuple[int, dict[str, Any]]:
+    """``settings``: the :class:`StackOptions` fields. The stack's modules load only once the
+    screen shows something (their import takes seconds on a busy machine)."""
     console = Console(stderr=headless)
     live: Live | None = None
     last_line = ""
+    last_phase = ""
 
     def on_update(model: ViewModel) -> None:
-        nonlocal last_line
+        nonlocal last_line, last_phase
         if live is not None:
-            live.update(render(model))
+            live.update(render(model, height=console.height, width=console.width))
             return
+        if model.phase.text != last_phase:
+            last_phase = model.phase.text
+            console.print(f"phase: {last_phase}", highlight=False)
         line = " | ".join(
             f"{r.variant}: id={r.scale_set_id} done={r.done}/{r.queued + r.running + r.done}"
             for r in model.rows
         )
-        if line != last_line:
+        if model.rows and line != last_line:
             last_line = line
             console.print(line, highlight=False)
 
     with stop_on_signals() as stop, contextlib.ExitStack() as screens:
         if not headless:
             live = screens.enter_context(
-                Live(console=console, refresh_per_second=4, transient=False)
+                Live(
+                    Text("arcflow dev: starting nats-server ...", style="yellow"),
+                    console=console,
+                    refresh_per_second=4,
+                    transient=False,
+                )
             )
-        async with DevStack(options, on_update=on_update) as stack:
+        else:
+            console.print("phase: starting", highlight=False)
+        from arcflow.devstack.live_view import render
+        from arcflow.devstack.stack import DevStack, StackOptions
+
+        async with DevStack(StackOptions(**settings), on_update=on_update) as stack:
             if headless:
                 for name, status in stack.components.items():
                     console.print(f"{name}: {status}", highlight=False)
@@ -59,6 +76,28 @@ async def _run(
     if summary_json is not None:
         await asyncio.to_thread(_write_summary, summary_json, summary)
     return code, summary
+
+
+def _stack_errors() -> tuple[type[Exception], ...]:
+    from arcflow.devstack.demo import DemoError
+    from arcflow.devstack.stack import StackError
+
+    return (StackError, DemoError)
+
+
+def demo_outcome(summary: dict[str, Any]) -> str:
+    """The last word on the demo: completed, interrupted (Ctrl-C) or why it never ran."""
+    jobs = summary["jobs"]
+    done = f"{jobs['completed']}/{jobs['total']} completed, {jobs['failed']} failed"
+    if jobs["total"] == 0 and jobs["requested"] > 0:
+        if summary.get("interrupted"):
+            return "demo jobs: interrupted before the demo started (none queued)"
+        if summary["blocked_by"]:
+            return "demo jobs: none queued (blocked, see below)"
+        return "demo jobs: none queued (nothing could run them)"
+    if summary.get("interrupted"):
+        return f"demo jobs: interrupted: {done}"
+    return f"demo jobs: {done}"
 
 
 def _write_summary(path: Path, summary: dict[str, Any]) -> None:
@@ -168,33 +207,27 @@ def dev_command(
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING)
     if github_config_url and not github_token:
         raise click.UsageError("--github-config-url needs --github-token (or the env var)")
-    options = StackOptions(
-        jobs=jobs,
-        job_duration=job_duration,
-        example=example,
-        kubeconfig=kubeconfig,
-        github_config_url=github_config_url,
-        github_token=github_token,
-        exit_when_done=exit_when_done,
-        timeout=timeout,
-        keep_temp=keep_temp,
-        keep_demo=keep_demo,
-        teardown_timeout=teardown_timeout,
-        env_file=env_file or connection_file.default_path(),
-    )
+    settings: dict[str, Any] = {
+        "jobs": jobs,
+        "job_duration": job_duration,
+        "example": example,
+        "kubeconfig": kubeconfig,
+        "github_config_url": github_config_url,
+        "github_token": github_token,
+        "exit_when_done": exit_when_done,
+        "timeout": timeout,
+        "keep_temp": keep_temp,
+        "keep_demo": keep_demo,
+        "teardown_timeout": teardown_timeout,
+        "env_file": env_file or connection_file.default_path(),
+    }
     try:
-        code, summary = asyncio.run(_run(options, headless=headless, summary_json=summary_json))
-    except (StackError, DemoError, NatsServerError) as exc:
-        raise click.ClickException(str(exc)) from None
-    jobs_info = summary["jobs"]
-    if jobs_info["total"] == 0 and jobs_info["requested"] > 0:
-        click.echo("demo jobs: none queued (nothing could run them)", err=True)
-    else:
-        click.echo(
-            f"demo jobs: {jobs_info['completed']}/{jobs_info['total']} completed, "
-            f"{jobs_info['failed']} failed",
-            err=True,
-        )
+        code, summary = asyncio.run(_run(settings, headless=headless, summary_json=summary_json))
+    except Exception as exc:
+        if isinstance(exc, NatsServerError | _stack_errors()):
+            raise click.ClickException(str(exc)) from None
+        raise
+    click.echo(demo_outcome(summary), err=True)
     if summary["blocked_by"]:
         click.echo("blocked by: " + ", ".join(summary["blocked_by"]), err=True)
     for leftover in summary["left_behind"]:

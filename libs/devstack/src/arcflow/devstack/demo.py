@@ -101,6 +101,8 @@ class SummaryInputs:
     notes: list[str] = field(default_factory=list)
     #: Supervised service -> how often it was restarted after it exited.
     restarts: dict[str, int] = field(default_factory=dict)
+    #: Stopped (Ctrl-C, SIGTERM) before every demo job had finished.
+    interrupted: bool = False
 
 
 # --- the example ARS --------------------------------------------------------------------------
@@ -326,6 +328,7 @@ def build_summary(inputs: SummaryInputs) -> dict[str, Any]:
     return {
         "ok": ok,
         "timed_out": inputs.timed_out,
+        "interrupted": inputs.interrupted,
         "blocked_by": list(inputs.blocked_by),
         "duration_seconds": round(inputs.duration_seconds, 3),
         "components": dict(sorted(inputs.components.items())),

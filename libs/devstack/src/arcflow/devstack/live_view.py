@@ -7,12 +7,15 @@ renderable. Tests check the model; the renderer only lays it out.
 
 from __future__ import annotations
 
+import io
+import json
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich import box
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -57,6 +60,63 @@ class VariantRow:
     running: int
     done: int
     failed: int
+    scale_set_name: str = ""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where the stack is, for the phase line (all counts as observed)."""
+
+    started: bool = False
+    stopping: bool = False
+    variants: int = 0
+    registered: int = 0
+    requested: int = 0
+    queued: int = 0
+    done: int = 0
+    failed: int = 0
+    blocked: tuple[str, ...] = ()
+    components_up: int = 0
+    components: int = 0
+
+
+@dataclass(frozen=True)
+class Phase:
+    text: str
+    style: str = "yellow"
+
+
+def phase_of(progress: Progress) -> Phase:
+    """starting -> registering scale sets -> demo x/N -> demo complete (the stack keeps
+    running until Ctrl-C), or stopping / blocked."""
+    p = progress
+    finished = p.queued > 0 and p.done + p.failed >= p.queued
+    if p.stopping:
+        if finished:
+            return Phase(f"stopping (demo complete: {p.done}/{p.queued})")
+        at = f" at demo {p.done}/{p.queued}" if p.queued else " before the demo started"
+        return Phase("stopping: interrupted" + at)
+    if not p.started:
+        return Phase(f"starting ({p.components_up}/{p.components} parts up)")
+    if p.blocked and not finished:
+        return Phase("blocked: the demo needs " + ", ".join(p.blocked), "bold red")
+    if p.registered < p.variants:
+        return Phase(f"registering scale sets {p.registered}/{p.variants}")
+    if p.requested == 0:
+        return Phase("running (no demo jobs: --jobs 0)", "green")
+    if p.queued == 0:
+        return Phase("queueing demo jobs")
+    if not finished:
+        failed = f", {p.failed} failed" if p.failed else ""
+        return Phase(f"demo {p.done}/{p.queued} done{failed}")
+    if p.failed:
+        return Phase(f"demo finished: {p.done}/{p.queued} succeeded, {p.failed} failed", "red")
+    return Phase(f"demo complete: {p.done}/{p.queued} (still running)", "bold green")
+
+
+def elapsed_text(seconds: float) -> str:
+    total = max(0, int(seconds))
+    return f"{total // 60}:{total % 60:02d}"
 
 
 @dataclass(frozen=True)
@@ -66,38 +126,62 @@ class ViewModel:
     components: dict[str, str]
     events: list[str]
     notes: list[str] = field(default_factory=list)
+    phase: Phase = field(default_factory=lambda: Phase("starting"))
+    elapsed: float = 0.0
+    footer: list[str] = field(default_factory=list)
 
 
 # --- pure: events -----------------------------------------------------------------------------
 
 
-def describe_event(subject: str, data: bytes) -> str:
-    """One short line for the tail; unknown or malformed payloads show their subject only."""
+def describe_event(subject: str, data: bytes, names: Mapping[int, str] | None = None) -> str:
+    """One short line for the tail; unknown or malformed payloads show their subject only.
+    ``names``: scale set id -> name, so lines name scale sets, not only ids."""
     try:
         event = parse_event(data)
     except MalformedEventError:
         return f"{subject} (unparsed)"
     when = event.occurred_at.strftime("%H:%M:%S")
-    return f"{when} {event.source:<10} {_event_text(event)}"
+    return f"{when} {event.source:<10} {_event_text(event, names or {})}"
 
 
-def _event_text(event: EventBase) -> str:
+#: Kinds as ``kubectl`` short names: event lines fit 80 columns (the title names the namespace).
+SHORT_KINDS: dict[str, str] = {
+    "AutoscalingRunnerSet": "ars",
+    "EphemeralRunnerSet": "ers",
+    "EphemeralRunner": "er",
+    "AutoscalingListener": "listener",
+    "ServiceAccount": "sa",
+    "RoleBinding": "rolebinding",
+}
+
+
+def short_kind(kind: str) -> str:
+    return SHORT_KINDS.get(kind, kind.lower())
+
+
+def _scale_set(scale_set_id: int, names: Mapping[int, str]) -> str:
+    name = names.get(scale_set_id)
+    return f"{name} (id {scale_set_id})" if name else f"scale set {scale_set_id}"
+
+
+def _event_text(event: EventBase, names: Mapping[int, str]) -> str:
     if isinstance(event, K8sObjectChanged):
-        return f"{event.change.lower()} {event.kind} {event.namespace}/{event.name}"
+        return f"{event.change.lower()} {short_kind(event.kind)} {event.name}"
     if isinstance(event, ScaleSetAssigned):
         return f"scale set {event.scale_set_name} -> id {event.scale_set_id}"
     if isinstance(event, ScaleSetDeleted):
         return f"scale set {event.scale_set_name} (id {event.scale_set_id}) deleted"
     if isinstance(event, JobsBatch):
         kinds = ", ".join(sorted({str(j.message_type) for j in event.jobs})) or "statistics"
-        return f"jobs batch for scale set {event.scale_set_id}: {kinds}"
+        return f"jobs for {_scale_set(event.scale_set_id, names)}: {kinds}"
     if isinstance(event, ScaleDecision):
         return (
             f"scale {event.ephemeral_runner_set} to {event.desired_replicas} "
             f"({event.assigned_jobs} assigned jobs)"
         )
     if isinstance(event, ObjectWritten):
-        return f"{event.action} {event.kind} {event.namespace}/{event.name}: {event.why}"
+        return f"{event.action} {short_kind(event.kind)} {event.name}: {event.why}"
     if isinstance(event, RunnerLifecycle):
         return f"runner {event.runner_name} {event.previous_phase or '-'} -> {event.phase}"
     return event.type
@@ -116,23 +200,58 @@ def scale_set_ids_from_events(events: Iterable[EventBase], ars: str) -> dict[str
     return ids
 
 
+@dataclass
+class _TailLine:
+    when: str
+    text: str
+    count: int = 1
+
+    def render(self) -> str:
+        line = f"{self.when} {self.text}" if self.when else self.text
+        return line if self.count == 1 else f"{line} (x{self.count})"
+
+
 class EventTail:
-    """The last lines of the feed, plus the parsed events the view model needs."""
+    """The last lines of the feed, plus the parsed events the view model needs.
+
+    A line whose text (all but its time) repeats one already in the tail is folded into it:
+    the older copy goes, the newest stays at the bottom with a count (``(x7)``), so a decision
+    repeated every few seconds takes one line and the history above it stays on screen.
+    """
 
     def __init__(self, length: int = EVENT_TAIL_LENGTH) -> None:
-        self.lines: deque[str] = deque(maxlen=length)
+        self._lines: deque[_TailLine] = deque(maxlen=length)
         self.assignments: list[EventBase] = []
+        self.names: dict[int, str] = {}
         self.count = 0
+
+    @property
+    def lines(self) -> list[str]:
+        return [line.render() for line in self._lines]
 
     def add(self, subject: str, data: bytes) -> None:
         self.count += 1
-        self.lines.append(describe_event(subject, data))
         try:
-            event = parse_event(data)
+            event: EventBase | None = parse_event(data)
         except MalformedEventError:
-            return
+            event = None
+        if isinstance(event, ScaleSetAssigned):
+            self.names[event.scale_set_id] = event.scale_set_name
         if isinstance(event, ScaleSetAssigned | ScaleSetDeleted):
             self.assignments.append(event)
+        if event is None:
+            self._append("", f"{subject} (unparsed)")
+        else:
+            when = event.occurred_at.strftime("%H:%M:%S")
+            self._append(when, f"{event.source:<10} {_event_text(event, self.names)}")
+
+    def _append(self, when: str, text: str) -> None:
+        count = 1
+        for line in list(self._lines):
+            if line.text == text:
+                count += line.count
+                self._lines.remove(line)
+        self._lines.append(_TailLine(when, text, count))
 
 
 # --- pure: objects ----------------------------------------------------------------------------
@@ -187,6 +306,10 @@ def build_view_model(
     components: Mapping[str, str],
     events: Iterable[str],
     notes: Iterable[str] = (),
+    scale_set_names: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+    elapsed: float = 0.0,
+    footer: Iterable[str] = (),
 ) -> ViewModel:
     rows = []
     for variant in variants:
@@ -203,6 +326,7 @@ def build_view_model(
                 running=counts.running,
                 done=counts.done,
                 failed=counts.failed,
+                scale_set_name=(scale_set_names or {}).get(variant, ""),
             )
         )
     return ViewModel(
@@ -211,7 +335,32 @@ def build_view_model(
         components=dict(components),
         events=list(events),
         notes=list(notes),
+        phase=phase_of(progress or Progress()),
+        elapsed=elapsed,
+        footer=list(footer),
     )
+
+
+def footer_lines(
+    *,
+    env_file: str | None,
+    nats_url: str | None,
+    kubeconfig: str | None,
+    sim_url: str | None,
+    job_label: str | None,
+) -> list[str]:
+    """What to do next, one short line each (readable at 80 columns)."""
+    lines = ["Ctrl-C stops everything."]
+    if env_file:
+        lines.append(f"other terminals: source {env_file}")
+    if nats_url:
+        lines.append(f"audit: export ARCFLOW_NATS_URL={nats_url}; arcflow audit --follow")
+    if kubeconfig:
+        lines.append(f"kubectl: export KUBECONFIG={kubeconfig}")
+    if sim_url and job_label:
+        body = json.dumps({"labels": [job_label], "count": 3}, separators=(",", ":"))
+        lines.append(f"more jobs: curl -d '{body}' {sim_url}/_sim/jobs")
+    return lines
 
 
 # --- rendering --------------------------------------------------------------------------------
@@ -224,37 +373,104 @@ def _cell(value: int | None) -> str:
 def _component_style(status: str) -> str:
     if status.startswith(("running", "ready")):
         return "green"
-    if status.startswith(("starting", "disabled", "external")):
+    if status.startswith(("starting", "disabled", "external", "applied", "restarting")):
         return "yellow"
     return "bold red"
 
 
-def render(model: ViewModel) -> RenderableType:
-    table = Table(title=model.title, expand=True)
-    for header in ("variant", "scale set", "desired", "current", "busy"):
-        table.add_column(header, justify="left" if header == "variant" else "right")
-    for header in ("queued", "running", "done", "failed"):
-        table.add_column(f"jobs {header}", justify="right")
+def _restarts_of(status: str) -> str:
+    """``1 restart`` out of ``running (pid 7, healthy, 1 restart)``."""
+    inner = status.rpartition("(")[2].rstrip(")")
+    last = inner.rpartition(", ")[2]
+    return last if last.endswith(("restart", "restarts")) else ""
+
+
+def _components_text(components: Mapping[str, str], width: int = 80) -> Text:
+    """Healthy parts as ``name ok`` packed into lines (never split inside one part); any other
+    part gets its own line with its status (details such as URLs are in the footer)."""
+    text = Text()
+    column = 0
+    troubled: list[tuple[str, str]] = []
+    for name, status in components.items():
+        if not status.startswith(("running", "ready", "applied")):
+            troubled.append((name, status))
+            continue
+        restarts = _restarts_of(status)
+        ok = " ok" + (f" ({restarts})" if restarts else "")
+        size = len(name) + len(ok)
+        if column and column + 2 + size > width:
+            text.append("\n")
+            column = 0
+        elif column:
+            text.append("  ")
+            column += 2
+        text.append(name, style="bold")
+        text.append(ok, style="green")
+        column += size
+    for name, status in troubled:
+        if len(text):
+            text.append("\n")
+        text.append(f"{name}: ", style="bold")
+        text.append(status, style=_component_style(status))
+    return text
+
+
+def _table(model: ViewModel) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, expand=False, pad_edge=False, show_edge=False)
+    table.add_column("variant", no_wrap=True)
+    table.add_column("scale set (id)", no_wrap=True)
+    table.add_column("runners\nwant/now/busy", justify="right", no_wrap=True)
+    table.add_column("jobs\nwait/run/done/fail", justify="right", no_wrap=True)
     for row in model.rows:
+        if row.scale_set_id is None:
+            scale_set = "registering..."
+        else:
+            scale_set = f"{row.scale_set_name or '?'} ({row.scale_set_id})"
         table.add_row(
             row.variant,
-            _cell(row.scale_set_id),
-            _cell(row.desired),
-            str(row.current),
-            str(row.busy),
-            str(row.queued),
-            str(row.running),
-            str(row.done),
-            str(row.failed),
+            scale_set,
+            f"{_cell(row.desired)}/{row.current}/{row.busy}",
+            f"{row.queued}/{row.running}/{row.done}/{row.failed}",
         )
-    components = Text()
-    for name, status in model.components.items():
-        components.append(f"{name}: ", style="bold")
-        components.append(status, style=_component_style(status))
-        components.append("   ")
-    parts: list[RenderableType] = [table, components]
-    for note in model.notes:
-        parts.append(Text(note, style="yellow"))
-    parts.append(Text("events (latest last):", style="bold"))
-    parts.extend(Text(line, overflow="ellipsis", no_wrap=True) for line in model.events)
-    return Group(*parts)
+    return table
+
+
+def _head(model: ViewModel) -> Text:
+    head = Text()
+    head.append(model.title, style="bold")
+    head.append("  ")
+    head.append(model.phase.text, style=model.phase.style)
+    head.append(f"  {elapsed_text(model.elapsed)}", style="dim")
+    return head
+
+
+def render(model: ViewModel, height: int | None = None, width: int | None = None) -> RenderableType:
+    """The screen: phase line, table, components, notes, events, footer. With ``height`` (and
+    ``width``), the event tail is cut from the top so everything fits: the footer and the
+    newest events always show. Lines wrap at word boundaries, never mid-word."""
+    top: list[RenderableType] = [
+        _head(model),
+        _table(model),
+        _components_text(model.components, width or 80),
+    ]
+    top.extend(Text(note, style="yellow") for note in model.notes)
+    footer = [Text(line, style="dim") for line in model.footer]
+    events = [Text(line, overflow="fold") for line in model.events]
+    label = Text("events (latest last, repeats folded):", style="bold")
+    if height is None:
+        return Group(*top, label, *events, *footer)
+    measure = Console(width=width or 80, height=height, color_system=None, file=io.StringIO())
+    used = sum(_lines(measure, part) for part in (*top, label, *footer))
+    room = height - used - 1  # Live keeps the cursor on a last line
+    shown: list[Text] = []
+    for event in reversed(events):
+        need = _lines(measure, event)
+        if need > room:
+            break
+        room -= need
+        shown.insert(0, event)
+    return Group(*top, label, *shown, *footer)
+
+
+def _lines(console: Console, renderable: RenderableType) -> int:
+    return len(console.render_lines(renderable, console.options, pad=False))

@@ -52,10 +52,12 @@ from arcflow.devstack.demo import JobRecord, SummaryInputs, VariantTarget
 from arcflow.devstack.live_view import (
     FEED_SUBJECTS,
     EventTail,
+    Progress,
     ViewModel,
     build_view_model,
     busy_by_scale_set,
     desired_by_variant,
+    footer_lines,
     scale_set_ids_from_events,
     variant_of,
 )
@@ -158,6 +160,10 @@ class DevStack:
     left_behind: list[str] = field(default_factory=list)
     #: The connection file written at start, if any.
     env_file: Path | None = None
+    #: ``start`` finished; ``stop`` (or the end of ``run``) begun; the run was cut short.
+    _started: bool = False
+    _stopping: bool = False
+    interrupted: bool = False
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -270,6 +276,7 @@ class DevStack:
         self._exit.push_async_callback(self.teardown_demo)
 
         await self._apply_example(token)
+        self._started = True
         self._notify()
 
     def _write_env_file(self, config_url: str, token: str) -> None:
@@ -296,6 +303,7 @@ class DevStack:
 
     async def stop(self) -> None:
         """Stop everything in reverse start order; safe to call twice."""
+        self._stopping = True
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
@@ -309,6 +317,7 @@ class DevStack:
 
     def _set(self, component: str, status: str) -> None:
         self.components[component] = status
+        self._notify_quietly()  # progress shows while the stack starts, not only after
 
     # --- services ---------------------------------------------------------------------
 
@@ -607,6 +616,39 @@ class DevStack:
                 counts[record.kind] += 1
         return counts
 
+    def progress(self) -> Progress:
+        ids = self.scale_set_ids()
+        counts = demo.counts_by_variant(self.jobs, self.variants)
+        started = self._started
+        return Progress(
+            started=started,
+            stopping=self._stopping,
+            variants=len(self.targets),
+            registered=sum(1 for t in self.targets if t.variant in ids),
+            requested=self.options.jobs,
+            queued=len(self.jobs),
+            done=sum(c.done for c in counts.values()),
+            failed=sum(c.failed for c in counts.values()),
+            blocked=tuple(self.blocked_by()) if started else (),
+            components_up=sum(
+                1 for v in self.components.values() if v.startswith(("running", "ready"))
+            ),
+            components=max(len(self.components), 8),
+        )
+
+    def footer(self) -> list[str]:
+        if self._stopping:  # the details are going away with the stack
+            return []
+        sim_url = str(self.simulator.base_url) if self.simulator is not None else None
+        label = self.targets[-1].scale_set_name if self.targets else None
+        return footer_lines(
+            env_file=str(self.env_file) if self.env_file else None,
+            nats_url=self.nats.url if self.nats is not None else None,
+            kubeconfig=self._kubeconfig,
+            sim_url=sim_url if self.pod_runner is not None else None,
+            job_label=label,
+        )
+
     def view_model(self) -> ViewModel:
         current: dict[str, int] = {}
         notes = list(self.notes)
@@ -618,11 +660,9 @@ class DevStack:
                         current[variant] = current.get(variant, 0) + 1
                 if record.kind == "listener" and record.exit_code not in (None, 0):
                     notes.append(f"listener pod {record.name} exited {record.exit_code}")
-        blocked = self.blocked_by()
-        if blocked:
-            notes.append("demo cannot complete without: " + ", ".join(blocked))
+        namespace = self.ars.get("metadata", {}).get("namespace")
         return build_view_model(
-            title=f"arcflow dev: {self.ars.get('metadata', {}).get('namespace')}/{self.ars_name}",
+            title=f"arcflow dev {namespace}/{self.ars_name}" if self.ars else "arcflow dev",
             variants=self.variants,
             scale_set_ids=self.scale_set_ids(),
             desired=desired_by_variant(self._ers, self.ars_name, self.variants),
@@ -632,6 +672,10 @@ class DevStack:
             components=self.components,
             events=list(self.tail.lines),
             notes=notes,
+            scale_set_names={t.variant: t.scale_set_name for t in self.targets},
+            progress=self.progress(),
+            elapsed=time.monotonic() - self._started_at if self._started_at else 0.0,
+            footer=self.footer(),
         )
 
     def _notify(self) -> None:
@@ -656,6 +700,7 @@ class DevStack:
                 left_behind=list(self.left_behind),
                 notes=list(self.notes),
                 restarts=self.restarts(),
+                interrupted=self.interrupted,
             )
         )
 
@@ -664,6 +709,9 @@ class DevStack:
         ``exit_when_done``), then tear the example down (:meth:`teardown_demo`). Returns the
         exit code and the summary, which says what the teardown left behind."""
         code, timed_out = await self._run_demo(stop)
+        self._stopping = True
+        self.interrupted = stop.is_set() and not demo.all_jobs_done(self.jobs)
+        self._notify_quietly()
         await self.teardown_demo()
         self._notify_quietly()
         return code, self.summary(timed_out=timed_out)
