@@ -74,8 +74,8 @@ def _load(import_path: str, cmd_name: str) -> click.Command:
 #: Every command: name -> where it lives and its short help (shown by ``arcflow --help``).
 COMMANDS: dict[str, LazyCommand] = {
     "validate": LazyCommand(
-        "arcflow.cli.offline:validate_command",
-        "Check AutoscalingRunnerSet manifests; one 'path: message' line per problem.",
+        "arcflow.cli.validate:validate_command",
+        "Check arcflow manifests (files or -); one 'path: message' line per problem.",
     ),
     "plan": LazyCommand(
         "arcflow.cli.offline:plan_command",

@@ -1,4 +1,5 @@
-"""``arcflow validate`` and ``arcflow plan``: offline commands (no cluster, no NATS, no GitHub).
+"""``arcflow plan``: an offline command (no cluster, no NATS, no GitHub); ``arcflow validate``
+lives in :mod:`arcflow.cli.validate`.
 
 ``plan`` calls the same :func:`arcflow.common.builders.plan_objects` the reconciler uses, so
 its output is what the reconciler would write. It never has credentials: the config Secret
@@ -57,21 +58,6 @@ def _validation_lines(docs: list[Any]) -> list[str]:
         prefix = f"[document {index}] " if len(docs) > 1 else ""
         lines.extend(prefix + str(error) for error in errors)
     return lines
-
-
-@click.command(name="validate")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-def validate_command(file: Path) -> None:
-    """Check the manifests in FILE; print one 'path: message' line per problem.
-
-    Exit code 0 when every document is valid, 1 otherwise.
-    """
-    lines = _validation_lines(_load_documents(file))
-    if lines:
-        for line in lines:
-            click.echo(line)
-        raise SystemExit(1)
-    click.echo("valid")
 
 
 def parse_ids(values: tuple[str, ...]) -> dict[str, int]:
