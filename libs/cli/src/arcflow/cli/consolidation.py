@@ -120,11 +120,14 @@ def _object_name(name: str) -> str:
     return name.replace("_", "-")
 
 
-def chart_values_to_input(values: Mapping[str, Any], source: str) -> ConsolidationInput:
+def chart_values_to_input(
+    values: Mapping[str, Any], source: str, release: str | None = None
+) -> ConsolidationInput:
     """The ARS the chart would render from ``values`` (spec part), as a consolidation input.
 
     ``runnerScaleSetName`` defaults to the Helm release name, which a values file does not
-    know: it is then taken from the file name (without extension).
+    know: ``release`` (``release=file`` on the command line), else the file name (without
+    extension).
     """
     for key in _CHART_RENDERED_INTO_TEMPLATE:
         mode = values.get(key)
@@ -139,7 +142,11 @@ def chart_values_to_input(values: Mapping[str, Any], source: str) -> Consolidati
             f"{source}: githubServerTLS.runnerMountPath is rendered into the runner template "
             "by the chart; run `helm template` and consolidate the rendered ARS manifests"
         )
-    scale_set_name = str(values.get("runnerScaleSetName") or "") or _stem(source)
+    scale_set_name = str(values.get("runnerScaleSetName") or "") or release or _stem(source)
+    if not scale_set_name or scale_set_name == "-":
+        raise ConsolidationError(
+            f"{source}: no runnerScaleSetName and no release name: pass it as RELEASE={source}"
+        )
     name = _object_name(scale_set_name)
     spec: dict[str, Any] = {}
     for key, target in _CHART_PASSTHROUGH.items():
@@ -177,12 +184,12 @@ def _stem(source: str) -> str:
     return base
 
 
-def input_from_document(doc: Any, source: str) -> ConsolidationInput:
+def input_from_document(doc: Any, source: str, release: str | None = None) -> ConsolidationInput:
     """An ARS manifest or chart values document as a consolidation input."""
     if not isinstance(doc, Mapping):
         raise ConsolidationError(f"{source}: expected a mapping, got {type(doc).__name__}")
     if is_chart_values(doc):
-        item = chart_values_to_input(doc, source)
+        item = chart_values_to_input(doc, source, release)
     else:
         if doc.get("kind") != KIND_ARS:
             raise ConsolidationError(
