@@ -25,6 +25,8 @@ SERVICES = ("watcher", "registrar", "reconciler")
 IMAGES = {
     "kube-api": ("devstack", "arcflow-cli"),
     "actions-sim": ("devstack", "arcflow-cli"),
+    "pod-runner": ("devstack", "arcflow-cli"),
+    "demo": ("devstack", "arcflow-cli"),
     "watcher": ("watcher", "arcflow-watcher"),
     "registrar": ("registrar", "arcflow-registrar"),
     "reconciler": ("reconciler", "arcflow-reconciler"),

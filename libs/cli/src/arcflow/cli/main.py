@@ -105,6 +105,14 @@ SIM_COMMANDS: dict[str, LazyCommand] = {
         "arcflow.cli.sim_kube:sim_kube_command",
         "Run the Kubernetes API emulator standalone and write a kubeconfig.",
     ),
+    "pods": LazyCommand(
+        "arcflow.cli.sim_pods:sim_pods_command",
+        "Play kubelet for arcflow's listener and runner pods (against any cluster).",
+    ),
+    "demo": LazyCommand(
+        "arcflow.cli.sim_demo:sim_demo_command",
+        "Apply the example ARS, queue demo jobs, wait until they completed.",
+    ),
 }
 
 

@@ -11,13 +11,28 @@ from arcflow.devstack.actions_sim import ActionsSimulator
 from ._signals import stop_on_signals
 
 
-async def _serve(host: str, port: int, poll_timeout: float, mode: str, org: str) -> None:
-    simulator = ActionsSimulator(
+class _AdvertisedSimulator(ActionsSimulator):
+    """A simulator whose URLs (the Actions service URL handed out at registration, the message
+    queue URL) name the host clients reach it by, not the address it binds: in compose it
+    listens on 0.0.0.0 and is reached as ``actions-sim``."""
+
+    advertise_url = ""
+
+    @property
+    def base_url(self) -> str:
+        return self.advertise_url or super().base_url
+
+
+async def _serve(
+    host: str, port: int, poll_timeout: float, mode: str, org: str, advertise_url: str | None
+) -> None:
+    simulator = _AdvertisedSimulator(
         host=host,
         port=port,
         poll_timeout=poll_timeout,
         mode="acquire" if mode == "acquire" else "direct",
     )
+    simulator.advertise_url = (advertise_url or "").rstrip("/")
     with stop_on_signals() as stop:
         async with simulator as sim:
             pat = sim.add_pat()
@@ -55,9 +70,17 @@ async def _serve(host: str, port: int, poll_timeout: float, mode: str, org: str)
     help="direct: JobAssigned (github.com); acquire: JobAvailable + acquirejobs (GHES).",
 )
 @click.option("--org", default="example-org", show_default=True, help="Org of the config URL.")
-def sim_actions_command(host: str, port: int, poll_timeout: float, mode: str, org: str) -> None:
+@click.option(
+    "--advertise-url",
+    default=None,
+    help="Base URL clients reach the simulator at, used in the URLs it hands out "
+    "(default: http://HOST:PORT); e.g. http://actions-sim:8090 in docker compose.",
+)
+def sim_actions_command(
+    host: str, port: int, poll_timeout: float, mode: str, org: str, advertise_url: str | None
+) -> None:
     """Run the GitHub + Actions scale-set service simulator until SIGINT or SIGTERM."""
     try:
-        asyncio.run(_serve(host, port, poll_timeout, mode, org))
+        asyncio.run(_serve(host, port, poll_timeout, mode, org, advertise_url))
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
