@@ -28,24 +28,19 @@ from arcflow.common.constants import DEFAULT_VARIANT, KIND_ARS, LISTENER_CONFIG_
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.validation import FieldError, validate_manifest
 
+from .manifest_input import InputError, parse_documents, read_text
+
 DEFAULT_CONTROLLER_NAMESPACE = "arc-systems"
 DEFAULT_LISTENER_IMAGE = "ghcr.io/arcflow/listener:latest"
 DEFAULT_VARIANT_ALIASES = ("", "default")
 
 
-class _InputError(click.ClickException):
-    """Bad input file or option: printed as ``Error: ...`` and exit code 1."""
+_InputError = InputError
 
 
 def _load_documents(path: Path) -> list[Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise _InputError(f"{path}: cannot read file: {exc}") from exc
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise _InputError(f"{path}: not valid YAML: {exc}") from exc
+    """The documents of ``path`` (``kind: List`` as its items); YAML errors name the line."""
+    docs = parse_documents(str(path), read_text(str(path)))
     if not docs:
         raise _InputError(f"{path}: contains no YAML document")
     return docs
