@@ -155,3 +155,33 @@ def test_sigterm_stops_everything(tmp_path: Path) -> None:
     assert process.returncode in (0, 1)
     _assert_nothing_left(tmp)
     assert not (tmp / "dev.env").exists()
+
+
+def test_ctrl_c_while_starting_stops_at_once_and_says_interrupted(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    summary_path = tmp_path / "summary.json"
+    process = subprocess.Popen(
+        [*ARCFLOW, "dev", "--headless", "--jobs", "3", "--summary-json", str(summary_path)],
+        env=_env(tmp),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        assert first.startswith("phase: starting"), first
+        process.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 1
+    assert "demo jobs: interrupted before the demo started (none queued)" in stderr
+    assert "blocked by" not in stderr
+    _assert_nothing_left(tmp)
+    summary = json.loads(summary_path.read_text())
+    assert summary["interrupted"] is True
+    assert summary["blocked_by"] == []

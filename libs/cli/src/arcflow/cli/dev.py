@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +58,7 @@ async def _run(
         if not headless:
             live = screens.enter_context(
                 Live(
-                    Text("arcflow dev: starting nats-server ...", style="yellow"),
+                    _Loading(),
                     console=console,
                     refresh_per_second=4,
                     transient=False,
@@ -66,16 +67,34 @@ async def _run(
         else:
             console.print("phase: starting", highlight=False)
         from arcflow.devstack.live_view import render
-        from arcflow.devstack.stack import DevStack, StackOptions
+        from arcflow.devstack.stack import EXIT_FAILED, DevStack, StackOptions
 
-        async with DevStack(StackOptions(**settings), on_update=on_update) as stack:
-            if headless:
-                for name, status in stack.components.items():
-                    console.print(f"{name}: {status}", highlight=False)
-            code, summary = await stack.run(stop)
+        stack = DevStack(StackOptions(**settings), on_update=on_update)
+        try:
+            if await stack.start_unless(stop):
+                if headless:
+                    for name, status in stack.components.items():
+                        console.print(f"{name}: {status}", highlight=False)
+                code, summary = await stack.run(stop)
+            else:  # Ctrl-C while starting: stop now, not after every service came up
+                code, summary = EXIT_FAILED, stack.summary()
+        finally:
+            await stack.stop()
     if summary_json is not None:
         await asyncio.to_thread(_write_summary, summary_json, summary)
     return code, summary
+
+
+class _Loading:
+    """The first frame, while the stack's modules import (seconds on a busy machine): Live
+    refreshes it from its own thread, so the counter moves even while the import blocks."""
+
+    def __init__(self) -> None:
+        self._since = time.monotonic()
+
+    def __rich__(self) -> Text:
+        seconds = int(time.monotonic() - self._since)
+        return Text(f"arcflow dev: loading the stack ... {seconds}s", style="yellow")
 
 
 def _stack_errors() -> tuple[type[Exception], ...]:

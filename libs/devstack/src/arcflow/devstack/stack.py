@@ -180,6 +180,9 @@ class DevStack:
 
     async def start(self) -> None:
         self._started_at = time.monotonic()
+        # The view ticks while the stack starts (the services take seconds to import and
+        # answer their health checks): the elapsed time moves, the screen never looks stuck.
+        self._spawn(self._tick_until_started(), "view-ticker")
         example = self.options.example or demo.find_example()
         if example is None:
             raise StackError(f"cannot find {demo.EXAMPLE_RELATIVE_PATH}; pass --example PATH")
@@ -193,7 +196,15 @@ class DevStack:
         self._set("nats", "starting")
         self.nats = NatsServer(store_dir=str(temp / "nats"))
         self._exit.callback(self.nats.stop)
-        await asyncio.to_thread(self.nats.start)
+        # A thread cannot be cancelled: an interrupted start waits for it, so the stop that
+        # follows finds the process to stop (and no nats-server outlives the stack).
+        started = asyncio.ensure_future(asyncio.to_thread(self.nats.start))
+        try:
+            await asyncio.shield(started)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await started
+            raise
         self._set("nats", f"running {self.nats.url}")
 
         if self.options.kubeconfig:
@@ -269,8 +280,9 @@ class DevStack:
         else:
             self._set("listener", "missing: arcflow.listener has no __main__")
 
-        await asyncio.gather(*(self._start_service(name) for name in SERVICES))
+        # Registered before they start: an interrupted start still stops what did start.
         self._exit.push_async_callback(self._stop_services)
+        await asyncio.gather(*(self._start_service(name) for name in SERVICES))
         # Runs before the services stop (exit stacks unwind in reverse): the reconciler and
         # the registrar must still be there to finalize what the example made.
         self._exit.push_async_callback(self.teardown_demo)
@@ -301,6 +313,27 @@ class DevStack:
         self.env_file = path
         self._exit.callback(connection_file.remove, path)
 
+    async def start_unless(self, stop: asyncio.Event) -> bool:
+        """:meth:`start`, abandoned as soon as ``stop`` is set (Ctrl-C while the services still
+        import): False then, and the run counts as interrupted. The caller calls :meth:`stop`
+        either way."""
+        starting = asyncio.create_task(self.start(), name="devstack-start")
+        stopping = asyncio.create_task(stop.wait(), name="devstack-start-stop")
+        try:
+            await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if starting.done() and not starting.cancelled():
+            starting.result()  # a start that failed raises here
+            return True
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        self.interrupted = True
+        self._stopping = True
+        self._notify_quietly()
+        return False
+
     async def stop(self) -> None:
         """Stop everything in reverse start order; safe to call twice."""
         self._stopping = True
@@ -311,6 +344,11 @@ class DevStack:
             await asyncio.gather(*tasks, return_exceptions=True)
         exit_stack, self._exit = self._exit, contextlib.AsyncExitStack()
         await exit_stack.aclose()
+
+    async def _tick_until_started(self) -> None:
+        while not self._started:
+            await asyncio.sleep(0.5)
+            self._notify_quietly()
 
     def _spawn(self, coro: Any, name: str) -> None:
         self._tasks.append(asyncio.create_task(coro, name=name))
@@ -555,7 +593,10 @@ class DevStack:
         return str(self.ars.get("metadata", {}).get("name", ""))
 
     def blocked_by(self) -> list[str]:
-        """Required parts that are missing or died: the demo cannot complete without them."""
+        """Required parts that are missing or died: the demo cannot complete without them.
+        Nothing is known to be blocked before the stack finished starting."""
+        if not self._started:
+            return []
         blocked = [
             name
             for name in REQUIRED_FOR_DEMO
