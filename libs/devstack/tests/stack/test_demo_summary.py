@@ -143,3 +143,17 @@ def test_counts_by_variant_for_the_view() -> None:
     assert (counts["gpu"].queued, counts["gpu"].running) == (1, 1)
     assert (counts["gpu"].done, counts["gpu"].failed) == (1, 1)
     assert counts["cpu-small"].queued == 0
+
+
+def test_jobs_queued_besides_the_demo_count_for_their_variant() -> None:
+    targets = demo.variant_targets(_example())
+    listed = [
+        {"jobId": "demo-1", "labels": ["arc-runners-gpu"], "state": "running"},
+        {"jobId": "x1", "labels": ["arc-runners-gpu"], "state": "completed", "result": "succeeded"},
+        {"jobId": "x2", "labels": ["arc-runners-cpu-small"], "state": "queued"},
+        {"jobId": "x3", "labels": ["someone-else"], "state": "queued"},
+    ]
+    others = demo.other_jobs(listed, ["demo-1"], targets)
+    assert [(j.job_id, j.variant) for j in others] == [("x1", "gpu"), ("x2", "cpu-small")]
+    counts = demo.counts_by_variant(others, VARIANTS)
+    assert (counts["gpu"].done, counts["cpu-small"].queued, counts["cpu-large"].queued) == (1, 1, 0)

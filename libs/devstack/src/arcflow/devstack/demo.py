@@ -293,6 +293,29 @@ def counts_by_variant(jobs: Iterable[JobRecord], variants: Iterable[str]) -> dic
     return counts
 
 
+def other_jobs(
+    simulator_jobs: Iterable[Mapping[str, Any]],
+    known: Iterable[str],
+    targets: Sequence[VariantTarget],
+) -> list[JobRecord]:
+    """Jobs queued on the simulator besides the demo (the footer's ``curl``), as records of the
+    variant whose scale set name they ask for; the view counts them, the summary does not."""
+    seen = set(known)
+    by_label = {t.scale_set_name: t.variant for t in targets}
+    records = []
+    for job in simulator_jobs:
+        job_id = str(job.get("jobId") or "")
+        labels = list(job.get("labels") or [])
+        variant = next((by_label[x] for x in labels if x in by_label), None)
+        if not job_id or job_id in seen or variant is None:
+            continue
+        record = JobRecord(job_id=job_id, variant=variant, queued_at=0.0)
+        record.state = str(job.get("state") or "queued")
+        record.result = job.get("result")
+        records.append(record)
+    return records
+
+
 def all_jobs_done(jobs: Sequence[JobRecord]) -> bool:
     """True when there is at least one job and every one finished successfully."""
     return bool(jobs) and all(job_succeeded(job) for job in jobs)

@@ -650,6 +650,11 @@ class DevStack:
             if job.job_id in pods_by_job:
                 job.runner_pod_created_at = pods_by_job[job.job_id]
 
+    def _other_jobs(self) -> list[JobRecord]:
+        if self.simulator is None:
+            return []
+        return demo.other_jobs(self.simulator.jobs(), (j.job_id for j in self.jobs), self.targets)
+
     def pods_created(self) -> dict[str, int]:
         counts = {"listener": 0, "runner": 0}
         if self.pod_runner is not None:
@@ -709,7 +714,7 @@ class DevStack:
             desired=desired_by_variant(self._ers, self.ars_name, self.variants),
             current=current,
             busy=busy_by_scale_set(self.simulator.snapshot() if self.simulator else None),
-            jobs=demo.counts_by_variant(self.jobs, self.variants),
+            jobs=demo.counts_by_variant(self.jobs + self._other_jobs(), self.variants),
             components=self.components,
             events=list(self.tail.lines),
             notes=notes,
