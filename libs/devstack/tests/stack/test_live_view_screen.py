@@ -61,9 +61,15 @@ def test_phases_from_start_to_done_and_interrupted() -> None:
     assert phase_of(running).text == "demo 7/12 done"
     done = Progress(started=True, variants=3, registered=3, requested=12, queued=12, done=12)
     assert phase_of(done).text == "demo complete: 12/12 (still running)"
-    assert phase_of(Progress(stopping=True)).text == (
+    assert phase_of(Progress(stopping=True, interrupted=True)).text == (
         "stopping: interrupted before the demo started"
     )
+    cut = Progress(started=True, stopping=True, interrupted=True, queued=12, done=5)
+    assert phase_of(cut).text == "stopping: interrupted at demo 5/12"
+    blocked_exit = Progress(started=True, stopping=True, blocked=("pod runner",))
+    assert phase_of(blocked_exit).text == "stopping: blocked (the demo needs pod runner)"
+    timed_out = Progress(started=True, stopping=True, queued=12, done=5)
+    assert phase_of(timed_out).text == "stopping at demo 5/12"
     blocked = Progress(started=True, variants=3, requested=12, blocked=("reconciler",))
     assert phase_of(blocked).text == "blocked: the demo needs reconciler"
 

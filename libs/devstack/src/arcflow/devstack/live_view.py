@@ -69,6 +69,8 @@ class Progress:
 
     started: bool = False
     stopping: bool = False
+    #: Stopped by the user (Ctrl-C, SIGTERM) before the demo finished.
+    interrupted: bool = False
     variants: int = 0
     registered: int = 0
     requested: int = 0
@@ -92,10 +94,14 @@ def phase_of(progress: Progress) -> Phase:
     p = progress
     finished = p.queued > 0 and p.done + p.failed >= p.queued
     if p.stopping:
+        at = f" at demo {p.done}/{p.queued}" if p.queued else " before the demo started"
         if finished:
             return Phase(f"stopping (demo complete: {p.done}/{p.queued})")
-        at = f" at demo {p.done}/{p.queued}" if p.queued else " before the demo started"
-        return Phase("stopping: interrupted" + at)
+        if p.interrupted:
+            return Phase("stopping: interrupted" + at)
+        if p.blocked:
+            return Phase("stopping: blocked (the demo needs " + ", ".join(p.blocked) + ")")
+        return Phase("stopping" + at)
     if not p.started:
         return Phase(f"starting ({p.components_up}/{p.components} parts up)")
     if p.blocked and not finished:

@@ -6,8 +6,9 @@ subprocesses (``python -m arcflow.<service>``), then the example ARS and the dem
 Every started part is pushed on one :class:`contextlib.AsyncExitStack`, so shutdown runs in
 exact reverse order whatever failed, and the temp dir goes last.
 
-A service that is not installed/importable, or that exits, is reported as such (view and
-summary) instead of being waited for: the stack runs whatever exists.
+A service that is not installed/importable is reported as such (view and summary) instead of
+being waited for: the stack runs whatever exists. One that exits is restarted with back-off
+(:mod:`arcflow.devstack.supervisor`, docs/adrs/0018-dev-stack-supervises-services.md).
 """
 
 from __future__ import annotations
@@ -669,6 +670,7 @@ class DevStack:
         return Progress(
             started=started,
             stopping=self._stopping,
+            interrupted=self.interrupted,
             variants=len(self.targets),
             registered=sum(1 for t in self.targets if t.variant in ids),
             requested=self.options.jobs,
