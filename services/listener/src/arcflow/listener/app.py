@@ -33,6 +33,7 @@ from arcflow.common.listener_config import ListenerConfig
 from arcflow.common.nats import STREAM_DLQ, STREAM_JOBS, STREAM_SCALE, NatsSettings, ensure_stream
 from arcflow.common.telemetry import setup_tracing
 from arcflow.listener.config import ScaleSetTarget, hostname, nats_settings, scale_set_targets
+from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.metrics import ListenerMetrics, metric_specs_from_config
 from arcflow.listener.pump import AfterPublish, SessionPump
 from arcflow.listener.scaler import DesiredRunnerScaler
@@ -131,6 +132,7 @@ class Listener:
                 self.config.configure_url, target.ephemeral_runner_set_name, target.namespace
             )
             recorder.record_static(target.min_runners, target.max_runners)
+            ledger = SessionLedger()
             worker = ScaleSetWorker(
                 target,
                 js,
@@ -138,6 +140,7 @@ class Listener:
                 DesiredRunnerScaler(target.min_runners, target.max_runners),
                 recorder,
                 fetch_timeout=self.options.fetch_timeout,
+                ledger=ledger,
             )
             pump = SessionPump(
                 target,
@@ -146,6 +149,7 @@ class Listener:
                 on_tick=worker.post_tick,
                 after_publish=self.options.after_publish.get(target.scale_set_id),
                 retry_conflict=self.options.retry_conflict,
+                ledger=ledger,
             )
             units.append(ScaleSetUnit(target, pump, worker))
         return units

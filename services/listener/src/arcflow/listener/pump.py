@@ -45,6 +45,7 @@ from arcflow.common.actions import (
 from arcflow.common.events import EventKeys, JobInfo, JobsBatch, JobStatistics
 from arcflow.common.nats import publish_event
 from arcflow.listener.config import ScaleSetTarget
+from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.supervisor import FatalError
 
 log = logging.getLogger("arcflow.listener.pump")
@@ -60,6 +61,7 @@ class StatisticsTick:
     statistics: JobStatistics
     last_message_id: int
     reason: str
+    session_id: str = ""
 
 
 AfterPublish = Callable[[JobsBatch], Awaitable[None]]
@@ -164,7 +166,9 @@ def job_info(message: JobMessage) -> JobInfo:
     )
 
 
-def jobs_batch(target: ScaleSetTarget, message: RunnerScaleSetMessage) -> JobsBatch:
+def jobs_batch(
+    target: ScaleSetTarget, message: RunnerScaleSetMessage, session_id: str = ""
+) -> JobsBatch:
     """The event for one GitHub message (pure). Requires the message's statistics."""
     if message.statistics is None:
         raise InvalidResponseError(f"message {message.message_id} has no statistics")
@@ -180,6 +184,7 @@ def jobs_batch(target: ScaleSetTarget, message: RunnerScaleSetMessage) -> JobsBa
         message_id=message.message_id,
         statistics=job_statistics(message.statistics),
         jobs=[job_info(m) for m in message.job_messages],
+        session_id=session_id,
     )
 
 
@@ -200,8 +205,10 @@ class SessionPump:
         after_publish: AfterPublish | None = None,
         retry_conflict: ConflictRetry | None = None,
         publish_timeout: float = 10.0,
+        ledger: SessionLedger | None = None,
     ) -> None:
         self.target = target
+        self.ledger = ledger if ledger is not None else SessionLedger()
         self._client = client
         self._js = js
         self._on_tick = on_tick
@@ -218,37 +225,45 @@ class SessionPump:
             target.scale_set_id, target.owner, retry_conflict=self._retry_conflict
         )
         async with session_client as session:
-            opened = session.session
-            self.session_id = opened.session_id
-            if opened.statistics is None:
-                raise InvalidResponseError(
-                    f"message session of scale set {target.scale_set_id} has no statistics"
-                )
-            log.info(
-                "message session open for %s",
-                target.label,
-                extra={"scale_set_id": target.scale_set_id, "owner": target.owner},
-            )
-            latest = job_statistics(opened.statistics)
-            last_message_id = 0
-            self._tick(latest, last_message_id, "session")
-            while not stop.is_set():
-                try:
-                    message = await self._poll(session, last_message_id, stop)
-                except _StoppedError:
-                    break
-                if message is None:
-                    self._tick(latest, last_message_id, "idle")
-                    continue
-                batch = jobs_batch(target, message)
-                await self._hand_over(session, message, batch)
-                last_message_id = message.message_id
-                latest = batch.statistics
+            try:
+                await self._pump(session, stop)
+            finally:
+                self.ledger.close()
         log.info("message session closed for %s", target.label)
+
+    async def _pump(self, session: MessageSessionClient, stop: asyncio.Event) -> None:
+        target = self.target
+        opened = session.session
+        self.session_id = opened.session_id
+        self.ledger.open(opened.session_id)
+        if opened.statistics is None:
+            raise InvalidResponseError(
+                f"message session of scale set {target.scale_set_id} has no statistics"
+            )
+        log.info(
+            "message session open for %s",
+            target.label,
+            extra={"scale_set_id": target.scale_set_id, "owner": target.owner},
+        )
+        latest = job_statistics(opened.statistics)
+        last_message_id = 0
+        self._tick(latest, last_message_id, "session")
+        while not stop.is_set():
+            try:
+                message = await self._poll(session, last_message_id, stop)
+            except _StoppedError:
+                break
+            if message is None:
+                self._tick(latest, last_message_id, "idle")
+                continue
+            batch = jobs_batch(target, message, opened.session_id)
+            await self._hand_over(session, message, batch)
+            last_message_id = message.message_id
+            latest = batch.statistics
 
     def _tick(self, stats: JobStatistics, last_message_id: int, reason: str) -> None:
         if self._on_tick is not None:
-            self._on_tick(StatisticsTick(stats, last_message_id, reason))
+            self._on_tick(StatisticsTick(stats, last_message_id, reason, self.session_id or ""))
 
     async def _poll(
         self, session: MessageSessionClient, last_message_id: int, stop: asyncio.Event
@@ -284,9 +299,16 @@ class SessionPump:
             "jobs.count": len(batch.jobs),
         }
         with _tracer.start_as_current_span("jobs.batch", attributes=attributes):
-            ack = await publish_event(
-                self._js, target.jobs_subject, batch, timeout=self._publish_timeout
-            )
+            self.ledger.expect(batch.message_id)
+            try:
+                ack = await publish_event(
+                    self._js, target.jobs_subject, batch, timeout=self._publish_timeout
+                )
+            except BaseException:
+                self.ledger.failed(batch.message_id)
+                raise
+            if ack is not None:
+                self.ledger.published(batch.message_id, ack.seq, duplicate=bool(ack.duplicate))
             self.batches_published += 1
             log.debug(
                 "published message %d of %s (duplicate=%s)",

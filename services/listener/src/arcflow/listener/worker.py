@@ -1,15 +1,21 @@
 """The worker of one scale set: JetStream job batches -> scaler -> ERS patch -> decision event.
 
-Idempotence. A GitHub message can reach the stream twice (the pump died between the PubAck
-and GitHub's ack, and the re-publish fell outside JetStream's duplicate window), and JetStream
-redelivers whatever was not acked. GitHub message ids grow per queue, so the worker keeps a
-*watermark*: the highest message id whose batch it fully handled, per scale set id. A batch at
-or below it is not scaled again (its JobStarted runner patches, idempotent merge patches, are
-re-applied so a batch that failed half-way loses nothing). The watermark survives restarts:
-it is restored from the last ``scale.decision`` on ``arc.scale.<ns>.<ars>.<variant>`` (its
-``Arcflow-Github-Message-Id`` header; the decision is published after the ERS patch and
-before the ack) and from the message at the durable consumer's ack floor, whichever is
-higher.
+Redelivery and forged batches (ADR 0014). The worker trusts no number a publisher chooses:
+
+- **JetStream's own sequence**: the highest stream sequence it fully handled (restored at start
+  from the durable consumer's ack floor and from the last ``scale.decision``, if that one is
+  not beyond the stream's end). A redelivery at or below it is not scaled again; its
+  ``JobStarted`` runner patches (idempotent merge patches) are re-applied.
+- **De-duplication**: the pump publishes with ``Nats-Msg-Id`` ``jobs.batch:<set>:<message>``,
+  so a GitHub redelivery inside JetStream's duplicate window is stored once.
+- **GitHub message ids compare only within one session** (``JobsBatch.session_id``): a late
+  copy of a message at or below the highest id handled *in its own session* is not scaled
+  again; an id from one session never blocks another session.
+- **Implausible batches are dead-lettered with their reason**: another scale set's batch, a
+  message id below 1, negative statistics, a batch claiming the live session that this
+  process's pump did not publish at that stream sequence (:class:`SessionLedger`), and a batch
+  of another session stored after the live session's first publish (sessions of one scale
+  set never overlap).
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import nats.errors
 import nats.js.errors
@@ -29,21 +37,23 @@ from opentelemetry import trace
 from arcflow.common.events import (
     EventBase,
     EventKeys,
+    JobInfo,
     JobsBatch,
     JobStatistics,
-    MalformedEventError,
     ScaleDecision,
-    parse_event,
 )
-from arcflow.common.kube import KubeClient, NotFoundError
+from arcflow.common.kube.errors import NotFoundError
 from arcflow.common.nats import (
+    STREAM_JOBS,
     STREAM_SCALE,
     Delivery,
     EventConsumer,
+    PermanentEventError,
     ensure_consumer,
     publish_event,
 )
 from arcflow.listener.config import ScaleSetTarget
+from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.metrics import ScaleSetRecorder
 from arcflow.listener.pump import SOURCE, StatisticsTick
 from arcflow.listener.scaler import Decision, DesiredRunnerScaler, ers_patch, runner_status_patch
@@ -53,9 +63,27 @@ _tracer = trace.get_tracer("arcflow.listener")
 
 MESSAGE_ID_HEADER = "Arcflow-Github-Message-Id"
 SCALE_SET_ID_HEADER = "Arcflow-Scale-Set-Id"
+SESSION_ID_HEADER = "Arcflow-Session-Id"
+JOBS_SEQ_HEADER = "Arcflow-Jobs-Stream-Seq"
+#: Sessions whose highest handled message id is remembered.
+SESSION_MARKS = 64
+#: An ERS patch identical to the previous one is not sent again within this many seconds.
+IDENTICAL_PATCH_WINDOW = 5.0
 
 
 T = TypeVar("T")
+
+
+class KubePatcher(Protocol):
+    """The two Kubernetes writes a worker makes."""
+
+    async def patch_merge(
+        self, resource: str, name: str, patch: Mapping[str, Any], *, namespace: str | None = None
+    ) -> Any: ...
+
+    async def patch_status(
+        self, resource: str, name: str, status: Mapping[str, Any], *, namespace: str | None = None
+    ) -> Any: ...
 
 
 async def _retry_timeouts(call: Callable[[], Awaitable[T]], attempts: int = 5) -> T:
@@ -75,11 +103,16 @@ async def _retry_timeouts(call: Callable[[], Awaitable[T]], attempts: int = 5) -
 
 @dataclass(frozen=True)
 class Watermark:
+    """The last batch fully handled: its session, GitHub message id and stream sequence."""
+
     scale_set_id: int
     message_id: int
+    session_id: str = ""
+    stream_seq: int = 0
 
-    def covers(self, scale_set_id: int, message_id: int) -> bool:
-        return scale_set_id == self.scale_set_id and message_id <= self.message_id
+
+class ImplausibleBatchError(PermanentEventError):
+    """A batch the worker will not act on; it is dead-lettered with this reason."""
 
 
 class ScaleSetWorker:
@@ -89,12 +122,16 @@ class ScaleSetWorker:
         self,
         target: ScaleSetTarget,
         js: JetStreamContext,
-        kube: KubeClient,
+        kube: KubePatcher,
         scaler: DesiredRunnerScaler,
         recorder: ScaleSetRecorder | None = None,
         *,
         fetch_timeout: float = 5.0,
         batch_size: int = 16,
+        ledger: SessionLedger | None = None,
+        puback_wait: float = 10.0,
+        identical_patch_window: float = IDENTICAL_PATCH_WINDOW,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.target = target
         self._js = js
@@ -103,12 +140,23 @@ class ScaleSetWorker:
         self._recorder = recorder
         self._fetch_timeout = fetch_timeout
         self._batch_size = batch_size
+        self.ledger = ledger if ledger is not None else SessionLedger()
+        self._puback_wait = puback_wait
+        self._identical_window = identical_patch_window
+        self._clock = clock
         self._lock = asyncio.Lock()
         self._tick: StatisticsTick | None = None
         self._tick_event = asyncio.Event()
+        self._last_patch: tuple[dict[str, Any], float] | None = None
+        #: Highest jobs-stream sequence fully handled (JetStream's number, not a publisher's).
+        self.handled_seq = 0
+        #: Per GitHub session: the highest message id fully handled in it.
+        self.session_marks: OrderedDict[str, int] = OrderedDict()
         self.watermark: Watermark | None = None
         self.decisions: list[Decision] = []
         self.skipped_batches = 0
+        self.dead_lettered = 0
+        self.patches_skipped = 0
 
     # --- inputs -----------------------------------------------------------------------
     def post_tick(self, tick: StatisticsTick) -> None:
@@ -120,7 +168,7 @@ class ScaleSetWorker:
     async def run(self, stop: asyncio.Event) -> None:
         spec = self.target.consumer_spec()
         await _retry_timeouts(lambda: ensure_consumer(self._js, spec))
-        self.watermark = await _retry_timeouts(self._restore_watermark)
+        await _retry_timeouts(self._restore)
         consumer = EventConsumer(
             spec,
             self._handle_event,
@@ -174,13 +222,8 @@ class ScaleSetWorker:
     async def apply_tick(self, tick: StatisticsTick) -> Decision | None:
         """``HandleDesiredRunnerCount`` for statistics seen without a message."""
         async with self._lock:
-            mark = self.watermark
-            if (
-                mark is not None
-                and mark.scale_set_id == self.target.scale_set_id
-                and tick.last_message_id < mark.message_id
-            ):
-                return None  # a newer batch already decided with newer statistics
+            if self.session_marks.get(tick.session_id, -1) > tick.last_message_id:
+                return None  # a newer batch of this session already decided
             with _tracer.start_as_current_span(
                 "scale.decision",
                 attributes={"scale_set.id": self.target.scale_set_id, "reason": tick.reason},
@@ -189,32 +232,64 @@ class ScaleSetWorker:
 
     async def _handle_event(self, event: EventBase, delivery: Delivery) -> None:
         if isinstance(event, JobsBatch):
-            await self.handle_batch(event)
+            try:
+                await self.handle_batch(event, delivery.stream_sequence)
+            except ImplausibleBatchError:
+                self.dead_lettered += 1
+                raise
 
-    async def handle_batch(self, batch: JobsBatch) -> Decision | None:
-        """One GitHub message: runner status patches, scaler, ERS patch, decision event."""
+    async def check_plausible(self, batch: JobsBatch, stream_seq: int | None) -> None:
+        """Raise :class:`ImplausibleBatchError` (dead letter) for a batch not to act on."""
+        target = self.target
+        if batch.scale_set_id != target.scale_set_id:
+            raise ImplausibleBatchError(
+                f"batch of scale set {batch.scale_set_id} on the subject of scale set "
+                f"{target.scale_set_id}"
+            )
+        if batch.message_id < 1:
+            raise ImplausibleBatchError(f"message id {batch.message_id} is not positive")
+        negative = [k for k, v in batch.statistics.model_dump().items() if v < 0]
+        if negative:
+            raise ImplausibleBatchError(f"negative statistics: {', '.join(sorted(negative))}")
+        if stream_seq is None:
+            return
+        live = self.ledger.session_id
+        if live is not None and batch.session_id == live:
+            seq = await self.ledger.stream_seq_of(batch.message_id, self._puback_wait)
+            if seq != stream_seq:
+                raise ImplausibleBatchError(
+                    f"claims the live session but this listener did not publish message "
+                    f"{batch.message_id} at stream sequence {stream_seq}"
+                )
+            return
+        first = self.ledger.first_seq
+        if live is not None and first is not None and stream_seq > first:
+            raise ImplausibleBatchError(
+                f"batch of another session stored at sequence {stream_seq}, after the live "
+                f"session began at {first}"
+            )
+
+    async def handle_batch(
+        self, batch: JobsBatch, stream_seq: int | None = None
+    ) -> Decision | None:
+        """One GitHub message: ERS patch first, then runner status patches and the decision."""
         target = self.target
         async with self._lock:
+            await self.check_plausible(batch, stream_seq)
             started = [j for j in batch.jobs if j.message_type == "JobStarted"]
             completed = [j for j in batch.jobs if j.message_type == "JobCompleted"]
-            if batch.scale_set_id != target.scale_set_id:
-                log.warning(
-                    "batch of scale set %d on the subject of %s skipped",
-                    batch.scale_set_id,
-                    target.label,
-                )
-                self.skipped_batches += 1
-                return None
-            mark = self.watermark
-            if mark is not None and mark.covers(batch.scale_set_id, batch.message_id):
+            seen = stream_seq is not None and stream_seq <= self.handled_seq
+            session_mark = self.session_marks.get(batch.session_id) if batch.session_id else None
+            if seen or (session_mark is not None and batch.message_id <= session_mark):
                 log.info(
-                    "message %d of %s already handled (watermark %d); not scaling again",
+                    "message %d of %s already handled (%s); not scaling again",
                     batch.message_id,
                     target.label,
-                    mark.message_id,
+                    f"stream sequence {stream_seq}"
+                    if seen
+                    else f"session watermark {session_mark}",
                 )
-                for job in started:
-                    await self._patch_runner(job.runner_name, runner_status_patch(job))
+                await self._patch_runners(started)
                 self.skipped_batches += 1
                 return None
             state = (self.scaler.target, self.scaler.patch_seq, self.scaler.dirty)
@@ -226,15 +301,18 @@ class ScaleSetWorker:
                 },
             ):
                 try:
-                    for job in started:
+                    for _job in started:
                         self.scaler.job_started()
-                        await self._patch_runner(job.runner_name, runner_status_patch(job))
                     for _job in completed:
                         self.scaler.job_completed()
+                    mark = Watermark(
+                        batch.scale_set_id, batch.message_id, batch.session_id, stream_seq or 0
+                    )
                     decision = await self._decide(
                         batch.statistics,
                         reason=f"message {batch.message_id}",
-                        message_id=batch.message_id,
+                        mark=mark,
+                        runners=started,
                     )
                 except BaseException:
                     # A retried batch must see the scaler as it was before this attempt.
@@ -245,54 +323,65 @@ class ScaleSetWorker:
                     self._recorder.record_job_started(job)
                 for job in completed:
                     self._recorder.record_job_completed(job)
-            self.watermark = Watermark(batch.scale_set_id, batch.message_id)
+            self._remember(mark)
             return decision
 
+    def _remember(self, mark: Watermark) -> None:
+        self.watermark = mark
+        self.handled_seq = max(self.handled_seq, mark.stream_seq)
+        if mark.session_id:
+            previous = self.session_marks.pop(mark.session_id, 0)
+            self.session_marks[mark.session_id] = max(previous, mark.message_id)
+            while len(self.session_marks) > SESSION_MARKS:
+                self.session_marks.popitem(last=False)
+
     async def _decide(
-        self, stats: JobStatistics, *, reason: str, message_id: int | None = None
+        self,
+        stats: JobStatistics,
+        *,
+        reason: str,
+        mark: Watermark | None = None,
+        runners: Sequence[JobInfo] = (),
     ) -> Decision:
+        """Scaler, then the ERS patch (the first write), then the JobStarted runner patches
+        and the decision event concurrently."""
         target = self.target
         if self._recorder is not None:
             self._recorder.record_statistics(stats)
         decision = self.scaler.decide(stats.total_assigned_jobs)
-        await self._kube.patch_merge(
-            "EphemeralRunnerSet",
-            target.ephemeral_runner_set_name,
-            ers_patch(decision),
-            namespace=target.namespace,
-        )
+        await self._patch_ers(ers_patch(decision))
         if self._recorder is not None:
             self._recorder.record_desired(decision.target)
         self.decisions.append(decision)
         del self.decisions[:-100]
-        mark_id = message_id
-        if mark_id is None and self.watermark is not None:
-            mark_id = self.watermark.message_id
         headers = {SCALE_SET_ID_HEADER: str(target.scale_set_id)}
-        if mark_id is not None:
-            headers[MESSAGE_ID_HEADER] = str(mark_id)
-        await publish_event(
-            self._js,
-            target.scale_subject,
-            ScaleDecision(
-                source=SOURCE,
-                keys=EventKeys(
-                    namespace=target.namespace,
-                    ars=target.ars,
-                    variant=target.variant,
-                    scale_set_id=target.scale_set_id,
-                ),
+        last = mark or self.watermark
+        if last is not None:
+            headers[MESSAGE_ID_HEADER] = str(last.message_id)
+            if last.session_id:
+                headers[SESSION_ID_HEADER] = last.session_id
+            if last.stream_seq:
+                headers[JOBS_SEQ_HEADER] = str(last.stream_seq)
+        event = ScaleDecision(
+            source=SOURCE,
+            keys=EventKeys(
+                namespace=target.namespace,
+                ars=target.ars,
+                variant=target.variant,
                 scale_set_id=target.scale_set_id,
-                ephemeral_runner_set=target.ephemeral_runner_set_name,
-                desired_replicas=decision.target,
-                patch_id=decision.patch_id,
-                assigned_jobs=decision.assigned_jobs,
-                min_runners=self.scaler.min_runners,
-                max_runners=self.scaler.max_runners,
-                reason=reason,
             ),
-            headers=headers,
-            timeout=10.0,
+            scale_set_id=target.scale_set_id,
+            ephemeral_runner_set=target.ephemeral_runner_set_name,
+            desired_replicas=decision.target,
+            patch_id=decision.patch_id,
+            assigned_jobs=decision.assigned_jobs,
+            min_runners=self.scaler.min_runners,
+            max_runners=self.scaler.max_runners,
+            reason=reason,
+        )
+        await asyncio.gather(
+            self._patch_runners(runners),
+            publish_event(self._js, target.scale_subject, event, headers=headers, timeout=10.0),
         )
         log.info(
             "%s: desired %d runners (patchID %d, %d assigned jobs, %s)",
@@ -303,6 +392,29 @@ class ScaleSetWorker:
             reason,
         )
         return decision
+
+    async def _patch_ers(self, patch: dict[str, Any]) -> None:
+        """Merge-patch the ERS; the same body again within the window is not re-sent (it
+        would change nothing: same patchID, same replicas)."""
+        now = self._clock()
+        if self._last_patch is not None:
+            body, at = self._last_patch
+            if body == patch and now - at < self._identical_window:
+                self.patches_skipped += 1
+                return
+        self._last_patch = None
+        await self._kube.patch_merge(
+            "EphemeralRunnerSet",
+            self.target.ephemeral_runner_set_name,
+            patch,
+            namespace=self.target.namespace,
+        )
+        self._last_patch = (patch, now)
+
+    async def _patch_runners(self, jobs: Sequence[JobInfo]) -> None:
+        await asyncio.gather(
+            *(self._patch_runner(job.runner_name, runner_status_patch(job)) for job in jobs)
+        )
 
     async def _patch_runner(self, runner_name: str, status: dict[str, object]) -> None:
         """JobStarted -> EphemeralRunner status; a runner that is already gone is fine."""
@@ -315,35 +427,49 @@ class ScaleSetWorker:
         except NotFoundError:
             log.debug("EphemeralRunner %s not found; status patch skipped", runner_name)
 
-    # --- watermark --------------------------------------------------------------------
-    async def _restore_watermark(self) -> Watermark | None:
-        """The highest handled message id, from the decision stream and the ack floor."""
-        candidates: list[Watermark] = []
+    # --- restore ----------------------------------------------------------------------
+    async def _restore(self) -> None:
+        """Where to resume: JetStream's ack floor and the last decision (if plausible)."""
         target = self.target
-        with contextlib.suppress(nats.js.errors.NotFoundError):
-            last = await self._js.get_last_msg(STREAM_SCALE.name, target.scale_subject)
-            headers = last.headers or {}
-            try:
-                scale_set_id = int(headers.get(SCALE_SET_ID_HEADER, "0"))
-                message_id = int(headers.get(MESSAGE_ID_HEADER, "0"))
-            except ValueError:
-                scale_set_id = message_id = 0
-            if scale_set_id and message_id:
-                candidates.append(Watermark(scale_set_id, message_id))
         spec = target.consumer_spec()
         info = await self._js.consumer_info(spec.stream, spec.durable)
         floor = info.ack_floor.stream_seq if info.ack_floor is not None else 0
-        if floor:
-            with contextlib.suppress(nats.js.errors.NotFoundError):
-                raw = await self._js.get_msg(spec.stream, seq=floor)
-                try:
-                    event = parse_event(raw.data or b"")
-                except MalformedEventError:
-                    event = None
-                if isinstance(event, JobsBatch):
-                    candidates.append(Watermark(event.scale_set_id, event.message_id))
-        own = [c for c in candidates if c.scale_set_id == target.scale_set_id]
-        mark = max(own, key=lambda c: c.message_id) if own else None
-        if mark is not None:
-            log.info("%s resumes after message %d", target.label, mark.message_id)
-        return mark
+        self.handled_seq = max(self.handled_seq, floor or 0)
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            last = await self._js.get_last_msg(STREAM_SCALE.name, target.scale_subject)
+            mark = _decision_mark(last.headers or {})
+            if mark is None or mark.scale_set_id != target.scale_set_id:
+                return
+            stream = await self._js.stream_info(STREAM_JOBS.name)
+            end = stream.state.last_seq
+            if mark.stream_seq > end:
+                log.warning(
+                    "%s: last decision names stream sequence %d beyond the stream's end %d; "
+                    "ignored",
+                    target.label,
+                    mark.stream_seq,
+                    end,
+                )
+                return
+            self._remember(mark)
+        if self.watermark is not None or self.handled_seq:
+            log.info(
+                "%s resumes after stream sequence %d",
+                target.label,
+                self.handled_seq,
+            )
+
+
+def _decision_mark(headers: Mapping[str, str]) -> Watermark | None:
+    """The handled batch a ``scale.decision`` names; ``None`` without session and sequence
+    (a decision from before sessions were recorded, whose message id proves nothing)."""
+    try:
+        scale_set_id = int(headers.get(SCALE_SET_ID_HEADER, "0"))
+        message_id = int(headers.get(MESSAGE_ID_HEADER, "0"))
+        stream_seq = int(headers.get(JOBS_SEQ_HEADER, "0"))
+    except ValueError:
+        return None
+    session_id = headers.get(SESSION_ID_HEADER, "")
+    if not scale_set_id or not message_id or not session_id or stream_seq < 1:
+        return None
+    return Watermark(scale_set_id, message_id, session_id, stream_seq)

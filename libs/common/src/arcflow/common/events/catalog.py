@@ -159,6 +159,8 @@ class JobsBatch(EventBase):
     message_id: int
     statistics: JobStatistics
     jobs: list[JobInfo] = Field(default_factory=list)
+    #: The GitHub message session the message came from; message ids compare only within one.
+    session_id: str = ""
 
     def dedup_key(self) -> str | None:
         """A GitHub message redelivered after a listener crash is stored once."""

@@ -1,0 +1,80 @@
+"""What the live pump of one scale set published in its current GitHub session (in-process).
+
+The worker must not trust numbers a publisher chooses (a GitHub message id in a batch body can
+be anything). What it can trust: the stream sequence JetStream assigned, and what its own pump,
+in the same process, told it. The pump records, per message of its live session, the stream
+sequence of the PubAck; the worker checks a batch that claims the live session against it, and
+treats a batch of any other session stored after the live session's first publish as forged
+(sessions of one scale set never overlap: GitHub answers 409 to a second one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+
+#: Message ids remembered per session (a session's messages are handled in seconds).
+LEDGER_CAPACITY = 1024
+
+
+class SessionLedger:
+    """The live session id and the stream sequence of each message its pump published."""
+
+    def __init__(self, capacity: int = LEDGER_CAPACITY) -> None:
+        self.session_id: str | None = None
+        #: Stream sequence of the first message stored (not de-duplicated) in the live session.
+        self.first_seq: int | None = None
+        self._capacity = capacity
+        self._published: OrderedDict[int, asyncio.Future[int]] = OrderedDict()
+
+    def open(self, session_id: str) -> None:
+        self.close()
+        self.session_id = session_id
+
+    def close(self) -> None:
+        self.session_id = None
+        self.first_seq = None
+        for future in self._published.values():
+            future.cancel()
+        self._published.clear()
+
+    def expect(self, message_id: int) -> None:
+        """Called before publishing: the worker may see the batch before the PubAck returns."""
+        if message_id in self._published:
+            return
+        self._published[message_id] = asyncio.get_running_loop().create_future()
+        while len(self._published) > self._capacity:
+            _, oldest = self._published.popitem(last=False)
+            oldest.cancel()
+
+    def published(self, message_id: int, stream_seq: int, *, duplicate: bool) -> None:
+        """The PubAck of ``message_id``: ``stream_seq`` is where JetStream stored it."""
+        future = self._published.get(message_id)
+        if future is None:
+            self.expect(message_id)
+            future = self._published[message_id]
+        if not future.done():
+            future.set_result(stream_seq)
+        if not duplicate and self.first_seq is None:
+            self.first_seq = stream_seq
+
+    def failed(self, message_id: int) -> None:
+        future = self._published.pop(message_id, None)
+        if future is not None:
+            future.cancel()
+
+    async def stream_seq_of(self, message_id: int, timeout: float) -> int | None:  # noqa: ASYNC109
+        """The recorded sequence, waiting up to ``timeout`` for a PubAck in flight; ``None``
+        when the pump never published ``message_id`` in this session."""
+        future = self._published.get(message_id)
+        if future is None:
+            return None
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            return None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if future.cancelled() and (task is None or not task.cancelling()):
+                return None  # the session closed while we waited
+            raise
