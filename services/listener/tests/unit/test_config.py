@@ -34,7 +34,7 @@ def base(**overrides: Any) -> dict[str, Any]:
         "max_runners": 10,
     }
     data.update(overrides)
-    return data
+    return {k: v for k, v in data.items() if v is not None}  # None: leave the key out
 
 
 def check(data: dict[str, Any]) -> str | None:
@@ -76,6 +76,7 @@ def check(data: dict[str, Any]) -> str | None:
             "AppConfig validation failed: no credentials provided: either a PAT or GitHub App "
             "credentials should be provided",
         ),
+        ({"github_token": None}, "AppConfig validation failed: missing app config"),
         ({"max_runners": -1, "min_runners": -2}, "MaxRunners -1 of scale set 7 must be between 0"),
     ],
 )

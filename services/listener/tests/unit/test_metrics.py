@@ -47,6 +47,7 @@ def test_one_series_per_scale_set_with_its_own_name_label() -> None:
     assert f"gha_max_runners{{{labels}}} 10.0" in text
     assert 'gha_desired_runners{enterprise="",name="arc-gpu",namespace="ci"' in text
     assert 'gha_min_runners{enterprise="",name="arc-gpu"' in text
+    assert metrics.provider is not None
     metrics.provider.shutdown()
 
 
@@ -86,6 +87,7 @@ def test_job_counters_and_histograms_use_job_labels() -> None:
     assert "gha_job_startup_duration_seconds_bucket" in text
     assert text.count('gha_job_startup_duration_seconds_bucket{enterprise="big"') == 46  # +Inf
     assert 'gha_job_execution_duration_seconds_sum{enterprise="big",event_name="push",' in text
+    assert metrics.provider is not None
     metrics.provider.shutdown()
 
 
@@ -108,6 +110,7 @@ def test_listener_metrics_config_replaces_defaults(caplog: pytest.LogCaptureFixt
     text = scrape(metrics)
     assert 'gha_desired_runners{name="arc"} 4.0' in text
     assert "gha_assigned_jobs" not in text
+    assert metrics.provider is not None
     metrics.provider.shutdown()
 
 
@@ -116,5 +119,19 @@ def test_parse_metrics_addr_and_workflow_ref() -> None:
     assert parse_metrics_addr("127.0.0.1:0") == ("127.0.0.1", 0)
     with pytest.raises(ValueError, match="host:port"):
         parse_metrics_addr("8080")
-    assert parse_workflow_ref("o/r/.github/workflows/ci.yml@refs/heads/main") == ("ci", "main")
-    assert parse_workflow_ref("o/r/.github/workflows/x.yaml@refs/pull/4/merge") == ("x", "pull/4")
+
+    # Upstream's label values (issue 15 item 7), so existing dashboards keep matching.
+    assert parse_workflow_ref("o/r/.github/workflows/ci.yml@refs/heads/main") == (
+        "ci",
+        "heads/main",
+    )
+    assert parse_workflow_ref("o/r/.github/workflows/rel.yml@refs/tags/v1.0.0") == (
+        "rel",
+        "tags/v1.0.0",
+    )
+    assert parse_workflow_ref("o/r/.github/workflows/x.yaml@refs/pull/123/merge") == (
+        "x",
+        "pull/123",
+    )
+    assert parse_workflow_ref("o/r/.github/workflows/ci.yml") == ("", "")
+    assert parse_workflow_ref("") == ("", "")

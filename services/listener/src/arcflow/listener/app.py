@@ -28,7 +28,8 @@ from arcflow.common.actions import (
     RetryPolicy,
     SystemInfo,
 )
-from arcflow.common.kube import KubeClient, KubeSettings
+from arcflow.common.kube.lite import LiteKubeClient
+from arcflow.common.kube.settings import KubeSettings
 from arcflow.common.listener_config import ListenerConfig
 from arcflow.common.nats import STREAM_DLQ, STREAM_JOBS, STREAM_SCALE, NatsSettings, ensure_stream
 from arcflow.common.telemetry import setup_tracing
@@ -107,7 +108,9 @@ class Listener:
         self.options = options or ListenerOptions()
         self.multi = bool(config.scale_sets)
         self.targets = scale_set_targets(config, self.options.host or hostname())
-        self.metrics = ListenerMetrics(metric_specs_from_config(config.metrics))
+        self.metrics = ListenerMetrics(
+            metric_specs_from_config(config.metrics), enabled=bool(config.metrics_addr)
+        )
         self.units: list[ScaleSetUnit] = []
         self._nc: NatsClient | None = None
 
@@ -124,7 +127,7 @@ class Listener:
         return js
 
     def _build_units(
-        self, client: ActionsClient, js: JetStreamContext, kube: KubeClient
+        self, client: ActionsClient, js: JetStreamContext, kube: LiteKubeClient
     ) -> list[ScaleSetUnit]:
         units = []
         for target in self.targets:
@@ -160,7 +163,7 @@ class Listener:
         kube_settings = self.options.kube_settings or default_kube_settings(environ)
         js = await self._connect_nats()
         try:
-            kube = await KubeClient.from_settings(kube_settings)
+            kube = LiteKubeClient.from_settings(kube_settings, user_agent="arcflow-listener")
         except Exception as exc:
             raise FatalError(f"cannot load Kubernetes client configuration: {exc}") from None
         client = ActionsClient(

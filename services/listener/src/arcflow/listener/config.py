@@ -39,6 +39,12 @@ class ConfigError(Exception):
     """The configuration cannot work: the process must say why and exit non-zero."""
 
 
+#: The config.json keys of upstream's app config (a PAT or a GitHub App).
+CREDENTIAL_KEYS = frozenset(
+    {"github_token", "github_app_id", "github_app_installation_id", "github_app_private_key"}
+)
+
+
 def validate_config(config: ListenerConfig) -> str | None:
     """Upstream ``Config.Validate`` plus the listener's own bounds: the first failure, or None.
 
@@ -78,6 +84,9 @@ def validate_config(config: ListenerConfig) -> str | None:
                 f'"{VAULT_TYPE_AZURE_KEY_VAULT}"'
             )
         return None
+    if not CREDENTIAL_KEYS & config.model_fields_set:
+        # Upstream's config has no app config object at all when no credential key is given.
+        return "AppConfig validation failed: missing app config"
     creds = config.credentials
     if creds.has_app and creds.has_token:
         return (

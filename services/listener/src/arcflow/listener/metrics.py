@@ -1,8 +1,10 @@
 """Listener metrics: upstream's ``gha_*`` names and labels (spec/arc-objects.md §4.6).
 
 One OpenTelemetry ``MeterProvider`` with a Prometheus reader on a private registry, served on
-``metrics_addr`` + ``metrics_endpoint`` by a small aiohttp server (so the configured path is the
-only one that answers). One :class:`ScaleSetRecorder` per scale set shares the instruments and
+``metrics_addr`` + ``metrics_endpoint`` by a one-path asyncio endpoint (so the configured path is
+the only one that answers). With metrics disabled (empty ``metrics_addr``, the default) nothing
+of OpenTelemetry or prometheus_client is imported and recording does nothing.
+One :class:`ScaleSetRecorder` per scale set shares the instruments and
 stamps its own ``name`` (the ERS name) and ``namespace``. Only synchronous instruments are used:
 an observable gauge registered twice under one name is silently dropped (toolchain §4).
 
@@ -16,17 +18,16 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
-
-from aiohttp import web
-from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.metrics import Counter, Histogram, Meter, _Gauge
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.resources import Resource
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from typing import TYPE_CHECKING, Any, Literal
 
 from arcflow.common.events import JobInfo, JobStatistics
 from arcflow.common.github_url import InvalidGitHubConfigUrlError, parse_github_config_url
+from arcflow.listener.http_endpoint import HttpEndpoint
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import Counter, Histogram, _Gauge
+    from opentelemetry.sdk.metrics import MeterProvider
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger("arcflow.listener.metrics")
 
@@ -208,19 +209,20 @@ def scale_set_labels_for(configure_url: str, ers_name: str, namespace: str) -> d
 
 
 def parse_workflow_ref(ref: str) -> tuple[str, str]:
-    """``owner/repo/.github/workflows/ci.yml@refs/heads/main`` -> ``("ci", "main")``.
+    """``owner/repo/.github/workflows/ci.yml@refs/heads/main`` -> ``("ci", "heads/main")``.
 
-    The target keeps the ref without ``refs/heads/``; pull refs become ``pull/<n>``, tags keep
-    ``tags/<t>``.
+    Upstream's form (docs/listener.md, "Metrics"): the target is the ref without ``refs/``
+    (``heads/main``, ``tags/v1.0.0``), pull refs become ``pull/<n>``; a ref without ``@``
+    gives an empty name and target.
     """
-    path, _, target = ref.partition("@")
+    path, at, target = ref.rpartition("@")
+    if not at:
+        return "", ""
     file = path.rsplit("/", 1)[-1]
     name = file.rsplit(".", 1)[0] if "." in file else file
-    if target.startswith("refs/heads/"):
-        target = target.removeprefix("refs/heads/")
-    elif target.startswith("refs/pull/"):
+    if target.startswith("refs/pull/"):
         target = "pull/" + target.removeprefix("refs/pull/").split("/", 1)[0]
-    elif target.startswith("refs/"):
+    else:
         target = target.removeprefix("refs/")
     return name, target
 
@@ -239,18 +241,38 @@ class _Instruments:
 
 
 class ListenerMetrics:
-    """The process-wide metrics: instruments, the private registry and the HTTP endpoint."""
+    """The process-wide metrics: instruments, the private registry and the HTTP endpoint.
 
-    def __init__(self, specs: Mapping[str, MetricSpec] | None = None) -> None:
+    ``enabled=False`` (no ``metrics_addr``) builds nothing and records nothing.
+    """
+
+    def __init__(
+        self, specs: Mapping[str, MetricSpec] | None = None, *, enabled: bool = True
+    ) -> None:
         self.specs = dict(default_metric_specs() if specs is None else specs)
+        self.enabled = enabled
+        self._instruments = _Instruments()
+        self._endpoint: HttpEndpoint | None = None
+        self.registry: CollectorRegistry | None = None
+        self.provider: MeterProvider | None = None
+        self.port: int | None = None
+        self.endpoint = "/metrics"
+        if enabled:
+            self._build()
+
+    def _build(self) -> None:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.resources import Resource
+        from prometheus_client import CollectorRegistry
+
         self.registry = CollectorRegistry(auto_describe=True)
         reader = PrometheusMetricReader(scope_info_enabled=False, registry=self.registry)
         self.provider = MeterProvider(
             resource=Resource.create({"service.name": "arcflow-listener"}),
             metric_readers=[reader],
         )
-        meter: Meter = self.provider.get_meter("arcflow.listener")
-        self._instruments = _Instruments()
+        meter = self.provider.get_meter("arcflow.listener")
         for spec in self.specs.values():
             description = _DESCRIPTIONS.get(spec.name, "")
             if spec.kind == "gauge":
@@ -267,46 +289,41 @@ class ListenerMetrics:
                     description=description,
                     explicit_bucket_boundaries_advisory=list(spec.buckets or DEFAULT_BUCKETS),
                 )
-        self._runner: web.AppRunner | None = None
-        self.port: int | None = None
-        self.endpoint = "/metrics"
 
     def recorder_for(self, configure_url: str, ers_name: str, namespace: str) -> ScaleSetRecorder:
         """A recorder stamping this scale set's labels; instruments are shared."""
         return ScaleSetRecorder(self, scale_set_labels_for(configure_url, ers_name, namespace))
 
     def exposition(self) -> bytes:
+        if self.registry is None:
+            return b""
+        from prometheus_client import generate_latest
+
         return generate_latest(self.registry)
 
     async def start(self, addr: str, endpoint: str) -> None:
         """Serve ``endpoint`` on ``addr``; nothing is served when ``addr`` is empty."""
-        if not addr:
+        if not addr or not self.enabled:
             log.info("metrics disabled (no metrics_addr)")
             return
+        from prometheus_client import CONTENT_TYPE_LATEST
+
         host, port = parse_metrics_addr(addr)
         self.endpoint = endpoint or "/metrics"
         if not self.endpoint.startswith("/"):
             self.endpoint = "/" + self.endpoint
-
-        async def serve(_request: web.Request) -> web.Response:
-            body = self.exposition()
-            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-        app = web.Application()
-        app.router.add_get(self.endpoint, serve)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        self._runner = runner
-        self.port = int(runner.addresses[0][1])
+        server = HttpEndpoint(self.endpoint, self.exposition, CONTENT_TYPE_LATEST)
+        await server.start(host, port)
+        self._endpoint = server
+        self.port = server.port
         log.info("metrics endpoint on %s:%d%s", host, self.port, self.endpoint)
 
     async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-        self.provider.shutdown()
+        server, self._endpoint = self._endpoint, None
+        if server is not None:
+            await server.stop()
+        if self.provider is not None:
+            self.provider.shutdown()
 
     # -- used by recorders ---------------------------------------------------------------
     def _attrs(self, name: str, values: Mapping[str, str]) -> dict[str, str]:

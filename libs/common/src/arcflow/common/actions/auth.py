@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jwt
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from pydantic import SecretStr
 
 from arcflow.common.actions.errors import CredentialsError
+
+if TYPE_CHECKING:
+    # PyJWT and cryptography (~10 MB) are imported only where an App key or a JWT is used.
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 KEY_TOKEN = "github_token"
 KEY_APP_ID = "github_app_id"
@@ -99,6 +100,9 @@ Credentials = PatCredentials | AppCredentials
 
 def load_rsa_private_key(private_key: SecretStr) -> RSAPrivateKey:
     """Load a PKCS#1 or PKCS#8 RSA PEM; the error says what is wrong, not what the key is."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+
     text = private_key.get_secret_value().strip()
     if not text:
         raise CredentialsError(f"{KEY_PRIVATE_KEY} is empty")
@@ -175,6 +179,8 @@ def credentials_from_secret_data(data: Mapping[str, str | bytes]) -> Credentials
 
 def create_app_jwt(credentials: AppCredentials, *, now: datetime | None = None) -> str:
     """The RS256 App JWT: ``iat`` backdated 60 s against clock skew, ``exp`` 9 min later."""
+    import jwt
+
     issued = (now or datetime.now(UTC)) - JWT_BACKDATE
     claims: dict[str, Any] = {
         "iat": int(issued.timestamp()),
@@ -189,6 +195,8 @@ def read_jwt_expiry(token: str) -> datetime:
 
     Raises ``ValueError`` with a reason (never the token) when it is not a JWT or has no ``exp``.
     """
+    import jwt
+
     try:
         claims = jwt.decode(
             token,

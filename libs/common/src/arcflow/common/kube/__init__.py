@@ -1,15 +1,23 @@
-"""arcflow's Kubernetes layer: resource registry, typed errors, settings and a dict-based client."""
+"""arcflow's Kubernetes layer: resource registry, typed errors, settings and a dict-based client.
 
-from arcflow.common.kube.client import (
-    JSON_PATCH,
-    MERGE_PATCH,
-    KubeClient,
-    ListResult,
-    Manifest,
-    WatchEvent,
-    WatchStream,
-    build_event,
-)
+The full client (``KubeClient`` and friends, on kubernetes_asyncio: ~100 MB and ~2 CPU seconds
+of imports) is imported on first use of one of its names, so ``arcflow.common.kube.lite`` and
+the errors, resources and selectors stay light for a process that never needs it.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from arcflow.common.kube.client import (
+        JSON_PATCH,
+        MERGE_PATCH,
+        KubeClient,
+        ListResult,
+        Manifest,
+        WatchEvent,
+        WatchStream,
+        build_event,
+    )
 from arcflow.common.kube.errors import (
     ConflictError,
     ForbiddenError,
@@ -49,6 +57,30 @@ from arcflow.common.kube.selectors import (
     selector_matches,
 )
 from arcflow.common.kube.settings import KubeSettings
+
+_CLIENT_NAMES = frozenset(
+    {
+        "JSON_PATCH",
+        "MERGE_PATCH",
+        "KubeClient",
+        "ListResult",
+        "Manifest",
+        "WatchEvent",
+        "WatchStream",
+        "build_event",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLIENT_NAMES:
+        from arcflow.common.kube import client
+
+        value = getattr(client, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ARC_RESOURCES",

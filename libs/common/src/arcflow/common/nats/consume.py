@@ -33,11 +33,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from faststream import AckPolicy
-from faststream.nats import JStream, NatsBroker, PullSub
-from faststream.nats.annotations import NatsMessage
 from nats.aio.msg import Msg
 from opentelemetry import trace
 
@@ -54,6 +51,9 @@ from arcflow.common.nats.jetstream import ConsumerSpec
 from arcflow.common.nats.publish import MSG_ID_HEADER, PublishTarget, publish_event
 from arcflow.common.telemetry.redaction import redact_text
 from arcflow.common.telemetry.tracing import extract_trace_context, trace_headers_of
+
+if TYPE_CHECKING:
+    from faststream.nats import NatsBroker
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("arcflow.common.nats")
@@ -180,11 +180,18 @@ class EventConsumer:
         The stream is referenced, not declared (``ensure_jetstream`` owns declarations); the
         durable consumer is created from the spec if it does not exist yet.
         """
+        from faststream import AckPolicy
+        from faststream.nats import JStream, PullSub
+        from faststream.nats.annotations import NatsMessage
+
         if self.dead_letter_target is None:
             self.dead_letter_target = broker
 
         async def on_message(message: NatsMessage) -> None:
             await self.process(message.raw_message)
+
+        # faststream resolves the annotation at runtime; the name is local, so give the type.
+        on_message.__annotations__ = {"message": NatsMessage, "return": None}
 
         on_message.__name__ = f"consume_{self.spec.durable.replace('-', '_')}"
         on_message.__doc__ = self.spec.description

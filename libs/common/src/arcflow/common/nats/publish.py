@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
-from faststream.nats import NatsBroker
 from nats.js import JetStreamContext, api
 from opentelemetry import trace
 
@@ -17,7 +16,12 @@ EVENT_TYPE_HEADER: Final = "Arcflow-Event-Type"
 
 _tracer = trace.get_tracer("arcflow.common.nats")
 
-PublishTarget = JetStreamContext | NatsBroker
+if TYPE_CHECKING:
+    from faststream.nats import NatsBroker
+
+    PublishTarget: TypeAlias = JetStreamContext | NatsBroker
+else:
+    PublishTarget = JetStreamContext  # or a faststream NatsBroker (not imported here: heavy)
 
 
 async def publish_event(
@@ -51,11 +55,11 @@ async def publish_event(
         all_headers[MSG_ID_HEADER] = msg_id(event)
         all_headers[EVENT_TYPE_HEADER] = event.type
         payload = encode_event(event)
-        if isinstance(target, NatsBroker):
-            ack: api.PubAck | None = await target.publish(
-                payload, subject, headers=all_headers, stream=stream, timeout=timeout
+        if isinstance(target, JetStreamContext):
+            return await target.publish(
+                subject, payload, timeout=timeout, stream=stream, headers=all_headers
             )
-            return ack
-        return await target.publish(
-            subject, payload, timeout=timeout, stream=stream, headers=all_headers
+        ack: api.PubAck | None = await target.publish(
+            payload, subject, headers=all_headers, stream=stream, timeout=timeout
         )
+        return ack

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import re
 import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from faststream.nats import NatsBroker, NatsCredentials, NatsSecurity, NatsUserPassword
 from nats.js import JetStreamContext
 from pydantic import SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    # faststream is imported where a broker is built, not by processes on plain nats-py.
+    from faststream.nats import NatsBroker, NatsSecurity
 
 
 class NatsSettingsError(ValueError):
@@ -155,6 +158,8 @@ class NatsSettings(BaseSettings):
 
     def security(self) -> NatsSecurity | None:
         """The faststream security object matching these settings."""
+        from faststream.nats import NatsCredentials, NatsSecurity, NatsUserPassword
+
         self._check()
         context = self.ssl_context()
         if self.creds_file:
@@ -179,6 +184,8 @@ def make_broker(settings: NatsSettings, service: str, **broker_kwargs: Any) -> N
     ``inbox_prefix=(settings.inbox_prefix_for(service) + ".").encode()`` under restricted
     users. Extra keyword arguments go to ``NatsBroker``.
     """
+    from faststream.nats import NatsBroker
+
     broker_kwargs.setdefault("logger", None)
     broker_kwargs.setdefault("inbox_prefix", settings.inbox_prefix_for(service))
     if settings.name:

@@ -1,4 +1,10 @@
-"""Telemetry shared by every service: redacted structured logs, Prometheus metrics, traces."""
+"""Telemetry shared by every service: redacted structured logs, Prometheus metrics, traces.
+
+The metrics names (OpenTelemetry's Prometheus exporter and prometheus_client) are imported on
+first use, so a process that serves no metrics does not pay for them.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from arcflow.common.telemetry.logs import (
     JsonFormatter,
@@ -6,7 +12,6 @@ from arcflow.common.telemetry.logs import (
     TextFormatter,
     setup_logging,
 )
-from arcflow.common.telemetry.metrics import MetricsServer, setup_metrics
 from arcflow.common.telemetry.redaction import MASK, is_secret_key, redact_text, redact_value
 from arcflow.common.telemetry.tracing import (
     current_trace_context,
@@ -15,6 +20,20 @@ from arcflow.common.telemetry.tracing import (
     setup_tracing,
     trace_headers_of,
 )
+
+if TYPE_CHECKING:
+    from arcflow.common.telemetry.metrics import MetricsServer, setup_metrics
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("MetricsServer", "setup_metrics"):
+        from arcflow.common.telemetry import metrics
+
+        value = getattr(metrics, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "MASK",

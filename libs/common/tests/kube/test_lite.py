@@ -1,0 +1,269 @@
+"""The light Kubernetes client over HTTP: the emulator (paths, content types, errors), and a
+real TLS server standing in for an API server's front door (service-account token and CA,
+kubeconfig client certificates, the headers a real API server requires)."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import ipaddress
+import json
+import ssl
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from arcflow.common.kube import KubeClient, NotFoundError
+from arcflow.common.kube.lite import LiteKubeClient
+from arcflow.common.kube.lite_auth import (
+    FileToken,
+    KubeConfigError,
+    in_cluster_connection,
+    kubeconfig_connection,
+)
+from arcflow.devstack.kube_emulator import KubeEmulator
+
+pytestmark = pytest.mark.integration
+
+ERS = {
+    "apiVersion": "actions.github.com/v1alpha1",
+    "kind": "EphemeralRunnerSet",
+    "metadata": {"name": "arc-cpu"},
+    "spec": {"replicas": 2, "patchID": 0, "ephemeralRunnerSpec": {}},
+}
+
+
+async def test_merge_patches_against_the_emulator(
+    kube_emulator: KubeEmulator, kube_client: KubeClient, kube_namespace: str, tmp_path: Path
+) -> None:
+    await kube_client.create(ERS, namespace=kube_namespace)
+    runner = {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "EphemeralRunner",
+        "metadata": {"name": "arc-cpu-x1"},
+        "spec": {},
+    }
+    await kube_client.create(runner, namespace=kube_namespace)
+    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    async with LiteKubeClient(kubeconfig_connection(kubeconfig)) as lite:
+        patched = await lite.patch_merge(
+            "EphemeralRunnerSet",
+            "arc-cpu",
+            {"spec": {"patchID": 3, "replicas": None}},
+            namespace=kube_namespace,
+        )
+        assert patched["spec"]["patchID"] == 3
+        assert "replicas" not in patched["spec"]  # null deletes the key (merge patch)
+        await lite.patch_status(
+            "EphemeralRunner", "arc-cpu-x1", {"jobId": "j1"}, namespace=kube_namespace
+        )
+        with pytest.raises(NotFoundError):
+            await lite.patch_merge("EphemeralRunnerSet", "gone", {}, namespace=kube_namespace)
+    stored = await kube_client.get("EphemeralRunner", "arc-cpu-x1", kube_namespace)
+    assert stored["status"]["jobId"] == "j1"
+    patches = [r for r in kube_emulator.requests if r.method == "PATCH"]
+    assert {r.path for r in patches} >= {
+        f"/apis/actions.github.com/v1alpha1/namespaces/{kube_namespace}/ephemeralrunnersets/arc-cpu",
+        f"/apis/actions.github.com/v1alpha1/namespaces/{kube_namespace}/ephemeralrunners/arc-cpu-x1/status",
+    }
+    assert {r.content_type for r in patches} == {"application/merge-patch+json"}
+
+
+# --- a TLS front door ---------------------------------------------------------------------
+
+
+def _name(cn: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+def _cert(
+    subject: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[str, ec.EllipticCurvePrivateKey]
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(subject))
+        .issuer_name(_name(issuer[0]))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+    )
+    if subject == issuer[0]:
+        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+    else:
+        san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+        builder = builder.add_extension(san, False)
+    return builder.sign(issuer[1], hashes.SHA256())
+
+
+def _pem(obj: Any) -> bytes:
+    if isinstance(obj, x509.Certificate):
+        return obj.public_bytes(serialization.Encoding.PEM)
+    return bytes(
+        obj.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+
+
+class FrontDoor:
+    """A TLS server that answers like an API server and records what each request carried."""
+
+    def __init__(self, tmp: Path) -> None:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca = _cert("test-ca", ca_key, ("test-ca", ca_key))
+        server_key = ec.generate_private_key(ec.SECP256R1())
+        client_key = ec.generate_private_key(ec.SECP256R1())
+        self.ca_pem = _pem(ca)
+        self.client_pem = (_pem(_cert("client", client_key, ("test-ca", ca_key))), _pem(client_key))
+        (tmp / "server.crt").write_bytes(_pem(_cert("server", server_key, ("test-ca", ca_key))))
+        (tmp / "server.key").write_bytes(_pem(server_key))
+        (tmp / "ca.crt").write_bytes(self.ca_pem)
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=tmp / "ca.crt")
+        self.context.load_cert_chain(tmp / "server.crt", tmp / "server.key")
+        self.context.verify_mode = ssl.CERT_OPTIONAL
+        self.seen: list[dict[str, Any]] = []
+        self.port = 0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        peer = request.transport.get_extra_info("peercert") if request.transport else None
+        self.seen.append(
+            {
+                "method": request.method,
+                "path": request.path,
+                "headers": dict(request.headers),
+                "client_cert": bool(peer),
+                "body": await request.read(),
+            }
+        )
+        if request.headers.get("Content-Type") != "application/merge-patch+json":
+            return web.json_response({"kind": "Status", "code": 415}, status=415)
+        return web.json_response({"metadata": {"name": "arc-cpu"}, "spec": {"patchID": 1}})
+
+
+@pytest.fixture
+async def front_door(tmp_path: Path) -> AsyncIterator[FrontDoor]:
+    door = FrontDoor(tmp_path)
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", door.handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=door.context)
+    await site.start()
+    door.port = int(runner.addresses[0][1])
+    try:
+        yield door
+    finally:
+        await runner.cleanup()
+
+
+async def test_in_cluster_service_account_token_and_ca(
+    front_door: FrontDoor, tmp_path: Path
+) -> None:
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("sa-token-1\n")
+    (sa / "ca.crt").write_bytes(front_door.ca_pem)
+    env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(front_door.port)}
+    connection = in_cluster_connection(env, sa)
+    assert connection.server == f"https://127.0.0.1:{front_door.port}"
+    assert "sa-token" not in repr(connection)
+    connection.token = FileToken(sa / "token", refresh=0.0)  # re-read at every request
+    async with LiteKubeClient(connection, user_agent="arcflow-listener") as lite:
+        await lite.patch_merge("EphemeralRunnerSet", "arc-cpu", {"spec": {}}, namespace="ci")
+        (sa / "token").write_text("sa-token-2")  # the kubelet rotated the projected token
+        await lite.patch_merge("EphemeralRunnerSet", "arc-cpu", {"spec": {}}, namespace="ci")
+    first, second = front_door.seen
+    assert (
+        first["path"]
+        == "/apis/actions.github.com/v1alpha1/namespaces/ci/ephemeralrunnersets/arc-cpu"
+    )
+    assert first["method"] == "PATCH"
+    assert first["headers"]["Authorization"] == "Bearer sa-token-1"
+    assert second["headers"]["Authorization"] == "Bearer sa-token-2"
+    assert first["headers"]["Content-Type"] == "application/merge-patch+json"
+    assert first["headers"]["Accept"] == "application/json"
+    assert first["headers"]["User-Agent"] == "arcflow-listener"
+    assert json.loads(first["body"]) == {"spec": {}}
+
+
+async def test_kubeconfig_client_certificate_and_ca_data(
+    front_door: FrontDoor, tmp_path: Path
+) -> None:
+    cert, key = front_door.client_pem
+    b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
+    config = {
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {
+                    "server": f"https://127.0.0.1:{front_door.port}",
+                    "certificate-authority-data": b64(front_door.ca_pem),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": "u",
+                "user": {"client-certificate-data": b64(cert), "client-key-data": b64(key)},
+            }
+        ],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    async with LiteKubeClient(kubeconfig_connection(path)) as lite:
+        await lite.patch_status("EphemeralRunner", "r1", {"jobId": "1"}, namespace="ci")
+    (seen,) = front_door.seen
+    assert seen["client_cert"]
+    assert seen["path"].endswith("/namespaces/ci/ephemeralrunners/r1/status")
+    assert "Authorization" not in seen["headers"]
+
+
+def test_kubeconfig_errors_name_the_problem_never_a_secret(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "https://k:6443"}}],
+                "users": [{"name": "u", "user": {"exec": {"command": "aws"}, "token": "s3cr3t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    with pytest.raises(KubeConfigError, match="exec plugin") as info:
+        kubeconfig_connection(path)
+    assert "s3cr3t" not in str(info.value)
+    with pytest.raises(KubeConfigError, match="has no context named 'y'"):
+        kubeconfig_connection(path, "y")
+    with pytest.raises(KubeConfigError, match="cannot read kubeconfig"):
+        kubeconfig_connection(tmp_path / "missing")
+    with pytest.raises(KubeConfigError, match="not in a cluster"):
+        in_cluster_connection({}, tmp_path)
+
+
+def test_the_light_client_imports_no_kubernetes_asyncio() -> None:
+    code = (
+        "import sys; import arcflow.common.kube.lite; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'kubernetes_asyncio', 'aiohttp', 'yaml', 'faststream'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,35 @@
+"""Keep optional imports out of the listener process (issue 14: a light process).
+
+Two libraries pull in large optional parts the listener never runs:
+
+- nats-py imports aiohttp (~13 MB, ~0.6 CPU s) only for its WebSocket transport; it treats
+  aiohttp as optional. The listener blocks it unless ``ARCFLOW_NATS_URL`` names a ``ws://`` or
+  ``wss://`` server.
+- httpx imports its command-line tool (click, rich, pygments) when they are installed; it
+  treats that module as optional too. The listener never runs it.
+
+A ``None`` entry in ``sys.modules`` makes ``import x`` raise ImportError, which both libraries
+catch. Call :func:`skip_optional_imports` before anything imports nats or httpx.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+NEVER_USED = ("httpx._main",)
+WEBSOCKET_ONLY = ("aiohttp",)
+
+
+def skip_optional_imports(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Block the optional modules the process will not use; returns the blocked names."""
+    env = os.environ if environ is None else environ
+    urls = env.get("ARCFLOW_NATS_URL", "").lower()
+    blocked = list(NEVER_USED)
+    if "ws://" not in urls and "wss://" not in urls:
+        blocked.extend(WEBSOCKET_ONLY)
+    for name in blocked:
+        if name not in sys.modules:
+            sys.modules[name] = None  # type: ignore[assignment]
+    return [name for name in blocked if sys.modules.get(name) is None]
