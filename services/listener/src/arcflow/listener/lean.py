@@ -9,7 +9,9 @@ Two libraries pull in large optional parts the listener never runs:
   treats that module as optional too. The listener never runs it.
 
 A ``None`` entry in ``sys.modules`` makes ``import x`` raise ImportError, which both libraries
-catch. Call :func:`skip_optional_imports` before anything imports nats or httpx.
+catch. pydantic's plugin discovery (a scan of every installed package's entry points) is
+switched off with ``PYDANTIC_DISABLE_PLUGINS`` unless the environment sets it. Call
+:func:`skip_optional_imports` before anything imports nats, httpx or pydantic.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ WEBSOCKET_ONLY = ("aiohttp",)
 def skip_optional_imports(environ: Mapping[str, str] | None = None) -> list[str]:
     """Block the optional modules the process will not use; returns the blocked names."""
     env = os.environ if environ is None else environ
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     urls = env.get("ARCFLOW_NATS_URL", "").lower()
     blocked = list(NEVER_USED)
     if "ws://" not in urls and "wss://" not in urls:

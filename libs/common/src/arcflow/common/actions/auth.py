@@ -7,6 +7,8 @@ with an injectable clock.
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -194,23 +196,22 @@ def read_jwt_expiry(token: str) -> datetime:
     """The ``exp`` of a JWT, read without checking the signature (we cannot; the service signs).
 
     Raises ``ValueError`` with a reason (never the token) when it is not a JWT or has no ``exp``.
+    Decoded by hand (base64url JSON header and claims): a process with a PAT then never loads
+    PyJWT and cryptography just to read a token's expiry.
     """
-    import jwt
-
+    parts = token.split(".")
     try:
-        claims = jwt.decode(
-            token,
-            options={
-                "verify_signature": False,
-                "verify_exp": False,
-                "verify_iat": False,
-                "verify_nbf": False,
-                "verify_aud": False,
-                "verify_iss": False,
-            },
+        if len(parts) != 3:
+            raise ValueError("DecodeError")
+        header, claims = (
+            json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+            for part in parts[:2]
         )
-    except jwt.PyJWTError as exc:
-        raise ValueError(f"token is not a decodable JWT ({type(exc).__name__})") from None
+        if not isinstance(header, dict) or not isinstance(claims, dict):
+            raise ValueError("DecodeError")
+    except (ValueError, UnicodeDecodeError) as exc:
+        reason = str(exc) if str(exc) == "DecodeError" else type(exc).__name__
+        raise ValueError(f"token is not a decodable JWT ({reason})") from None
     exp = claims.get("exp")
     if isinstance(exp, bool) or not isinstance(exp, int | float):
         raise ValueError("token has no numeric exp claim")

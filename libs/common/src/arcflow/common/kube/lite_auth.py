@@ -16,6 +16,7 @@ PyYAML is imported only when a kubeconfig is read. Nothing here logs or repeats 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import ssl
 import tempfile
@@ -165,22 +166,35 @@ def _data_or_file(
     return None, None
 
 
+def _parse_kubeconfig(text: str, file: Path) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    import yaml  # only a YAML kubeconfig needs it
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise KubeConfigError(f"kubeconfig {file} is not valid YAML") from None
+
+
 def kubeconfig_connection(
     path: str | Path | None = None, context: str | None = None
 ) -> ApiConnection:
-    """A kubeconfig's context (default: ``$KUBECONFIG``'s first file or ``~/.kube/config``)."""
-    import yaml  # only this path reads YAML
+    """A kubeconfig's context (default: ``$KUBECONFIG``'s first file or ``~/.kube/config``).
 
+    A kubeconfig written as JSON (valid YAML, accepted by kubectl) is read without PyYAML.
+    """
     if path is None:
         env_path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
         path = env_path or Path.home() / ".kube" / "config"
     file = Path(path).expanduser()
     try:
-        document = yaml.safe_load(file.read_text())
+        text = file.read_text()
     except OSError as exc:
         raise KubeConfigError(f"cannot read kubeconfig {file}: {exc.strerror}") from None
-    except yaml.YAMLError:
-        raise KubeConfigError(f"kubeconfig {file} is not valid YAML") from None
+    document = _parse_kubeconfig(text, file)
     if not isinstance(document, dict):
         raise KubeConfigError(f"kubeconfig {file} is not a mapping")
     name = context or document.get("current-context")

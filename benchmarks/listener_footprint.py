@@ -1,0 +1,226 @@
+"""Benchmark: the footprint of one listener process (issue 14 item 1).
+
+Not a test. Starts one nats-server, the Actions simulator and the Kubernetes emulator (in this
+process), then for each N (scale sets in one ``python -m arcflow.listener``; N=1 is the
+single-set, upstream-shaped config) and each of ``--runs`` runs:
+
+* **CPU to first poll**: utime+stime of the process (from /proc, sampled every 10 ms) when the
+  simulator receives the first message long poll of the process, and when every scale set
+  has polled; wall seconds for both;
+* **idle RSS**: VmRSS after every session is open and ``--settle`` seconds passed, and VmHWM
+  (the peak).
+
+``--pythonpath DIR[,DIR]`` puts other source trees first on the listener's PYTHONPATH, to
+measure an older version (``git archive <commit> libs/common/src services/listener/src``).
+
+    .venv/bin/python benchmarks/listener_footprint.py --n 1,10,100 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from listener_scale_sets import NAMESPACE, Bench, proc_usage
+
+from arcflow.common.kube import KubeClient, KubeSettings
+from arcflow.devstack.actions_sim import ActionsSimulator
+from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.nats_server import NatsServer
+
+POLLS = "*/runnerscalesets/*/messages"
+
+
+@dataclass
+class Run:
+    n: int
+    run: int
+    first_poll_cpu_s: float
+    first_poll_wall_s: float
+    all_polled_cpu_s: float
+    all_polled_wall_s: float
+    idle_rss_mib: float
+    peak_rss_mib: float
+
+
+def peak_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Footprint(Bench):
+    async def one(
+        self,
+        n: int,
+        run: int,
+        sim: ActionsSimulator,
+        kube: KubeClient,
+        nats_url: str,
+        kubeconfig: Path,
+    ) -> Run:
+        ars = f"fp{n}r{run}"
+        token = sim.add_pat()
+        ids = await self.prepare(sim, kube, ars, n, token)
+        (config,) = self.configs(sim, token, ars, ids, "multi" if n > 1 else "single")
+        path = self.tmp / f"{ars}.json"
+        path.write_text(config.to_json())
+        env = {
+            **os.environ,
+            "LISTENER_CONFIG_PATH": str(path),
+            "ARCFLOW_NATS_URL": nats_url,
+            "ARCFLOW_KUBE_KUBECONFIG": str(kubeconfig),
+        }
+        if self.args.pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(self.args.pythonpath)
+        wanted = {f"/runnerscalesets/{sid}/messages" for sid in ids.values()}
+        before = len(sim.requests)
+        with open(self.tmp / f"{ars}.log", "wb") as log:  # noqa: ASYNC230 - a log file, once
+            started = time.monotonic()
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "arcflow.listener", env=env, stdout=log, stderr=log
+            )
+            first: tuple[float, float] | None = None
+            try:
+                while True:
+                    _rss, cpu = proc_usage(proc.pid)
+                    now = time.monotonic() - started
+                    seen = {
+                        r.path[r.path.index("/runnerscalesets/") :]
+                        for r in list(sim.requests)[before:]
+                        if r.method == "GET" and r.path.endswith("/messages")
+                    }
+                    if seen and first is None:
+                        first = (cpu, now)
+                    if wanted <= seen:
+                        break
+                    if now > self.args.startup_timeout:
+                        raise TimeoutError(f"N={n}: not every scale set polled")
+                    if proc.returncode is not None:
+                        raise RuntimeError(f"listener exited {proc.returncode}; see {log.name}")
+                    await asyncio.sleep(0.01)
+                assert first is not None
+                await asyncio.sleep(self.args.settle)
+                idle_rss, _cpu = proc_usage(proc.pid)
+                peak = peak_rss_mib(proc.pid)
+            finally:
+                if proc.returncode is None:
+                    proc.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(proc.wait(), 60)
+        return Run(
+            n=n,
+            run=run,
+            first_poll_cpu_s=round(first[0], 2),
+            first_poll_wall_s=round(first[1], 2),
+            all_polled_cpu_s=round(cpu, 2),
+            all_polled_wall_s=round(now, 2),
+            idle_rss_mib=round(idle_rss, 1),
+            peak_rss_mib=round(peak, 1),
+        )
+
+    async def all_runs(self) -> list[Run]:
+        runs: list[Run] = []
+        with NatsServer() as nats_server:
+            async with (
+                ActionsSimulator(poll_timeout=self.args.poll_timeout) as sim,
+                KubeEmulator(history_limit=100) as emulator,
+            ):
+                # JSON (valid YAML): in a pod (in-cluster) no YAML is parsed either.
+                kubeconfig = self.tmp / "kubeconfig.json"
+                kubeconfig.write_text(json.dumps(emulator.kubeconfig()))
+                kube = await KubeClient.from_settings(
+                    KubeSettings(kubeconfig=str(kubeconfig), qps=10_000, burst=10_000)
+                )
+                async with kube:
+                    await kube.create(
+                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+                    )
+                    for n in self.args.n:
+                        for run in range(1, self.args.runs + 1):
+                            result = await self.one(n, run, sim, kube, nats_server.url, kubeconfig)
+                            print(f"  {asdict(result)}", file=sys.stderr, flush=True)
+                            runs.append(result)
+        return runs
+
+
+def summary(runs: list[Run]) -> str:
+    fields = [
+        ("first_poll_cpu_s", "CPU s to 1st poll"),
+        ("all_polled_cpu_s", "CPU s all polled"),
+        ("all_polled_wall_s", "wall s all polled"),
+        ("idle_rss_mib", "idle RSS MiB"),
+        ("peak_rss_mib", "peak RSS MiB"),
+    ]
+    head = "|   N | " + " | ".join(label for _f, label in fields) + " |"
+    lines = [head, "|" + "---:|" * (len(fields) + 1)]
+    for n in sorted({r.n for r in runs}):
+        mine = [r for r in runs if r.n == n]
+        cells = []
+        for name, _label in fields:
+            values = [float(getattr(r, name)) for r in mine]
+            cells.append(f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})")
+        lines.append(f"| {n:>3} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", default="1,10,100", help="comma-separated scale set counts")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds before the RSS sample")
+    # The simulator records a request when it answers: short polls time the first one well.
+    parser.add_argument("--poll-timeout", type=float, default=0.2, help="simulator long poll")
+    parser.add_argument("--startup-timeout", type=float, default=300.0)
+    parser.add_argument("--pythonpath", default="", help="source trees to put first")
+    parser.add_argument("--label", default="", help="a name for this result set")
+    parser.add_argument("--out", default="benchmarks/results/listener_footprint.json")
+    args = parser.parse_args(argv)
+    args.n = [int(x) for x in str(args.n).split(",") if x.strip()]
+    args.pythonpath = [p for p in str(args.pythonpath).split(",") if p]
+    args.jobs = 5  # max_runners in the generated configs (Bench.configs)
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    started = time.time()
+    with open("/proc/loadavg") as handle:
+        load_before = handle.read().split()[:3]
+    runs = asyncio.run(Footprint(args).all_runs())
+    with open("/proc/loadavg") as handle:
+        load_after = handle.read().split()[:3]
+    print(summary(runs))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    document: dict[str, Any] = {
+        "benchmark": "listener_footprint",
+        "label": args.label,
+        "started_at": started,
+        "duration_seconds": round(time.time() - started, 1),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "loadavg_before": load_before,
+        "loadavg_after": load_after,
+        "settings": {"settle_seconds": args.settle, "poll_timeout_seconds": args.poll_timeout},
+        "runs": [asdict(r) for r in runs],
+        "summary_markdown": summary(runs),
+    }
+    out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
