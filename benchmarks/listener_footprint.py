@@ -120,7 +120,11 @@ class Footprint(Bench):
             finally:
                 if proc.returncode is None:
                     proc.send_signal(signal.SIGTERM)
-                await asyncio.wait_for(proc.wait(), 60)
+                try:
+                    await asyncio.wait_for(proc.wait(), 180)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
         return Run(
             n=n,
             run=run,

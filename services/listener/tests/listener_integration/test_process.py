@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from arcflow.common.actions import ConflictRetry
 from arcflow.common.listener_config import ListenerConfig
 from arcflow.listener.app import Listener
 
@@ -113,12 +114,12 @@ async def test_invalid_config_is_a_clear_fatal_error(tmp_path: Path) -> None:
 async def test_single_set_mode_error_ends_the_listener(
     rig: ListenerRig,
 ) -> None:
-    """Upstream semantics with one scale set: an error (here a session that cannot be
-    created) propagates instead of being retried, so the pod restarts."""
+    """Upstream semantics with one scale set: an error (here a session that stays in conflict
+    beyond the retry budget) propagates instead of being supervised, so the pod restarts."""
     sim = rig.sim
     variants = [Variant("cpu", 0, 3)]
     token, ids = await rig.register(variants)
-    sim.conflict_session_create(times=1)
+    sim.conflict_session_create(times=2)
     config = ListenerConfig(
         configure_url=sim.config_url(),
         github_token=token,
@@ -128,7 +129,7 @@ async def test_single_set_mode_error_ends_the_listener(
         runner_scale_set_name=ARS,
         max_runners=3,
     )
-    options = rig.options()
+    options = rig.options(retry_conflict=ConflictRetry(interval=0.01, attempts=2))
     listener = Listener(config, options=options)
     assert listener.targets[0].owner == "listener-pod"  # bare host name in single-set mode
     with pytest.raises(Exception, match="409") as info:

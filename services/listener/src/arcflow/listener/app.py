@@ -38,6 +38,7 @@ from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.metrics import ListenerMetrics, metric_specs_from_config
 from arcflow.listener.pump import AfterPublish, SessionPump
 from arcflow.listener.scaler import DesiredRunnerScaler
+from arcflow.listener.sessions import SessionStore
 from arcflow.listener.supervisor import Backoff, FatalError, SupervisorStats, supervise
 from arcflow.listener.worker import ScaleSetWorker
 
@@ -126,10 +127,29 @@ class Listener:
             await ensure_stream(js, spec)
         return js
 
+    async def _session_store(self, js: JetStreamContext) -> SessionStore:
+        try:
+            return await SessionStore.open(js)
+        except Exception as exc:  # an older NATS layout or permissions: run without it
+            log.warning("session records unavailable (%s); continuing without", type(exc).__name__)
+            return SessionStore(None)
+
+    def _conflict_retry(self) -> ConflictRetry | None:
+        """Upstream retries a conflicting session (10 x 30 s) in single-set mode; several
+        scale sets are restarted by their supervisor instead."""
+        if self.options.retry_conflict is not None:
+            return self.options.retry_conflict
+        return None if self.multi else ConflictRetry()
+
     def _build_units(
-        self, client: ActionsClient, js: JetStreamContext, kube: LiteKubeClient
+        self,
+        client: ActionsClient,
+        js: JetStreamContext,
+        kube: LiteKubeClient,
+        sessions: SessionStore,
     ) -> list[ScaleSetUnit]:
         units = []
+        host = self.options.host or hostname()
         for target in self.targets:
             recorder = self.metrics.recorder_for(
                 self.config.configure_url, target.ephemeral_runner_set_name, target.namespace
@@ -151,8 +171,10 @@ class Listener:
                 js,
                 on_tick=worker.post_tick,
                 after_publish=self.options.after_publish.get(target.scale_set_id),
-                retry_conflict=self.options.retry_conflict,
+                retry_conflict=self._conflict_retry(),
                 ledger=ledger,
+                sessions=sessions,
+                host=host,
             )
             units.append(ScaleSetUnit(target, pump, worker))
         return units
@@ -179,7 +201,8 @@ class Listener:
         )
         try:
             await self.metrics.start(self.config.metrics_addr, self.config.metrics_endpoint)
-            self.units = self._build_units(client, js, kube)
+            sessions = await self._session_store(js)
+            self.units = self._build_units(client, js, kube, sessions)
             log.info(
                 "listener serving %d scale set(s) in %s mode",
                 len(self.units),

@@ -46,6 +46,7 @@ from arcflow.common.events import EventKeys, JobInfo, JobsBatch, JobStatistics
 from arcflow.common.nats import publish_event
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
+from arcflow.listener.sessions import SessionRecord, SessionStore
 from arcflow.listener.supervisor import FatalError
 
 log = logging.getLogger("arcflow.listener.pump")
@@ -206,9 +207,14 @@ class SessionPump:
         retry_conflict: ConflictRetry | None = None,
         publish_timeout: float = 10.0,
         ledger: SessionLedger | None = None,
+        sessions: SessionStore | None = None,
+        host: str = "",
     ) -> None:
         self.target = target
         self.ledger = ledger if ledger is not None else SessionLedger()
+        self._sessions = sessions if sessions is not None else SessionStore(None)
+        self._host = host
+        self.predecessors_deleted = 0
         self._client = client
         self._js = js
         self._on_tick = on_tick
@@ -224,12 +230,60 @@ class SessionPump:
         session_client = self._client.message_session(
             target.scale_set_id, target.owner, retry_conflict=self._retry_conflict
         )
+        await self._delete_predecessor()
         async with session_client as session:
             try:
+                await self._remember(session.session.session_id)
                 await self._pump(session, stop)
             finally:
                 self.ledger.close()
         log.info("message session closed for %s", target.label)
+        if self.session_id:
+            await self._kv_step(
+                "forget", self._sessions.forget(target.scale_set_id, self.session_id)
+            )
+
+    async def _kv_step(self, what: str, step: Awaitable[Any]) -> Any:
+        """The session record is a shortcut, never a reason to stop: failures are logged."""
+        try:
+            return await step
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning(
+                "session record of %s: %s failed: %s", self.target.label, what, type(exc).__name__
+            )
+            return None
+
+    async def _delete_predecessor(self) -> None:
+        """Delete the session a previous process on this host left (it cannot be alive)."""
+        target = self.target
+        previous = await self._kv_step("read", self._sessions.get(target.scale_set_id))
+        if previous is None:
+            return
+        if previous.host != self._host:
+            log.info(
+                "%s: session left by host %s kept (that listener may be alive)",
+                target.label,
+                previous.host,
+            )
+            return
+        try:
+            await self._client.delete_message_session(target.scale_set_id, previous.session_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # 404: GitHub already expired it
+            log.info("%s: predecessor's session not deleted (%s)", target.label, type(exc).__name__)
+        else:
+            self.predecessors_deleted += 1
+            log.info("%s: deleted the session a previous listener process left", target.label)
+        await self._kv_step(
+            "forget", self._sessions.forget(target.scale_set_id, previous.session_id)
+        )
+
+    async def _remember(self, session_id: str) -> None:
+        record = SessionRecord(session_id, self.target.owner, self._host)
+        await self._kv_step("write", self._sessions.remember(self.target.scale_set_id, record))
 
     async def _pump(self, session: MessageSessionClient, stop: asyncio.Event) -> None:
         target = self.target

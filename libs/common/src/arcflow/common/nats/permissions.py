@@ -63,6 +63,9 @@ ANY_CONSUMER: Final = "*"
 #: not import; ``tests/security`` checks these names against the registrar's constants).
 REGISTRAR_ERS_DURABLE: Final = "registrar-ers"
 REGISTRAR_LOCKS_BUCKET: Final = "arcflow_registrar_locks"
+#: The listener's own bucket of open message sessions (declared in ``arcflow.listener.sessions``;
+#: ``tests/security`` checks the name).
+LISTENER_SESSIONS_BUCKET: Final = "arcflow_listener_sessions"
 #: Queue group the registrar replicas serve RPC in (``arcflow.common.rpc.registrar``).
 REGISTRAR_RPC_QUEUE: Final = "registrar"
 REGISTRAR_RPC_SUBJECTS: Final[tuple[str, ...]] = (
@@ -352,12 +355,17 @@ def listener_permissions() -> Permissions:
     publish += consumer_declare(STREAM_JOBS.name, ANY_CONSUMER)
     publish += consumer_pull(STREAM_JOBS.name, ANY_CONSUMER)
     publish += stream_msg_get(STREAM_JOBS.name) + stream_msg_get(STREAM_SCALE.name)
+    publish += stream_info(STREAM_JOBS.name)
+    sessions = kv_stream(LISTENER_SESSIONS_BUCKET)
+    publish += stream_declare(sessions) + kv_read(LISTENER_SESSIONS_BUCKET)
+    publish += kv_write(LISTENER_SESSIONS_BUCKET)
     return _permissions(
         "listener",
         publish,
         [inbox_subscription("listener")],
         why="publishes arc.jobs.> (session pump) and arc.scale.> (worker); creates and consumes "
-        "its listener-jobs-<hash> durable on ARC_JOBS; reads its last decision from ARC_SCALE",
+        "its listener-jobs-<hash> durable on ARC_JOBS; reads its last decision from ARC_SCALE; "
+        "alone writes arcflow_listener_sessions (open message sessions)",
     )
 
 
@@ -464,6 +472,7 @@ def permissions_json(services: Iterable[str] | None = None) -> str:
 
 
 __all__ = [
+    "LISTENER_SESSIONS_BUCKET",
     "REGISTRAR_ERS_DURABLE",
     "REGISTRAR_LOCKS_BUCKET",
     "REGISTRAR_RPC_QUEUE",
