@@ -1,6 +1,6 @@
 """Where the API server is and how to authenticate to it, without kubernetes_asyncio.
 
-Two sources, as ``kubectl`` and client-go know them (docs/kubernetes.md, "The light client"):
+Two sources, as ``kubectl`` and client-go know them (docs/listener.md, "Kubernetes client"):
 
 - **in-cluster**: ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``, the service
   account token and CA at ``/var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt}``.

@@ -1,0 +1,211 @@
+"""Benchmark: how soon every variant polls again after a listener SIGKILL (issue 14 item 2).
+
+Not a test. Starts nats-server, the Actions simulator and the Kubernetes emulator (in this
+process). Per run: one ``python -m arcflow.listener`` serving ``--variants`` scale sets is
+started, every session opens, a burst of ``--jobs`` jobs per variant is enqueued, the process
+is SIGKILLed ``--kill-after`` seconds later and started again at once (as a kubelet restarts a
+container). Measured from the kill: seconds until the simulator has answered a message poll
+of every scale set (answers come within ``--poll-timeout``), the 409 answers to session
+creates, and seconds until every ERS shows the burst.
+
+``--pythonpath`` puts other source trees first, to measure an older version.
+
+    .venv/bin/python benchmarks/listener_takeover.py --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from listener_scale_sets import NAMESPACE, Bench
+
+from arcflow.common.kube import KubeClient, KubeSettings
+from arcflow.devstack.actions_sim import ActionsSimulator
+from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.nats_server import NatsServer
+
+
+@dataclass
+class Run:
+    run: int
+    variants: int
+    all_polling_again_s: float
+    session_conflicts: int
+    all_scaled_s: float
+
+
+def _scale_set_of(path: str) -> int:
+    return int(path.split("/runnerscalesets/")[1].split("/")[0])
+
+
+class Takeover(Bench):
+    async def one(
+        self, run: int, sim: ActionsSimulator, kube: KubeClient, nats_url: str, kubeconfig: Path
+    ) -> Run:
+        ars = f"tk{run}"
+        token = sim.add_pat()
+        ids = await self.prepare(sim, kube, ars, self.args.variants, token)
+        (config,) = self.configs(sim, token, ars, ids, "multi")
+        path = self.tmp / f"{ars}.json"
+        path.write_text(config.to_json())
+        env = {
+            **os.environ,
+            "LISTENER_CONFIG_PATH": str(path),
+            "ARCFLOW_NATS_URL": nats_url,
+            "ARCFLOW_KUBE_KUBECONFIG": str(kubeconfig),
+        }
+        if self.args.pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(self.args.pythonpath)
+        wanted = set(ids.values())
+
+        def sessions() -> set[int]:
+            return {s["id"] for s in sim.snapshot()["scaleSets"] if s["session"]} & wanted
+
+        async def spawn(name: str) -> asyncio.subprocess.Process:
+            with open(self.tmp / f"{ars}-{name}.log", "wb") as log:  # noqa: ASYNC230
+                return await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "arcflow.listener", env=env, stdout=log, stderr=log
+                )
+
+        first = await spawn("1")
+        second: asyncio.subprocess.Process | None = None
+        try:
+            deadline = time.monotonic() + self.args.startup_timeout
+            while sessions() != wanted:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("sessions did not open")
+                await asyncio.sleep(0.05)
+            for ers in ids:
+                sim.enqueue_jobs(self.args.jobs, [ers])
+            await asyncio.sleep(self.args.kill_after)
+            mark = len(sim.requests)
+            first.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            await first.wait()
+            second = await spawn("2")
+            polling: float | None = None
+            scaled: float | None = None
+            while polling is None or scaled is None:
+                now = time.monotonic() - killed
+                if now > self.args.recovery_timeout:
+                    raise TimeoutError(f"not recovered within {self.args.recovery_timeout}s")
+                after = list(sim.requests)[mark:]
+                polled = {
+                    _scale_set_of(r.path)
+                    for r in after
+                    if r.method == "GET" and r.path.endswith("/messages") and r.status < 300
+                }
+                if polling is None and polled >= wanted:
+                    polling = now
+                if scaled is None:
+                    listing = await kube.list("EphemeralRunnerSet", namespace=NAMESPACE)
+                    mine = [o for o in listing.items if o["metadata"]["name"].startswith(ars)]
+                    if all((o["spec"].get("replicas") or 0) == self.args.jobs for o in mine):
+                        scaled = now
+                await asyncio.sleep(0.02)
+            conflicts = [
+                r
+                for r in list(sim.requests)[mark:]
+                if r.method == "POST" and r.path.endswith("/sessions") and r.status == 409
+            ]
+        finally:
+            for proc in (first, second):
+                if proc is not None and proc.returncode is None:
+                    proc.send_signal(signal.SIGTERM)
+                    try:
+                        await asyncio.wait_for(proc.wait(), 120)
+                    except TimeoutError:
+                        proc.kill()
+                        await proc.wait()
+        return Run(run, len(ids), round(polling, 2), len(conflicts), round(scaled, 2))
+
+    async def all_runs(self) -> list[Run]:
+        runs: list[Run] = []
+        with NatsServer() as nats_server:
+            async with (
+                ActionsSimulator(poll_timeout=self.args.poll_timeout) as sim,
+                KubeEmulator(history_limit=100) as emulator,
+            ):
+                kubeconfig = self.tmp / "kubeconfig.json"
+                kubeconfig.write_text(json.dumps(emulator.kubeconfig()))
+                kube = await KubeClient.from_settings(
+                    KubeSettings(kubeconfig=str(kubeconfig), qps=10_000, burst=10_000)
+                )
+                async with kube:
+                    await kube.create(
+                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+                    )
+                    for run in range(1, self.args.runs + 1):
+                        result = await self.one(run, sim, kube, nats_server.url, kubeconfig)
+                        print(f"  {asdict(result)}", file=sys.stderr, flush=True)
+                        runs.append(result)
+        return runs
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--variants", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=100, help="burst jobs per variant")
+    parser.add_argument("--kill-after", type=float, default=0.3, help="seconds into the burst")
+    parser.add_argument("--poll-timeout", type=float, default=1.0, help="simulator long poll")
+    parser.add_argument("--startup-timeout", type=float, default=120.0)
+    parser.add_argument("--recovery-timeout", type=float, default=240.0)
+    parser.add_argument("--pythonpath", default="", help="source trees to put first")
+    parser.add_argument("--label", default="")
+    parser.add_argument("--out", default="benchmarks/results/listener_takeover.json")
+    args = parser.parse_args(argv)
+    args.pythonpath = [p for p in str(args.pythonpath).split(",") if p]
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    started = time.time()
+    with open("/proc/loadavg") as handle:
+        load_before = handle.read().split()[:3]
+    runs = asyncio.run(Takeover(args).all_runs())
+    with open("/proc/loadavg") as handle:
+        load_after = handle.read().split()[:3]
+    polls = [r.all_polling_again_s for r in runs]
+    print(
+        f"every variant polling again after the kill: median {statistics.median(polls):.2f} s "
+        f"(min {min(polls):.2f}, max {max(polls):.2f}); 409s: {[r.session_conflicts for r in runs]}"
+    )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "listener_takeover",
+                "label": args.label,
+                "started_at": started,
+                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+                "loadavg_before": load_before,
+                "loadavg_after": load_after,
+                "settings": {
+                    k: getattr(args, k) for k in ("variants", "jobs", "kill_after", "poll_timeout")
+                },
+                "runs": [asdict(r) for r in runs],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

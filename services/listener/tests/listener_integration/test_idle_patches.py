@@ -1,0 +1,39 @@
+"""At idle every empty long poll gives a statistics tick and a forced ``patchID: 0``; the same
+ERS patch is not sent again within the window (issue 11 item 4), so an idle listener does not
+write to the API server once per poll."""
+
+from __future__ import annotations
+
+import pytest
+
+from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.listener.app import Listener
+
+from .helpers import ListenerRig, RunningListener, Variant, eventually, ready
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+
+async def test_identical_idle_patches_are_not_repeated(
+    rig: ListenerRig, kube_emulator: KubeEmulator
+) -> None:
+    sim = rig.sim  # 1 s long polls
+    variants = [Variant("cpu", 0, 10)]
+    token, ids = await rig.register(variants)
+    ers_path = f"/namespaces/{rig.namespace}/ephemeralrunnersets/arc-cpu"
+    listener = Listener(rig.config(token, variants, ids), options=rig.options())
+    async with RunningListener(listener):
+        await eventually(
+            lambda: ready(sim.requests_matching(f"*/runnerscalesets/{ids['cpu']}/messages", "GET")),
+            lambda polls: len(polls) >= 4,
+            within=30,
+        )
+        worker = listener.units[0].worker
+        assert worker.patches_skipped >= 2
+    patches = [
+        r for r in kube_emulator.requests if r.method == "PATCH" and r.path.endswith(ers_path)
+    ]
+    # The session's first forced patchID 0; idle repeats within 5 s skipped (a slow machine
+    # may stretch four 1 s polls past one window).
+    assert 1 <= len(patches) <= 2
+    assert (await rig.ers_specs(variants))["cpu"]["patchID"] == 0
