@@ -56,6 +56,7 @@ class CaseResult:
     burst_cpu_seconds: float
     burst_rss_mib: float
     exit_codes_ok: bool
+    idle_pss_mib: float = 0.0
 
 
 def proc_usage(pid: int) -> tuple[float, float]:
@@ -69,6 +70,19 @@ def proc_usage(pid: int) -> tuple[float, float]:
             if line.startswith("VmRSS:"):
                 rss_kib = int(line.split()[1])
     return rss_kib / 1024, cpu
+
+
+def proc_pss_mib(pid: int) -> float:
+    """Proportional set size: shared pages (libpython, OpenSSL, ...) divided among processes,
+    so the sum over processes is the memory they take together."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def total_usage(pids: list[int]) -> tuple[float, float]:
@@ -194,6 +208,7 @@ class Bench:
             _rss0, cpu0 = total_usage(pids)
             await asyncio.sleep(self.args.window)
             idle_rss, cpu1 = total_usage(pids)
+            idle_pss = sum(proc_pss_mib(pid) for pid in pids)
             idle_cpu = cpu1 - cpu0
 
             for ers in ids:
@@ -232,6 +247,7 @@ class Bench:
             burst_cpu_seconds=round(burst_cpu, 3),
             burst_rss_mib=round(burst_rss, 1),
             exit_codes_ok=all(code == 0 for code in codes),
+            idle_pss_mib=round(idle_pss, 1),
         )
 
     async def main(self) -> list[CaseResult]:
@@ -241,7 +257,9 @@ class Bench:
                 ActionsSimulator(poll_timeout=self.args.poll_timeout) as sim,
                 KubeEmulator(history_limit=100) as emulator,
             ):
-                kubeconfig = emulator.write_kubeconfig(self.tmp / "kubeconfig")
+                # JSON (valid YAML): in a pod (in-cluster) no YAML is parsed either.
+                kubeconfig = self.tmp / "kubeconfig.json"
+                kubeconfig.write_text(json.dumps(emulator.kubeconfig()))
                 kube = await KubeClient.from_settings(
                     KubeSettings(kubeconfig=str(kubeconfig), qps=10_000, burst=10_000)
                 )
@@ -263,14 +281,15 @@ class Bench:
 def table(results: list[CaseResult]) -> str:
     head = (
         f"{'N':>4} {'mode':<7} {'procs':>5} {'start s':>8} {'idle RSS MiB':>13} "
-        f"{'idle CPU %':>10} {'burst s':>8} {'burst CPU s':>11} {'burst RSS MiB':>14}"
+        f"{'idle CPU %':>10} {'burst s':>8} {'burst CPU s':>11} {'burst RSS MiB':>14} "
+        f"{'idle PSS MiB':>13}"
     )
     lines = [head, "-" * len(head)]
     for r in results:
         lines.append(
             f"{r.n:>4} {r.mode:<7} {r.processes:>5} {r.startup_seconds:>8.1f} "
             f"{r.idle_rss_mib:>13.1f} {r.idle_cpu_percent:>10.2f} {r.burst_seconds:>8.1f} "
-            f"{r.burst_cpu_seconds:>11.2f} {r.burst_rss_mib:>14.1f}"
+            f"{r.burst_cpu_seconds:>11.2f} {r.burst_rss_mib:>14.1f} {r.idle_pss_mib:>13.1f}"
         )
     return "\n".join(lines)
 
