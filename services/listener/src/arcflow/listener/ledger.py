@@ -14,7 +14,7 @@ import asyncio
 from collections import OrderedDict
 
 #: Message ids remembered per session (a session's messages are handled in seconds).
-LEDGER_CAPACITY = 1024
+LEDGER_CAPACITY = 4096
 
 
 class SessionLedger:
@@ -26,6 +26,8 @@ class SessionLedger:
         self.first_seq: int | None = None
         self._capacity = capacity
         self._published: OrderedDict[int, asyncio.Future[int]] = OrderedDict()
+        #: Highest stream sequence among entries dropped for capacity (0: none).
+        self._evicted_seq = 0
 
     def open(self, session_id: str) -> None:
         self.close()
@@ -34,6 +36,7 @@ class SessionLedger:
     def close(self) -> None:
         self.session_id = None
         self.first_seq = None
+        self._evicted_seq = 0
         for future in self._published.values():
             future.cancel()
         self._published.clear()
@@ -45,6 +48,8 @@ class SessionLedger:
         self._published[message_id] = asyncio.get_running_loop().create_future()
         while len(self._published) > self._capacity:
             _, oldest = self._published.popitem(last=False)
+            if oldest.done() and not oldest.cancelled():
+                self._evicted_seq = max(self._evicted_seq, oldest.result())
             oldest.cancel()
 
     def published(self, message_id: int, stream_seq: int, *, duplicate: bool) -> None:
@@ -57,6 +62,11 @@ class SessionLedger:
             future.set_result(stream_seq)
         if not duplicate and self.first_seq is None:
             self.first_seq = stream_seq
+
+    def too_old_to_tell(self, stream_seq: int) -> bool:
+        """Whether ``stream_seq`` lies in the part of the live session no longer remembered
+        (a redelivery of an old message of a very long session)."""
+        return self.first_seq is not None and self.first_seq <= stream_seq <= self._evicted_seq
 
     def failed(self, message_id: int) -> None:
         future = self._published.pop(message_id, None)

@@ -256,6 +256,8 @@ class ScaleSetWorker:
         live = self.ledger.session_id
         if live is not None and batch.session_id == live:
             seq = await self.ledger.stream_seq_of(batch.message_id, self._puback_wait)
+            if seq is None and self.ledger.too_old_to_tell(stream_seq):
+                return
             if seq != stream_seq:
                 raise ImplausibleBatchError(
                     f"claims the live session but this listener did not publish message "
