@@ -10,6 +10,8 @@ single-set, upstream-shaped config) and each of ``--runs`` runs:
 * **idle RSS**: VmRSS after every session is open and ``--settle`` seconds passed, and VmHWM
   (the peak).
 
+Listener processes use a bytecode cache (``PYTHONPYCACHEPREFIX``) filled by a discarded
+warm-up run: the image compiles bytecode at build, so start-up must not include compiling.
 ``--pythonpath DIR[,DIR]`` puts other source trees first on the listener's PYTHONPATH, to
 measure an older version (``git archive <commit> libs/common/src services/listener/src``).
 
@@ -33,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from listener_scale_sets import NAMESPACE, Bench, proc_usage
+from listener_scale_sets import NAMESPACE, Bench, proc_usage, with_bytecode
 
 from arcflow.common.kube import KubeClient, KubeSettings
 from arcflow.devstack.actions_sim import ActionsSimulator
@@ -87,6 +89,7 @@ class Footprint(Bench):
         }
         if self.args.pythonpath:
             env["PYTHONPATH"] = os.pathsep.join(self.args.pythonpath)
+        env = with_bytecode(env)
         wanted = {f"/runnerscalesets/{sid}/messages" for sid in ids.values()}
         before = len(sim.requests)
         with open(self.tmp / f"{ars}.log", "wb") as log:  # noqa: ASYNC230 - a log file, once
@@ -121,7 +124,7 @@ class Footprint(Bench):
                 if proc.returncode is None:
                     proc.send_signal(signal.SIGTERM)
                 try:
-                    await asyncio.wait_for(proc.wait(), 180)
+                    await asyncio.wait_for(proc.wait(), 30)  # shutdown is not measured
                 except TimeoutError:
                     proc.kill()
                     await proc.wait()
@@ -153,6 +156,8 @@ class Footprint(Bench):
                     await kube.create(
                         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
                     )
+                    # Warm-up (discarded): fills the bytecode cache, as an image build does.
+                    await self.one(1, 0, sim, kube, nats_server.url, kubeconfig)
                     for n in self.args.n:
                         for run in range(1, self.args.runs + 1):
                             result = await self.one(n, run, sim, kube, nats_server.url, kubeconfig)

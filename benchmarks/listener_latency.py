@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nats
 import nats.errors
-from listener_scale_sets import NAMESPACE, Bench
+from listener_scale_sets import NAMESPACE, Bench, with_bytecode
 
 from arcflow.common.events import JobsBatch, parse_event
 from arcflow.common.kube import KubeClient, KubeSettings
@@ -90,6 +90,7 @@ class Latency(Bench):
         }
         if self.args.pythonpath:
             env["PYTHONPATH"] = os.pathsep.join(self.args.pythonpath)
+        env = with_bytecode(env)
         seen: dict[tuple[str, int], float] = {}
 
         async def watch() -> None:

@@ -72,6 +72,20 @@ def proc_usage(pid: int) -> tuple[float, float]:
     return rss_kib / 1024, cpu
 
 
+#: Where listener processes keep their bytecode: the image compiles it at build
+#: (``UV_COMPILE_BYTECODE=1``), so a benchmark should not measure compiling every module.
+BYTECODE_CACHE = os.path.join(tempfile.gettempdir(), "arcflow-bench-pycache")
+
+
+def with_bytecode(env: dict[str, str], cache: str = BYTECODE_CACHE) -> dict[str, str]:
+    """``env`` with a bytecode cache even where ``PYTHONDONTWRITEBYTECODE`` is set."""
+    if not cache:
+        return env
+    out = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    out["PYTHONPYCACHEPREFIX"] = cache
+    return out
+
+
 def proc_pss_mib(pid: int) -> float:
     """Proportional set size: shared pages (libpython, OpenSSL, ...) divided among processes,
     so the sum over processes is the memory they take together."""
@@ -182,12 +196,14 @@ class Bench:
         for index, config in enumerate(configs):
             path = self.tmp / f"{ars}-{index}.json"
             path.write_text(config.to_json())
-            env = {
-                **os.environ,
-                "LISTENER_CONFIG_PATH": str(path),
-                "ARCFLOW_NATS_URL": nats_url,
-                "ARCFLOW_KUBE_KUBECONFIG": str(kubeconfig),
-            }
+            env = with_bytecode(
+                {
+                    **os.environ,
+                    "LISTENER_CONFIG_PATH": str(path),
+                    "ARCFLOW_NATS_URL": nats_url,
+                    "ARCFLOW_KUBE_KUBECONFIG": str(kubeconfig),
+                }
+            )
             log = open(self.tmp / f"{ars}-{index}.log", "wb")  # noqa: SIM115, ASYNC230 - closed below
             logs.append(log)
             procs.append(

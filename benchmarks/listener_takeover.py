@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from listener_scale_sets import NAMESPACE, Bench
+from listener_scale_sets import NAMESPACE, Bench, with_bytecode
 
 from arcflow.common.kube import KubeClient, KubeSettings
 from arcflow.devstack.actions_sim import ActionsSimulator
@@ -68,6 +68,7 @@ class Takeover(Bench):
         }
         if self.args.pythonpath:
             env["PYTHONPATH"] = os.pathsep.join(self.args.pythonpath)
+        env = with_bytecode(env)
         wanted = set(ids.values())
 
         def sessions() -> set[int]:
