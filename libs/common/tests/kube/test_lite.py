@@ -23,8 +23,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from arcflow.common.kube import KubeClient, NotFoundError
-from arcflow.common.kube.lite import LiteKubeClient
+from arcflow.common.kube import KubeClient, KubeSettings, NotFoundError
+from arcflow.common.kube.lite import LiteKubeClient, LiteKubeSettings
 from arcflow.common.kube.lite_auth import (
     FileToken,
     KubeConfigError,
@@ -257,11 +257,39 @@ def test_kubeconfig_errors_name_the_problem_never_a_secret(tmp_path: Path) -> No
         in_cluster_connection({}, tmp_path)
 
 
+def test_light_settings_read_what_kube_settings_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert LiteKubeSettings.from_env({}) == LiteKubeSettings(
+        **KubeSettings().model_dump(include=set(LiteKubeSettings.__dataclass_fields__))
+    )
+    env = {
+        "ARCFLOW_KUBE_KUBECONFIG": "/tmp/kc",
+        "ARCFLOW_KUBE_CONTEXT": "dev",
+        "ARCFLOW_KUBE_IN_CLUSTER": "true",
+        "ARCFLOW_KUBE_QPS": "5.5",
+        "ARCFLOW_KUBE_BURST": "7",
+        "ARCFLOW_KUBE_REQUEST_TIMEOUT": "3",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    full = KubeSettings()
+    assert LiteKubeSettings.from_env(env) == LiteKubeSettings(
+        full.kubeconfig, full.context, full.in_cluster, full.qps, full.burst, full.request_timeout
+    )
+    for bad in (
+        {"ARCFLOW_KUBE_QPS": "fast"},
+        {"ARCFLOW_KUBE_BURST": "0"},
+        {"ARCFLOW_KUBE_IN_CLUSTER": "maybe"},
+    ):
+        with pytest.raises(ValueError, match=next(iter(bad))) as info:
+            LiteKubeSettings.from_env(bad)
+        assert next(iter(bad.values())) not in str(info.value)
+
+
 def test_the_light_client_imports_no_kubernetes_asyncio() -> None:
     code = (
         "import sys; import arcflow.common.kube.lite; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & "
-        "{'kubernetes_asyncio', 'aiohttp', 'yaml', 'faststream'}))"
+        "{'kubernetes_asyncio', 'aiohttp', 'yaml', 'faststream', 'pydantic_settings'}))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -7,7 +7,16 @@ import os
 import subprocess
 import sys
 
-HEAVY = ("kubernetes_asyncio", "faststream", "aiohttp", "jwt", "cryptography", "yaml", "click")
+HEAVY = (
+    "kubernetes_asyncio",
+    "faststream",
+    "aiohttp",
+    "jwt",
+    "cryptography",
+    "yaml",
+    "click",
+    "pydantic_settings",
+)
 
 PROBE = """
 import sys

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,10 +29,15 @@ from arcflow.common.actions import (
     RetryPolicy,
     SystemInfo,
 )
-from arcflow.common.kube.lite import LiteKubeClient
-from arcflow.common.kube.settings import KubeSettings
+from arcflow.common.kube.lite import LiteKubeClient, LiteKubeSettings, LiteSettings
 from arcflow.common.listener_config import ListenerConfig
-from arcflow.common.nats import STREAM_DLQ, STREAM_JOBS, STREAM_SCALE, NatsSettings, ensure_stream
+from arcflow.common.nats import (
+    STREAM_DLQ,
+    STREAM_JOBS,
+    STREAM_SCALE,
+    NatsConnection,
+    ensure_stream,
+)
 from arcflow.common.telemetry import setup_tracing
 from arcflow.listener.config import ScaleSetTarget, hostname, nats_settings, scale_set_targets
 from arcflow.listener.ledger import SessionLedger
@@ -54,8 +60,8 @@ class ListenerOptions:
     retry_conflict: ConflictRetry | None = None
     fetch_timeout: float = 5.0
     host: str | None = None
-    kube_settings: KubeSettings | None = None
-    nats: NatsSettings | None = None
+    kube_settings: LiteSettings | None = None
+    nats: NatsConnection | None = None
     environ: Mapping[str, str] | None = None
     #: Per scale set id: awaited right after the PubAck, before GitHub's ack (crash tests).
     after_publish: dict[int, AfterPublish] = field(default_factory=dict)
@@ -82,16 +88,16 @@ def actions_credentials(config: ListenerConfig) -> PatCredentials | AppCredentia
     return PatCredentials(creds.github_token)
 
 
-def default_kube_settings(environ: Mapping[str, str]) -> KubeSettings:
+def default_kube_settings(environ: Mapping[str, str]) -> LiteKubeSettings:
     """``ARCFLOW_KUBE_*``; inside a pod with no kubeconfig given, the service account."""
-    settings = KubeSettings()
+    settings = LiteKubeSettings.from_env(environ)
     if (
         not settings.in_cluster
         and settings.kubeconfig is None
         and environ.get("KUBERNETES_SERVICE_HOST")
         and not environ.get("KUBECONFIG")
     ):
-        settings = settings.model_copy(update={"in_cluster": True})
+        settings = dataclasses.replace(settings, in_cluster=True)
     return settings
 
 
@@ -182,9 +188,9 @@ class Listener:
     async def run(self, stop: asyncio.Event) -> None:
         environ = self.options.environ if self.options.environ is not None else os.environ
         setup_tracing("listener")  # once per process; spans exist so trace ids propagate
-        kube_settings = self.options.kube_settings or default_kube_settings(environ)
         js = await self._connect_nats()
         try:
+            kube_settings = self.options.kube_settings or default_kube_settings(environ)
             kube = LiteKubeClient.from_settings(kube_settings, user_agent="arcflow-listener")
         except Exception as exc:
             raise FatalError(f"cannot load Kubernetes client configuration: {exc}") from None

@@ -28,11 +28,11 @@ from arcflow.common.listener_config import (
     ListenerConfig,
     ScaleSetConfig,
 )
-from arcflow.common.nats import ConsumerSpec, NatsSettings, listener_jobs_consumer
+from arcflow.common.nats import ConsumerSpec, NatsConnection, listener_jobs_consumer
 
 CONFIG_PATH_ENV = "LISTENER_CONFIG_PATH"
 NATS_CONFIG_KEY = "nats"
-"""Optional ``config.json`` key: ``{"url": ..., "user": ..., ...}`` (NatsSettings fields)."""
+"""Optional ``config.json`` key: ``{"url": ..., "user": ..., ...}`` (NatsConnection fields)."""
 
 
 class ConfigError(Exception):
@@ -187,22 +187,22 @@ def load_config(path: str | Path | None = None) -> tuple[ListenerConfig, dict[st
 
 def nats_settings(
     raw_config: Mapping[str, Any], environ: Mapping[str, str] | None = None
-) -> NatsSettings:
+) -> NatsConnection:
     """NATS settings: ``ARCFLOW_NATS_*`` variables win over the optional ``nats`` config key."""
     from_config = raw_config.get(NATS_CONFIG_KEY) or {}
     if not isinstance(from_config, dict):
         raise ConfigError(f"config key {NATS_CONFIG_KEY!r} must be an object")
     env = dict(os.environ if environ is None else environ)
     prefix = "ARCFLOW_NATS_"
-    known = NatsSettings.model_fields
+    known = NatsConnection.model_fields
     merged: dict[str, Any] = {k: v for k, v in from_config.items() if k in known}
-    for field in NatsSettings.model_fields:
+    for field in NatsConnection.model_fields:
         value = env.get(prefix + field.upper())
         if value is not None:
             merged[field] = value
     merged.setdefault("name", "arcflow-listener")
     try:
-        return NatsSettings.model_validate(merged)
+        return NatsConnection.model_validate(merged)
     except ValidationError as exc:
         reasons = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"

@@ -1,8 +1,9 @@
 """arcflow's Kubernetes layer: resource registry, typed errors, settings and a dict-based client.
 
 The full client (``KubeClient`` and friends, on kubernetes_asyncio: ~100 MB and ~2 CPU seconds
-of imports) is imported on first use of one of its names, so ``arcflow.common.kube.lite`` and
-the errors, resources and selectors stay light for a process that never needs it.
+of imports) and ``KubeSettings`` (pydantic-settings) are imported on first use of their names,
+so ``arcflow.common.kube.lite`` and the errors, resources and selectors stay light for a
+process that never needs them.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -56,7 +57,9 @@ from arcflow.common.kube.selectors import (
     parse_label_selector,
     selector_matches,
 )
-from arcflow.common.kube.settings import KubeSettings
+
+if TYPE_CHECKING:
+    from arcflow.common.kube.settings import KubeSettings
 
 _CLIENT_NAMES = frozenset(
     {
@@ -74,12 +77,14 @@ _CLIENT_NAMES = frozenset(
 
 def __getattr__(name: str) -> Any:
     if name in _CLIENT_NAMES:
-        from arcflow.common.kube import client
-
-        value = getattr(client, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from arcflow.common.kube import client as module
+    elif name == "KubeSettings":  # pydantic-settings: ~4 MiB a light process does without
+        from arcflow.common.kube import settings as module  # type: ignore[no-redef]
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [

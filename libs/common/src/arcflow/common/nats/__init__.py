@@ -12,6 +12,9 @@ Typical service start-up::
         await publish_event(broker, subjects.audit_subject(ns, ars, variant), event)
 """
 
+from typing import TYPE_CHECKING, Any
+
+from arcflow.common.nats.connection import NatsConnection, NatsSettingsError
 from arcflow.common.nats.consume import (
     Delivery,
     EventConsumer,
@@ -60,7 +63,23 @@ from arcflow.common.nats.publish import (
     PublishTarget,
     publish_event,
 )
-from arcflow.common.nats.settings import NatsSettings, NatsSettingsError, jetstream_of, make_broker
+
+if TYPE_CHECKING:
+    from arcflow.common.nats.settings import NatsSettings, jetstream_of, make_broker
+
+#: Imported on first use: pydantic-settings costs ~4 MiB a process on plain settings skips.
+_SETTINGS_NAMES = frozenset({"NatsSettings", "jetstream_of", "make_broker"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SETTINGS_NAMES:
+        from arcflow.common.nats import settings
+
+        value = getattr(settings, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CONSUMERS",
@@ -88,6 +107,7 @@ __all__ = [
     "EventHandler",
     "JetStreamLayout",
     "KvBucketSpec",
+    "NatsConnection",
     "NatsSettings",
     "NatsSettingsError",
     "Outcome",

@@ -11,7 +11,7 @@ What JetStream needs besides the data subjects (nats-py 2.16 against nats-server
 
 * a JetStream publish is a request: publish on the data subject, the PubAck comes back on the
   client's inbox. Each service connects with its own inbox prefix ``_INBOX_<service>``
-  (:func:`arcflow.common.nats.settings.service_inbox_prefix`) and may subscribe only to
+  (:func:`arcflow.common.nats.connection.service_inbox_prefix`) and may subscribe only to
   ``_INBOX_<service>.>``: nobody can read another client's replies (the registrar's JIT
   configs to the reconciler travel on the reconciler's inbox);
 * every JetStream API call is a request on ``$JS.API.<...>`` answered on the inbox;
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from arcflow.common import subjects
+from arcflow.common.nats.connection import service_inbox_prefix
 from arcflow.common.nats.jetstream import (
     CONSUMER_RECONCILER_K8S,
     CONSUMER_RECONCILER_SCALESETS,
@@ -53,7 +54,6 @@ from arcflow.common.nats.jetstream import (
     STREAMS,
     StreamSpec,
 )
-from arcflow.common.nats.settings import service_inbox_prefix
 
 JS_API: Final = "$JS.API"
 #: Matches one hashed or generated consumer name (one token).
