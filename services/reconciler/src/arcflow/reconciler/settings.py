@@ -35,7 +35,7 @@ class ReconcilerSettings(BaseSettings):
         default_factory=list, description="Comma-separated pull secret names for listener pods"
     )
     listener_entrypoint: str = LISTENER_DEFAULT_ENTRYPOINT
-    listener_log_level: str = "debug"
+    listener_log_level: str = "info"
     listener_log_format: str = "text"
     listener_metrics_addr: str = ":8080"
     listener_metrics_endpoint: str = "/metrics"

@@ -25,7 +25,7 @@ class BuildSettings:
     listener_image: str
     listener_image_pull_secrets: tuple[str, ...] = ()
     listener_entrypoint: str = LISTENER_DEFAULT_ENTRYPOINT
-    log_level: str = "debug"
+    log_level: str = "info"  # upstream defaults to debug; info keeps the job path quiet
     log_format: str = "text"
     listener_metrics_addr: str = ":8080"
     listener_metrics_endpoint: str = "/metrics"
