@@ -20,11 +20,12 @@ from nats.aio.msg import Msg
 
 from arcflow.common import subjects
 from arcflow.common.events import K8sObjectChanged, ObjectWritten, OwnerRef, parse_event
-from arcflow.common.kube import KubeClient
+from arcflow.common.kube import KubeClient, NotFoundError
 from arcflow.common.nats import KV_SCALESETS, ensure_jetstream, publish_event
 from arcflow.common.scaleset_records import record_key
 from arcflow.reconciler.app import ReconcilerApp
 from arcflow.reconciler.settings import ReconcilerSettings
+from tests.polling import eventually
 
 CONTROLLER_NS = "arc-systems"
 SECRET_NAME = "github-creds"
@@ -126,8 +127,20 @@ class Stack:
     async def set_pod_status(
         self, name: str, status: dict[str, Any], namespace: str | None = None
     ) -> None:
-        """Play the kubelet: write a pod's status, then tell the reconciler (as the watcher)."""
-        await self.kube.patch_status("Pod", name, status, namespace=namespace or self.namespace)
+        """Play the kubelet: write a pod's status, then tell the reconciler (as the watcher).
+        Like a kubelet, wait for the pod to exist first (it follows its runner's registration
+        within the same reconcile, but a test can look in between)."""
+        ns = namespace or self.namespace
+
+        async def exists() -> bool:
+            try:
+                await self.kube.get("Pod", name, ns)
+            except NotFoundError:
+                return False
+            return True
+
+        await eventually(exists, what=f"pod {ns}/{name}")
+        await self.kube.patch_status("Pod", name, status, namespace=ns)
         await self.publish_change("pods", name, namespace)
 
     async def set_runner_status(self, name: str, status: dict[str, Any]) -> None:
@@ -189,7 +202,10 @@ class Stack:
     async def publish_change(self, resource: str, name: str, namespace: str | None = None) -> None:
         """What the watcher publishes when an object changes."""
         ns = namespace or self.namespace
-        obj = await self.kube.get(_KINDS[resource], name, ns)
+        try:
+            obj = await self.kube.get(_KINDS[resource], name, ns)
+        except NotFoundError:
+            return  # already acted on and deleted: the reconciler's cache saw the change
         meta = obj["metadata"]
         event = K8sObjectChanged(
             source="test-watcher",

@@ -129,9 +129,9 @@ def test_reconciler_kube_rate_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(var, raising=False)
     assert (KubeSettings().qps, KubeSettings().burst) == (20.0, 40)  # shared default kept
     settings = reconciler_kube_settings()
-    assert (settings.qps, settings.burst) == (50.0, 100)
+    assert (settings.qps, settings.burst) == (200.0, 400)
     monkeypatch.setenv("ARCFLOW_KUBE_QPS", "7")
     settings = reconciler_kube_settings()
-    assert (settings.qps, settings.burst) == (7.0, 100)
+    assert (settings.qps, settings.burst) == (7.0, 400)
     monkeypatch.setenv("ARCFLOW_KUBE_BURST", "9")
     assert reconciler_kube_settings().burst == 9

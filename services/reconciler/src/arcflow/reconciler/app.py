@@ -29,10 +29,6 @@ from opentelemetry.trace import TracerProvider
 from arcflow.common.events import EventBase, K8sObjectChanged, ScaleSetAssigned, ScaleSetDeleted
 from arcflow.common.health import HealthServer
 from arcflow.common.kube import (
-    AUTOSCALING_LISTENER,
-    AUTOSCALING_RUNNER_SET,
-    EPHEMERAL_RUNNER,
-    EPHEMERAL_RUNNER_SET,
     ConflictError,
     KubeClient,
 )
@@ -51,6 +47,7 @@ from arcflow.common.tasks import cancel_and_wait
 from arcflow.common.telemetry import extract_trace_context, setup_logging, setup_metrics
 from arcflow.common.telemetry.tracing import trace_headers_of
 from arcflow.reconciler.audit import Writer
+from arcflow.reconciler.cache import build_cache, cached_keys
 from arcflow.reconciler.controllers.ars import reconcile_ars
 from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.listener import reconcile_listener
@@ -113,6 +110,17 @@ class ReconcilerApp:
             outdated_backoff_base=self.settings.outdated_backoff_base_seconds,
             outdated_backoff_cap=self.settings.outdated_backoff_cap_seconds,
         )
+        # --- watch-fed cache (ADR 0010): reads from memory, writes seen at once ---
+        self.cache = build_cache(
+            kube,
+            self.queue.add,
+            self.settings.controller_namespace,
+            relist_seconds=self.settings.cache_relist_seconds,
+            delay_seconds=self.settings.cache_delay_seconds,
+        )
+        self.context.cache = self.context.writer.cache = self.cache
+        self.context.create_concurrency = self.settings.create_concurrency
+        # ---
         self._tasks: list[asyncio.Task[None]] = []
         self._consumers: list[asyncio.Task[None]] = []
         self.running = False
@@ -190,6 +198,8 @@ class ReconcilerApp:
         await ensure_jetstream(self.js, consumers=specs)  # only its own durables
         self.layout_ready = True
         self.context.ids = ScaleSetIds(await self.js.key_value(KV_SCALESETS.bucket))
+        self._tasks.extend(self.cache.start())  # cache first: reconciles read from it
+        await self.cache.synced()
         self.queue.start()
         for spec in specs:
             task = asyncio.create_task(self._consume(spec), name=spec.durable)
@@ -201,17 +211,10 @@ class ReconcilerApp:
         self.resynced = True
 
     async def resync(self) -> None:
-        """Enqueue every object of the four kinds (catches anything an event missed)."""
-        for resource, kind in (
-            (AUTOSCALING_RUNNER_SET, "ars"),
-            (AUTOSCALING_LISTENER, "al"),
-            (EPHEMERAL_RUNNER_SET, "ers"),
-            (EPHEMERAL_RUNNER, "er"),
-        ):
-            listed = await self.kube.list(resource)
-            for obj in listed.items:
-                metadata = obj.get("metadata") or {}
-                self.queue.add(Key(kind, metadata.get("namespace", ""), metadata.get("name", "")))  # type: ignore[arg-type]
+        """Enqueue every cached object of the four kinds (no API call; the cache's own
+        periodic relist guards against drift)."""
+        for key in cached_keys(self.cache):
+            self.queue.add(key)
 
     async def _resync_forever(self) -> None:
         while True:
@@ -259,6 +262,7 @@ class ReconcilerApp:
         self._tasks.clear()
         self._consumers.clear()
         await self.queue.stop()
+        await self.cache.stop()
         if self.health is not None:
             await self.health.stop()
             self.health = None

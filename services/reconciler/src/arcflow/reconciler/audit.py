@@ -15,8 +15,9 @@ from typing import Any
 from nats.js import JetStreamContext
 
 from arcflow.common import subjects
+from arcflow.common.cache import ObjectCache
 from arcflow.common.events import EventBase, EventKeys, ObjectWritten, RunnerLifecycle, WriteAction
-from arcflow.common.kube import KubeClient, NotFoundError
+from arcflow.common.kube import ConflictError, KubeClient, NotFoundError
 from arcflow.common.nats import publish_event
 from arcflow.common.telemetry import redact_text
 from arcflow.reconciler.metrics import ReconcilerMetrics
@@ -44,6 +45,13 @@ class Writer:
         self._js = js
         self._metrics = metrics
         self.published = 0
+        # Read-your-writes (ADR 0010): every write's result goes into the cache at once.
+        self.cache: ObjectCache | None = None
+
+    async def _stale(self, kind: str, name: str, namespace: str | None) -> None:
+        """A 409 on a conditional write: the cached copy is stale; read that one object."""
+        if self.cache is not None:
+            await self.cache.refresh(kind, name, namespace or "")
 
     async def audit(
         self, action: WriteAction, obj: Mapping[str, Any], scope: Scope, why: str
@@ -125,6 +133,8 @@ class Writer:
 
     async def create(self, manifest: Mapping[str, Any], scope: Scope, why: str) -> dict[str, Any]:
         created = await self.kube.create(dict(manifest))
+        if self.cache is not None:
+            self.cache.observe_write(created)
         await self.audit("created", created, scope, why)
         return created
 
@@ -137,7 +147,13 @@ class Writer:
         scope: Scope,
         why: str,
     ) -> dict[str, Any]:
-        patched = await self.kube.patch_merge(kind, name, patch, namespace=namespace)
+        try:
+            patched = await self.kube.patch_merge(kind, name, patch, namespace=namespace)
+        except ConflictError:
+            await self._stale(kind, name, namespace)
+            raise
+        if self.cache is not None:
+            self.cache.observe_write(patched)
         await self.audit("patched", patched, scope, why)
         return patched
 
@@ -151,22 +167,48 @@ class Writer:
         why: str,
         resource_version: str | None = None,
     ) -> dict[str, Any]:
-        patched = await self.kube.patch_status(
-            kind, name, status, namespace=namespace, resource_version=resource_version
-        )
+        try:
+            patched = await self.kube.patch_status(
+                kind, name, status, namespace=namespace, resource_version=resource_version
+            )
+        except ConflictError:
+            await self._stale(kind, name, namespace)
+            raise
+        if self.cache is not None:
+            self.cache.observe_write(patched)
         await self.audit("patched", patched, scope, why)
         return patched
 
     async def delete(
-        self, obj: Mapping[str, Any], scope: Scope, why: str, *, uid: str | None = None
+        self,
+        obj: Mapping[str, Any],
+        scope: Scope,
+        why: str,
+        *,
+        uid: str | None = None,
+        unchanged: bool = False,
     ) -> bool:
-        """Delete ``obj`` (kind/name/namespace from it); ``False`` when it was already gone."""
+        """Delete ``obj`` (kind/name/namespace from it); ``False`` when it was already gone.
+
+        ``unchanged=True`` deletes only the version that was read (a resourceVersion
+        precondition): a decision taken on a stale copy, say "this runner is idle", fails
+        with 409 instead of deleting an object that changed since (it became busy).
+        """
         meta = obj.get("metadata") or {}
+        kind, name, namespace = str(obj["kind"]), str(meta["name"]), meta.get("namespace")
+        version = str(meta.get("resourceVersion") or "") if unchanged else ""
         try:
-            await self.kube.delete(
-                str(obj["kind"]), str(meta["name"]), namespace=meta.get("namespace"), uid=uid
+            response = await self.kube.delete(
+                kind, name, namespace=namespace, uid=uid, resource_version=version or None
             )
         except NotFoundError:
+            if self.cache is not None:
+                self.cache.observe_delete(obj, None)
             return False
+        except ConflictError:
+            await self._stale(kind, name, namespace)
+            raise
+        if self.cache is not None:
+            self.cache.observe_delete(obj, response)
         await self.audit("deleted", obj, scope, why)
         return True

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from arcflow.common.constants import (
     KIND_AL,
     KIND_ER,
@@ -25,34 +28,65 @@ def keys_for(event: EventBase, controller_namespace: str) -> list[Key]:
         return []
     if not isinstance(event, K8sObjectChanged):
         return []
+    return _keys(
+        event.resource,
+        event.namespace,
+        event.name,
+        event.labels,
+        [(ref.kind, ref.name) for ref in event.owner_references],
+        controller_namespace,
+    )
+
+
+def keys_for_object(resource: str, obj: Mapping[str, Any], controller_namespace: str) -> list[Key]:
+    """The keys a changed object asks for, from the object itself (the cache's changes)."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    owners = [
+        (str(ref.get("kind") or ""), str(ref.get("name") or ""))
+        for ref in meta.get("ownerReferences") or []
+        if isinstance(ref, Mapping)
+    ]
+    return _keys(
+        resource,
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+        {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {},
+        owners,
+        controller_namespace,
+    )
+
+
+def _keys(
+    resource: str,
+    namespace: str,
+    name: str,
+    labels: Mapping[str, str],
+    owners: list[tuple[str, str]],
+    controller_namespace: str,
+) -> list[Key]:
     keys: list[Key] = []
-    ars_name = event.labels.get(LABEL_SCALE_SET_NAME)
-    ars_namespace = event.labels.get(LABEL_SCALE_SET_NAMESPACE) or event.namespace
-    resource = event.resource
+    ars_name = labels.get(LABEL_SCALE_SET_NAME)
+    ars_namespace = labels.get(LABEL_SCALE_SET_NAMESPACE) or namespace
     if resource == "autoscalingrunnersets":
-        keys.append(Key("ars", event.namespace, event.name))
+        keys.append(Key("ars", namespace, name))
     elif resource == "ephemeralrunnersets":
-        keys.append(Key("ers", event.namespace, event.name))
+        keys.append(Key("ers", namespace, name))
         if ars_name:
             keys.append(Key("ars", ars_namespace, ars_name))
     elif resource == "ephemeralrunners":
-        keys.append(Key("er", event.namespace, event.name))
+        keys.append(Key("er", namespace, name))
     elif resource == "autoscalinglisteners":
-        keys.append(Key("al", event.namespace, event.name))
+        keys.append(Key("al", namespace, name))
         if ars_name:
             keys.append(Key("ars", ars_namespace, ars_name))
-    listener = event.labels.get(LABEL_LISTENER_NAME)
+    listener = labels.get(LABEL_LISTENER_NAME)
     if listener and resource in ("roles", "rolebindings", "serviceaccounts"):
         keys.append(
-            Key("al", event.labels.get(LABEL_LISTENER_NAMESPACE) or controller_namespace, listener)
+            Key("al", labels.get(LABEL_LISTENER_NAMESPACE) or controller_namespace, listener)
         )
-    for ref in event.owner_references:
-        kind = _OWNER_KINDS.get(ref.kind)
-        if kind is not None and resource in (
-            "pods",
-            "secrets",
-            "ephemeralrunners",
-            "serviceaccounts",
-        ):
-            keys.append(Key(kind, event.namespace, ref.name))  # type: ignore[arg-type]
+    for owner_kind, owner_name in owners:
+        kind = _OWNER_KINDS.get(owner_kind)
+        if kind is not None and resource in _OWNED_RESOURCES:
+            keys.append(Key(kind, namespace, owner_name))  # type: ignore[arg-type]
     return list(dict.fromkeys(keys))

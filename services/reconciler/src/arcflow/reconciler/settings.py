@@ -16,10 +16,11 @@ from arcflow.common.builders import BuildSettings
 from arcflow.common.constants import LISTENER_DEFAULT_ENTRYPOINT
 from arcflow.common.kube import KubeSettings
 
-# The reconciler reads over HTTP on every pass (no informer cache), so the shared client
-# default (qps 20, burst 40) throttled it: after the burst, writes went out 100 ms apart.
-RECONCILER_KUBE_QPS = 50.0
-RECONCILER_KUBE_BURST = 100
+# The reconciler reads from its watch-fed cache (ADR 0010), so every request it makes is a
+# write that matters: the client limit only guards against a runaway loop and must not pace a
+# burst of runners (about 6 writes each). See docs/reconciler.md, "Kubernetes client rate".
+RECONCILER_KUBE_QPS = 200.0
+RECONCILER_KUBE_BURST = 400
 
 
 class ReconcilerSettings(BaseSettings):
@@ -57,11 +58,20 @@ class ReconcilerSettings(BaseSettings):
         default="", description="Secret in the controller namespace with ca.crt for NATS TLS"
     )
 
-    workers: int = Field(default=4, ge=1, description="Reconciles running at once")
+    workers: int = Field(default=16, ge=1, description="Reconciles running at once")
+    create_concurrency: int = Field(
+        default=16, ge=1, description="Runners of one EphemeralRunnerSet created at once"
+    )
+    cache_relist_seconds: float = Field(
+        default=900.0, ge=0, description="Full relist of the cache guarding drift (0: never)"
+    )
+    cache_delay_seconds: float = Field(
+        default=0.0, ge=0, description="Tests only: hold cache updates back (a lagging cache)"
+    )
     retry_base_seconds: float = Field(default=0.5, gt=0, description="First retry delay")
     retry_cap_seconds: float = Field(default=60.0, gt=0)
     resync_interval_seconds: float = Field(
-        default=60.0, gt=0, description="Period of the full re-list that enqueues every object"
+        default=60.0, gt=0, description="Period of the resync that re-queues every cached object"
     )
     outdated_backoff_base_seconds: float = Field(
         default=60.0,
@@ -122,7 +132,7 @@ class ReconcilerSettings(BaseSettings):
 def reconciler_kube_settings() -> KubeSettings:
     """``ARCFLOW_KUBE_*`` settings with the reconciler's own rate defaults.
 
-    ``ARCFLOW_KUBE_QPS`` / ``ARCFLOW_KUBE_BURST``, when set, win; otherwise qps 50 / burst 100
+    ``ARCFLOW_KUBE_QPS`` / ``ARCFLOW_KUBE_BURST``, when set, win; otherwise qps 200 / burst 400
     (the shared default stays 20/40 for the services that mostly watch).
     """
     settings = KubeSettings()

@@ -275,8 +275,9 @@ def build_jit_secret(
     labels = filter_and_merge_labels(
         secret_meta.get("labels"), None, settings.exclude_label_propagation_prefixes
     )
-    if labels is not None:
-        metadata["labels"] = labels
+    # Ours, not upstream's: the label lets the watcher and the reconciler's cache see the
+    # runner's JIT Secret (a label selector is the only way to watch "our" Secrets).
+    metadata["labels"] = {**(labels or {}), LABEL_PART_OF: PART_OF_VALUE}
     if secret_meta.get("annotations"):
         metadata["annotations"] = dict(secret_meta["annotations"])
     metadata["ownerReferences"] = [owner_reference(er)]

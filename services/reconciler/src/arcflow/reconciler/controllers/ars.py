@@ -55,6 +55,8 @@ from arcflow.reconciler.controllers.base import (
     labels_of,
     merge_patch_to,
     meta,
+    read,
+    read_list,
 )
 from arcflow.reconciler.scalesets import ScaleSetAssignment
 from arcflow.reconciler.workqueue import Key, Result
@@ -169,10 +171,10 @@ def variant_of(ers: Manifest, ars: AutoscalingRunnerSet) -> str:
 
 async def listeners_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:
     """Every AutoscalingListener whose spec points back at this ARS (§8.6: not by name)."""
-    listed = await ctx.kube.list(AUTOSCALING_LISTENER, namespace=ctx.controller_namespace)
+    listed = await read_list(ctx, AUTOSCALING_LISTENER, ctx.controller_namespace)
     return [
         al
-        for al in listed.items
+        for al in listed
         if (al.get("spec") or {}).get("autoscalingRunnerSetNamespace") == namespace
         and (al.get("spec") or {}).get("autoscalingRunnerSetName") == name
     ]
@@ -180,19 +182,19 @@ async def listeners_of(ctx: Context, namespace: str, name: str) -> list[Manifest
 
 async def runner_sets_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:
     """Every EphemeralRunnerSet of this ARS, all variants, found by labels (§8.9)."""
-    listed = await ctx.kube.list(
+    return await read_list(
+        ctx,
         EPHEMERAL_RUNNER_SET,
-        namespace=namespace,
-        label_selector={LABEL_SCALE_SET_NAME: name, LABEL_SCALE_SET_NAMESPACE: namespace},
+        namespace,
+        {LABEL_SCALE_SET_NAME: name, LABEL_SCALE_SET_NAMESPACE: namespace},
     )
-    return listed.items
 
 
 async def reconcile_ars(ctx: Context, key: Key) -> Result:
-    try:
-        doc = await ctx.kube.get(AUTOSCALING_RUNNER_SET, key.name, key.namespace)
-    except NotFoundError:
+    found = await read(ctx, AUTOSCALING_RUNNER_SET, key.name, key.namespace)
+    if found is None:
         return Result.done()
+    doc = found
     scope = Scope(key.namespace, key.name)
     if is_deleting(doc):
         return await _clean_up(ctx, doc, scope)

@@ -10,6 +10,7 @@ from typing import Any
 
 from arcflow.common.builders import BuildSettings, decode_secret_data
 from arcflow.common.builders.proxy import ProxyCredentials
+from arcflow.common.cache import ObjectCache
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
 from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.rpc.registrar import RegistrarRpcClient
@@ -46,6 +47,10 @@ class Context:
     job_running_recheck: float = 30.0
     outdated_backoff_base: float = 60.0
     outdated_backoff_cap: float = 3600.0
+    # The watch-fed cache (ADR 0010); ``None`` reads everything from the API server.
+    cache: ObjectCache | None = None
+    # How many runners of one set are created at once.
+    create_concurrency: int = 16
 
     @property
     def controller_namespace(self) -> str:
@@ -60,6 +65,26 @@ async def get_or_none(
         return await kube.get(resource, name, namespace)
     except NotFoundError:
         return None
+
+
+async def read(ctx: Context, resource: Resource, name: str, namespace: str) -> Manifest | None:
+    """One object: from the cache for the kinds it holds, else from the API server."""
+    if ctx.cache is not None and ctx.cache.caches(resource):
+        return ctx.cache.get(resource, name, namespace)
+    return await get_or_none(ctx.kube, resource, name, namespace)
+
+
+async def read_list(
+    ctx: Context,
+    resource: Resource,
+    namespace: str | None,
+    label_selector: Mapping[str, str] | None = None,
+) -> list[Manifest]:
+    """Objects of a kind: from the cache for the kinds it holds, else a LIST."""
+    if ctx.cache is not None and ctx.cache.caches(resource):
+        return ctx.cache.list(resource, namespace, label_selector=label_selector)
+    listed = await ctx.kube.list(resource, namespace=namespace, label_selector=label_selector)
+    return listed.items
 
 
 def meta(obj: Mapping[str, Any]) -> dict[str, Any]:

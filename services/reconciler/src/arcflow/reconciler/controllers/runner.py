@@ -44,7 +44,7 @@ from arcflow.reconciler.controllers.base import (
     is_deleting,
     meta,
 )
-from arcflow.reconciler.controllers.runner_set import scope_of
+from arcflow.reconciler.controllers.runner_set import ANNOTATION_JIT_CLAIM, scope_of
 from arcflow.reconciler.workqueue import Key, Result
 
 MAX_FAILURES = 5
@@ -54,9 +54,6 @@ ALREADY_EXISTS_RECHECK_SECONDS = 5.0
 QUOTA_RECHECK_SECONDS = 30.0
 QUOTA_GIVE_UP_SECONDS = 600.0
 DONE_PHASES = ("Succeeded", "Failed", "Outdated")
-# Which replica asked the registrar for this runner's JIT config, and when: a conditional
-# patch (resourceVersion) makes exactly one of two racing replicas the one that asks.
-ANNOTATION_JIT_CLAIM = "arcflow.io/jit-claim"
 JIT_CLAIM_TTL_SECONDS = 30.0
 
 __all__ = ["FAILURE_BACKOFF_SECONDS", "MAX_FAILURES", "reconcile_runner"]
@@ -118,6 +115,9 @@ def _registrar(ctx: Context) -> RegistrarRpcClient:
 
 
 async def _get(ctx: Context, kind: Any, name: str, namespace: str) -> Manifest | None:
+    """The runner, its Pod and its JIT Secret: from the cache (all three carry our labels)."""
+    if ctx.cache is not None and ctx.cache.caches(kind):
+        return ctx.cache.get(kind, name, namespace)
     return await get_or_none(ctx.kube, kind, name, namespace)
 
 
@@ -198,6 +198,10 @@ async def reconcile_runner(ctx: Context, key: Key) -> Result:
         )
 
     secret = await _get(ctx, SECRET, key.name, key.namespace)
+    if secret is None and ctx.cache is not None and int(status.get("runnerId") or 0):
+        # Registered already but not in the cache: a Secret made before it carried our
+        # label. Look once before asking the registrar again.
+        secret = await ctx.cache.get_or_read(SECRET, key.name, key.namespace)
     if secret is None:
         secret = await _create_jit_secret(ctx, er, scope)
         if secret is None:
@@ -274,20 +278,8 @@ async def _create_jit_secret(ctx: Context, er: Manifest, scope: Scope) -> Manife
     holder = jit_claim_holder(er, ctx.clock())
     if holder is not None and holder != ctx.instance:
         return None  # another replica is asking for it; its Secret shows up shortly
-    # Conditional on the read resourceVersion: of two racing replicas, the second gets 409.
-    await ctx.writer.patch(
-        EPHEMERAL_RUNNER.kind,
-        name,
-        scope.namespace,
-        {
-            "metadata": {
-                "annotations": {ANNOTATION_JIT_CLAIM: f"{ctx.instance}@{ctx.clock().timestamp()}"},
-                "resourceVersion": meta(er).get("resourceVersion"),
-            }
-        },
-        scope,
-        "claim the JIT config request for this replica",
-    )
+    if holder is None:
+        await _claim_jit(ctx, er, scope, name)
     try:
         jit = await registrar.generate_jit_config(
             scope.namespace, scope.ars, scale_set_id, name, work_folder
@@ -309,6 +301,24 @@ async def _create_jit_secret(ctx: Context, er: Manifest, scope: Scope) -> Manife
         runner_name=jit.runner_name,
     )
     return await ctx.writer.create(secret, scope, "JIT config of the runner")
+
+
+async def _claim_jit(ctx: Context, er: Manifest, scope: Scope, name: str) -> None:
+    """Claim the JIT request for this replica (the creating replica claimed at creation).
+    Conditional on the read resourceVersion: of two racing replicas, the second gets 409."""
+    await ctx.writer.patch(
+        EPHEMERAL_RUNNER.kind,
+        name,
+        scope.namespace,
+        {
+            "metadata": {
+                "annotations": {ANNOTATION_JIT_CLAIM: f"{ctx.instance}@{ctx.clock().timestamp()}"},
+                "resourceVersion": meta(er).get("resourceVersion"),
+            }
+        },
+        scope,
+        "claim the JIT config request for this replica",
+    )
 
 
 async def _follow_pod(ctx: Context, er: Manifest, pod: Manifest, scope: Scope) -> Result:
@@ -435,23 +445,19 @@ async def _clean_up(ctx: Context, er: Manifest, scope: Scope) -> Result:
             outcome = await _registrar(ctx).remove_runner(scope.namespace, scope.ars, registered)
             if outcome == "job_still_running":
                 return Result.again(ctx.job_running_recheck)
-        er = await ctx.writer.patch(
-            EPHEMERAL_RUNNER.kind,
-            str(meta(er)["name"]),
-            str(meta(er)["namespace"]),
-            finalizer_patch(er, [f for f in finalizers if f != FINALIZER_ER_REGISTRATION]),
-            scope,
-            "runner removed from the service",
-        )
-    await _delete_pod_and_secret(ctx, er, scope, "EphemeralRunner deleted")
+    # The Pod and the JIT Secret are owned by the runner: the API server's garbage collector
+    # removes them once it is gone, so no delete of our own (container-hook objects are not
+    # owned by it and are deleted here).
     await _delete_container_hook_objects(ctx, er, scope)
     await ctx.writer.patch(
         EPHEMERAL_RUNNER.kind,
         str(meta(er)["name"]),
         str(meta(er)["namespace"]),
-        finalizer_patch(er, [f for f in finalizers_of(er) if f != FINALIZER_ER]),
+        finalizer_patch(
+            er, [f for f in finalizers if f not in (FINALIZER_ER, FINALIZER_ER_REGISTRATION)]
+        ),
         scope,
-        "release the EphemeralRunner",
+        "runner removed from the service: release the EphemeralRunner",
     )
     owner = controller_owner(er, KIND_ERS)
     if owner:

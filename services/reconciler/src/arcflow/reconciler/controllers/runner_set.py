@@ -8,6 +8,8 @@ registrar removed them from the service.
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import hashlib
 import json
 from dataclasses import dataclass
@@ -17,6 +19,8 @@ from arcflow.common.builders import build_ephemeral_runner, build_runner_proxy_s
 from arcflow.common.constants import (
     ANNOTATION_INTEGRITY_HASH,
     ANNOTATION_PATCH_ID,
+    FINALIZER_ER,
+    FINALIZER_ER_REGISTRATION,
     FINALIZER_ERS,
     LABEL_RUNNER_VARIANT,
     LABEL_SCALE_SET_NAME,
@@ -42,6 +46,7 @@ from arcflow.reconciler.controllers.base import (
     labels_of,
     meta,
     owned_by,
+    read,
     read_proxy_credentials,
 )
 from arcflow.reconciler.workqueue import Key, Result
@@ -95,6 +100,11 @@ def should_scale(patch_id: int, latest: int) -> bool:
     """§4.5: 0 forces; otherwise only a patch id no runner was created for yet."""
     return patch_id == 0 or patch_id != latest
 
+
+# Which replica asked the registrar for this runner's JIT config, and when: a conditional
+# patch (resourceVersion) makes exactly one of two racing replicas the one that asks; the
+# replica that creates a runner writes it at creation.
+ANNOTATION_JIT_CLAIM = "arcflow.io/jit-claim"
 
 # The API server's generateName alphabet (no vowels, no look-alikes): our names look the same.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -167,6 +177,9 @@ def idle_removal_candidates(buckets: dict[str, list[Manifest]]) -> list[Manifest
 
 
 async def runners_of(ctx: Context, ers: Manifest) -> list[Manifest]:
+    uid = str(meta(ers).get("uid"))
+    if ctx.cache is not None:
+        return ctx.cache.list(EPHEMERAL_RUNNER, str(meta(ers)["namespace"]), owner_uid=uid)
     listed = await ctx.kube.list(
         EPHEMERAL_RUNNER,
         namespace=str(meta(ers)["namespace"]),
@@ -175,15 +188,14 @@ async def runners_of(ctx: Context, ers: Manifest) -> list[Manifest]:
             LABEL_SCALE_SET_NAMESPACE: labels_of(ers).get(LABEL_SCALE_SET_NAMESPACE, ""),
         },
     )
-    uid = str(meta(ers).get("uid"))
     return [er for er in listed.items if owned_by(er, uid)]
 
 
 async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
-    try:
-        ers = await ctx.kube.get(EPHEMERAL_RUNNER_SET, key.name, key.namespace)
-    except NotFoundError:
+    found = await read(ctx, EPHEMERAL_RUNNER_SET, key.name, key.namespace)
+    if found is None:
         return Result.done()
+    ers = found
     scope = scope_of(ers)
     if is_deleting(ers):
         return await _clean_up(ctx, ers, scope)
@@ -267,17 +279,30 @@ async def _create_runners(
         scope,
         f"claim {count} runner name(s)",
     )
-    for name in names:
-        template["metadata"]["name"] = name
-        try:
-            created = await ctx.writer.create(
-                template, scope, f"scale up to {replicas} (patchID {patch_id})"
-            )
-        except ConflictError as exc:
-            if exc.already_exists:
-                continue
-            raise
+    # Created with their finalizers and this replica's JIT claim (no patch for either
+    # afterwards), a bounded number at once.
+    template["metadata"]["finalizers"] = [FINALIZER_ER, FINALIZER_ER_REGISTRATION]
+    annotations = template["metadata"].setdefault("annotations", {})
+    annotations[ANNOTATION_JIT_CLAIM] = f"{ctx.instance}@{ctx.clock().timestamp()}"
+    slots = asyncio.Semaphore(max(1, ctx.create_concurrency))
+    why = f"scale up to {replicas} (patchID {patch_id})"
+
+    async def create(name: str) -> None:
+        manifest = copy.deepcopy(template)
+        manifest["metadata"]["name"] = name
+        async with slots:
+            try:
+                created = await ctx.writer.create(manifest, scope, why)
+            except ConflictError as exc:
+                if exc.already_exists:
+                    return
+                raise
         ctx.enqueue(Key("er", namespace, str(meta(created)["name"])))
+
+    results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 async def _remove_idle(
@@ -335,9 +360,8 @@ async def _ensure_proxy_secret(ctx: Context, ers: Manifest, scope: Scope) -> Non
     if want is None:
         return
     name = str(meta(want)["name"])
-    try:
-        live = await ctx.kube.get(SECRET, name, str(meta(want)["namespace"]))
-    except NotFoundError:
+    live = await _secret(ctx, name, str(meta(want)["namespace"]))
+    if live is None:
         await ctx.writer.create(want, scope, "runner proxy settings")
         return
     if live.get("data") != want.get("data") or annotations_of(live).get(
@@ -363,7 +387,8 @@ async def _remove_runners(
         phase = (er.get("status") or {}).get("phase", "")
         if phase == "Running" and has_job(er):
             continue  # never kill a busy runner; the ER finalizer handles deregistration
-        await ctx.writer.delete(er, scope, "EphemeralRunnerSet cleanup")
+        # Only the version judged idle: if it changed since (a job started), 409 and re-read.
+        await ctx.writer.delete(er, scope, "EphemeralRunnerSet cleanup", unchanged=True)
         ctx.enqueue(Key("er", str(meta(er)["namespace"]), str(meta(er)["name"])))
     return not runners
 
@@ -376,10 +401,7 @@ async def _clean_up(ctx: Context, ers: Manifest, scope: Scope) -> Result:
         busy = any(has_job(er) for er in runners)
         return Result.again(BUSY_RECHECK_SECONDS if busy else WAIT_SECONDS)
     proxy_name = runner_proxy_secret_name(str(meta(ers)["name"]), str(meta(ers)["namespace"]))
-    try:
-        proxy = await ctx.kube.get(SECRET, proxy_name, str(meta(ers)["namespace"]))
-    except NotFoundError:
-        proxy = None
+    proxy = await _secret(ctx, proxy_name, str(meta(ers)["namespace"]))
     if proxy is not None:
         await ctx.writer.delete(proxy, scope, "EphemeralRunnerSet deleted")
     await ctx.writer.patch(
@@ -392,3 +414,13 @@ async def _clean_up(ctx: Context, ers: Manifest, scope: Scope) -> Result:
     )
     ctx.enqueue(Key("ars", scope.namespace, scope.ars))
     return Result.done()
+
+
+async def _secret(ctx: Context, name: str, namespace: str) -> Manifest | None:
+    """A Secret we made: the cache when it holds it, else one GET (it may be unlabelled)."""
+    if ctx.cache is not None:
+        return await ctx.cache.get_or_read(SECRET, name, namespace)
+    try:
+        return await ctx.kube.get(SECRET, name, namespace)
+    except NotFoundError:
+        return None

@@ -1,0 +1,185 @@
+"""A watch-fed read cache over several kinds, with read-your-writes.
+
+Reads (``get``/``list``) come from memory. Writes still go to the API server, and their
+results come back in through :meth:`ObjectCache.observe_write` /
+:meth:`ObjectCache.observe_delete` at once, so a reconcile that runs right after its own
+create sees the object (it never creates twice) and one that runs after its own delete does
+not see it again, whatever the watch's lag. The store's resourceVersion check keeps the late
+watch echo of an older version from undoing that. These are the "expectations" of the
+upstream ReplicaSet controller in their simplest form: the write's result is the expectation.
+
+A kind is *authoritative* when every object of interest is watched (an absent object does not
+exist). Other lookups (a Secret a user created without our labels) go to the API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from arcflow.common.cache.informer import Informer, OnChange
+from arcflow.common.cache.store import Change, KindStore, Manifest
+from arcflow.common.kube import KubeClient, NotFoundError, Resource
+from arcflow.common.kube.client import LabelSelector
+from arcflow.common.kube.selectors import parse_label_selector
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CachedKind:
+    """One kind to cache: cluster-wide, optionally restricted by a label selector."""
+
+    resource: Resource
+    label_selector: LabelSelector = None
+
+
+class ObjectCache:
+    """``start()``, ``await synced()``, then read; feed it the results of your writes."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        kinds: Iterable[CachedKind],
+        *,
+        on_change: OnChange | None = None,
+        relist_seconds: float = 900.0,
+        delay_seconds: float = 0.0,
+    ) -> None:
+        self.kube = kube
+        self.on_change = on_change
+        self.stores: dict[str, KindStore] = {}
+        self.informers: dict[str, Informer] = {}
+        for kind in kinds:
+            store = KindStore(kind.resource.kind)
+            self.stores[kind.resource.kind] = store
+            self.informers[kind.resource.kind] = Informer(
+                kube,
+                kind.resource,
+                store,
+                label_selector=kind.label_selector,
+                on_change=self._changed,
+                relist_seconds=relist_seconds,
+                delay_seconds=delay_seconds,
+            )
+        self.live_reads = 0
+
+    def _changed(self, change: Change) -> None:
+        if self.on_change is not None:
+            self.on_change(change)
+
+    def caches(self, resource: Resource | str) -> bool:
+        return _kind(resource) in self.stores
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> list[asyncio.Task[None]]:
+        return [informer.start() for informer in self.informers.values()]
+
+    async def synced(self) -> None:
+        await asyncio.gather(*(i.synced() for i in self.informers.values()))
+
+    @property
+    def is_synced(self) -> bool:
+        return all(i.is_synced for i in self.informers.values())
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(i.stop() for i in self.informers.values()))
+
+    async def relist(self) -> None:
+        """List every kind again now (the drift guard, also on demand)."""
+        await asyncio.gather(*(i.relist() for i in self.informers.values()))
+
+    # --- reads ------------------------------------------------------------------------
+
+    def get(self, resource: Resource | str, name: str, namespace: str = "") -> Manifest | None:
+        return self._store(resource).get(namespace, name)
+
+    def list(
+        self,
+        resource: Resource | str,
+        namespace: str | None = None,
+        *,
+        label_selector: LabelSelector = None,
+        owner_uid: str | None = None,
+    ) -> list[Manifest]:
+        store = self._store(resource)
+        if isinstance(label_selector, Mapping):
+            return store.list(namespace, labels=label_selector, owner_uid=owner_uid)
+        return store.list(
+            namespace, selector=parse_label_selector(label_selector), owner_uid=owner_uid
+        )
+
+    async def get_or_read(
+        self, resource: Resource | str, name: str, namespace: str = ""
+    ) -> Manifest | None:
+        """From memory when cached there, else one GET (for objects the watch may not see)."""
+        if self.caches(resource):
+            found = self.get(resource, name, namespace)
+            if found is not None:
+                return found
+        self.live_reads += 1
+        try:
+            return await self.kube.get(resource, name, namespace or None)
+        except NotFoundError:
+            return None
+
+    async def refresh(self, resource: Resource | str, name: str, namespace: str = "") -> None:
+        """Read one object from the API server into the cache (after a 409 on a stale read)."""
+        if not self.caches(resource):
+            return
+        self.live_reads += 1
+        try:
+            obj = await self.kube.get(resource, name, namespace or None)
+        except NotFoundError:
+            self._store(resource).remove(namespace, name)
+            return
+        self.observe_write(obj)
+
+    # --- read-your-writes ---------------------------------------------------------------
+
+    def observe_write(self, obj: Mapping[str, Any]) -> None:
+        """A create/patch/update result: the cache holds at least this version from now on."""
+        kind = str(obj.get("kind") or "")
+        store = self.stores.get(kind)
+        if store is not None:
+            change = store.upsert(obj)
+            if change is not None:
+                self._changed(change)
+
+    def observe_delete(self, obj: Mapping[str, Any], response: Mapping[str, Any] | None) -> None:
+        """A delete: an object that keeps finalizers stays (with its deletionTimestamp);
+        anything else is gone from the cache now."""
+        kind = str(obj.get("kind") or "")
+        store = self.stores.get(kind)
+        if store is None:
+            return
+        meta = obj.get("metadata") or {}
+        if (
+            response is not None
+            and str(response.get("kind") or "") == kind
+            and (response.get("metadata") or {}).get("deletionTimestamp")
+            and (response.get("metadata") or {}).get("finalizers")
+        ):
+            change = store.upsert(response)
+        else:
+            version = str(((response or {}).get("metadata") or {}).get("resourceVersion") or "")
+            change = store.remove(
+                str(meta.get("namespace") or ""), str(meta.get("name") or ""), version
+            )
+        if change is not None:
+            self._changed(change)
+
+    def _store(self, resource: Resource | str) -> KindStore:
+        kind = _kind(resource)
+        store = self.stores.get(kind)
+        if store is None:
+            raise KeyError(f"{kind} is not cached")
+        return store
+
+
+def _kind(resource: Resource | str) -> str:
+    return resource.kind if isinstance(resource, Resource) else resource

@@ -1,0 +1,109 @@
+"""The watch-fed cache against the emulator over HTTP: snapshot, updates, read-your-writes,
+dropped watches, 410 Gone and an emulator restart all converge."""
+
+from __future__ import annotations
+
+import pytest
+
+from arcflow.common.cache import CachedKind, Change, ObjectCache
+from arcflow.common.kube import CONFIG_MAP, KubeClient
+from arcflow.devstack.kube_emulator import KubeEmulator
+from tests.polling import eventually
+
+pytestmark = pytest.mark.integration
+
+
+def config_map(ns: str, name: str, value: str = "1") -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": "t"}},
+        "data": {"v": value},
+    }
+
+
+async def test_snapshot_then_updates_and_own_writes_at_once(
+    kube_client: KubeClient, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    await kube_client.create(config_map(ns, "before"))
+    seen: list[Change] = []
+    cache = ObjectCache(kube_client, [CachedKind(CONFIG_MAP, {"app": "t"})], on_change=seen.append)
+    cache.start()
+    try:
+        await cache.synced()
+        assert cache.get(CONFIG_MAP, "before", ns) is not None
+        # Another client's write shows up through the watch.
+        await kube_client.create(config_map(ns, "other"))
+        await eventually(lambda: _async(cache.get(CONFIG_MAP, "other", ns)), what="watched create")
+        # Our own write is visible before the watch echo, and the echo does not undo it.
+        created = await kube_client.create(config_map(ns, "mine"))
+        cache.observe_write(created)
+        assert cache.get(CONFIG_MAP, "mine", ns) is not None
+        patched = await kube_client.patch_merge(
+            CONFIG_MAP, "mine", {"data": {"v": "2"}}, namespace=ns
+        )
+        cache.observe_write(patched)
+        assert cache.get(CONFIG_MAP, "mine", ns)["data"]["v"] == "2"
+        response = await kube_client.delete(CONFIG_MAP, "mine", namespace=ns)
+        cache.observe_delete(created, response)
+        assert cache.get(CONFIG_MAP, "mine", ns) is None
+        await kube_client.create(config_map(ns, "late"))
+        await eventually(lambda: _async(cache.get(CONFIG_MAP, "late", ns)), what="late")
+        assert cache.get(CONFIG_MAP, "mine", ns) is None  # the echoes came and went
+        assert {c.obj["metadata"]["name"] for c in seen} >= {"before", "other", "mine", "late"}
+        assert cache.live_reads == 0
+    finally:
+        await cache.stop()
+
+
+async def test_drops_410_and_restart_converge(
+    kube_client: KubeClient, kube_emulator: KubeEmulator, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    cache = ObjectCache(kube_client, [CachedKind(CONFIG_MAP, {"app": "t"})])
+    informer = cache.informers["ConfigMap"]
+    informer.backoff_base = 0.02
+    cache.start()
+    try:
+        await cache.synced()
+        kube_emulator.drop_watches(abrupt=True)
+        await kube_client.create(config_map(ns, "after-drop"))
+        await eventually(lambda: _async(cache.get(CONFIG_MAP, "after-drop", ns)), what="drop")
+
+        # 410: the watch's version leaves the history while the watch is down.
+        lists = informer.lists
+        await kube_client.create(config_map(ns, "gone-soon"))
+        await eventually(lambda: _async(cache.get(CONFIG_MAP, "gone-soon", ns)), what="seen")
+        kube_emulator.expire_history()
+        kube_emulator.drop_watches()
+        await kube_client.delete(CONFIG_MAP, "gone-soon", namespace=ns)
+        kube_emulator.expire_history()
+        await eventually(
+            lambda: _async(cache.get(CONFIG_MAP, "gone-soon", ns) is None), what="410 delete"
+        )
+        await kube_emulator.restart()
+        await kube_client.create(config_map(ns, "after-restart"))
+        await eventually(lambda: _async(cache.get(CONFIG_MAP, "after-restart", ns)), what="restart")
+        assert informer.lists >= lists
+    finally:
+        await cache.stop()
+
+
+async def test_a_delayed_cache_lags_but_catches_up(
+    kube_client: KubeClient, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    cache = ObjectCache(kube_client, [CachedKind(CONFIG_MAP, {"app": "t"})], delay_seconds=0.5)
+    cache.start()
+    try:
+        await cache.synced()
+        await kube_client.create(config_map(ns, "slow"))
+        assert cache.get(CONFIG_MAP, "slow", ns) is None
+        await eventually(lambda: _async(cache.get(CONFIG_MAP, "slow", ns)), what="delayed")
+    finally:
+        await cache.stop()
+
+
+async def _async(value: object) -> object:
+    return value

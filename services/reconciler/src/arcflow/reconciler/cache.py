@@ -1,0 +1,77 @@
+"""The reconciler's watch-fed cache (ADR 0010): what it watches and how changes become keys.
+
+Reconciles read the four ARC kinds, runner pods and runner JIT Secrets from here; only writes
+go to the API server. Every cached change enqueues the keys it concerns (the same routing as
+the watcher's events), so a reconcile never acts on a cache that has not yet seen the change
+that triggered it without being run again once it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from arcflow.common.cache import CachedKind, Change, ObjectCache
+from arcflow.common.constants import LABEL_PART_OF, PART_OF_VALUE
+from arcflow.common.kube import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+    POD,
+    SECRET,
+    KubeClient,
+)
+from arcflow.reconciler.routing import keys_for_object
+from arcflow.reconciler.workqueue import Key
+
+# Runner pods and JIT Secrets carry this label (the builders put it there); Secrets without it
+# (the GitHub credentials a user created) are read from the API server when needed.
+OWNED_SELECTOR = {LABEL_PART_OF: PART_OF_VALUE}
+
+CACHED_KINDS = (
+    CachedKind(AUTOSCALING_RUNNER_SET),
+    CachedKind(EPHEMERAL_RUNNER_SET),
+    CachedKind(EPHEMERAL_RUNNER),
+    CachedKind(AUTOSCALING_LISTENER),
+    CachedKind(POD, OWNED_SELECTOR),
+    CachedKind(SECRET, OWNED_SELECTOR),
+)
+
+_RESOURCE_OF_KIND = {kind.resource.kind: kind.resource.plural for kind in CACHED_KINDS}
+_KEY_KINDS = (
+    ("ars", AUTOSCALING_RUNNER_SET.kind),
+    ("al", AUTOSCALING_LISTENER.kind),
+    ("ers", EPHEMERAL_RUNNER_SET.kind),
+    ("er", EPHEMERAL_RUNNER.kind),
+)
+
+
+def build_cache(
+    kube: KubeClient,
+    enqueue: Callable[[Key], None],
+    controller_namespace: str,
+    *,
+    relist_seconds: float,
+    delay_seconds: float = 0.0,
+) -> ObjectCache:
+    def on_change(change: Change) -> None:
+        resource = _RESOURCE_OF_KIND.get(change.kind, "")
+        for key in keys_for_object(resource, change.obj, controller_namespace):
+            enqueue(key)
+
+    return ObjectCache(
+        kube,
+        CACHED_KINDS,
+        on_change=on_change,
+        relist_seconds=relist_seconds,
+        delay_seconds=delay_seconds,
+    )
+
+
+def cached_keys(cache: ObjectCache) -> list[Key]:
+    """Every key the cache knows (the periodic resync re-queues these, no API call)."""
+    keys: list[Key] = []
+    for key_kind, kind in _KEY_KINDS:
+        for namespace, name in cache.stores[kind].object_keys():
+            keys.append(Key(key_kind, namespace, name))  # type: ignore[arg-type]
+    return keys
