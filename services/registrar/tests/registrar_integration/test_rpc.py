@@ -9,6 +9,7 @@ import pytest
 from arcflow.common.nats import STREAMS
 from arcflow.common.rpc.registrar import (
     JITCONFIG_SUBJECT,
+    CredentialsRpcError,
     InvalidRequestRpcError,
     JitConfigResult,
     NotFoundRpcError,
@@ -20,7 +21,7 @@ from arcflow.common.rpc.registrar import (
 )
 from tests.polling import eventually
 
-from .harness import LogCapture, Stack, all_stored_messages
+from .harness import SECRET_NAME, LogCapture, Stack, all_stored_messages
 from .test_lifecycle import apply_ars, registered
 
 pytestmark = pytest.mark.integration
@@ -134,3 +135,36 @@ async def test_credentials_never_logged_in_failures(
     for _stream, _subject, data in await all_stored_messages(stack.js):
         assert bogus.encode() not in data
     assert bogus not in captured_logs.text
+
+
+async def test_jit_answers_follow_the_credentials_secret(stack: Stack) -> None:
+    """JIT requests are answered from the registrar's watched copy of the ARS, the records and
+    the credentials Secret: deleting the Secret is noticed, recreating it too."""
+    await stack.create_secret({"github_token": stack.pat})
+    await stack.start_registrar(run_sweep=False)
+    await apply_ars(stack, stack.ars_manifest("rot"))
+    records = await eventually(lambda: _records(stack, "rot", 1))
+    set_id = next(iter(records.values())).scale_set_id  # type: ignore[attr-defined]
+    client = RegistrarRpcClient(stack.nc, timeout=5)
+    await client.generate_jit_config(stack.namespace, "rot", set_id, "rot-runner-1")
+
+    await stack.kube.delete("Secret", SECRET_NAME, namespace=stack.namespace)
+
+    async def refused() -> bool:
+        try:
+            await client.generate_jit_config(stack.namespace, "rot", set_id, "rot-runner-2")
+        except CredentialsRpcError as exc:
+            return "not found" in str(exc)
+        return False
+
+    await eventually(refused, what="a JIT request refused for the missing Secret")
+    await stack.create_secret({"github_token": stack.pat})
+
+    async def served() -> bool:
+        try:
+            await client.generate_jit_config(stack.namespace, "rot", set_id, "rot-runner-3")
+        except CredentialsRpcError:
+            return False
+        return True
+
+    await eventually(served, what="JIT requests served again once the Secret is back")

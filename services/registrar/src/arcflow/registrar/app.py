@@ -37,6 +37,7 @@ from arcflow.registrar.consumer import (
 )
 from arcflow.registrar.credentials import ActionsClientCache, ClientFactory, Credentials
 from arcflow.registrar.locks import LOCKS_BUCKET, LeaseLocks
+from arcflow.registrar.lookup import JitLookup
 from arcflow.registrar.metrics import RegistrarMetrics
 from arcflow.registrar.rpc_server import RegistrarRpcServer
 from arcflow.registrar.service import Registrar
@@ -86,6 +87,7 @@ class RegistrarApp:
         self.registrar: Registrar | None = None
         self.consumers: list[ChangeConsumer] = []
         self.rpc: RegistrarRpcServer | None = None
+        self.lookup: JitLookup | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._health: HealthServer | None = None
         self.health_port: int | None = None
@@ -113,8 +115,12 @@ class RegistrarApp:
             clients=self.clients,
             metrics=self.metrics,
         )
+        # --- JIT requests answered from memory (ADR 0010) ---
+        self.lookup = JitLookup(self.kube, records, self.clients)
+        await self.lookup.start()
+        # ---
         self.rpc = RegistrarRpcServer(
-            self.nc, self.registrar, concurrency=self.settings.rpc_concurrency
+            self.nc, self.registrar, concurrency=self.settings.rpc_concurrency, lookup=self.lookup
         )
         await self.rpc.start()
         for spec in (CONSUMER_REGISTRAR_ARS, CONSUMER_REGISTRAR_ERS):
@@ -167,6 +173,8 @@ class RegistrarApp:
         self.consumers.clear()
         if self.rpc is not None:
             await self.rpc.stop()
+        if self.lookup is not None:
+            await self.lookup.stop()
         if self._health is not None:
             await self._health.stop()
             self._health = None

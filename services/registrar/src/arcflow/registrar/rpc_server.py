@@ -45,6 +45,7 @@ from arcflow.common.rpc.registrar import (
 )
 from arcflow.common.telemetry import redact_text
 from arcflow.registrar.credentials import CredentialsUnavailableError
+from arcflow.registrar.lookup import JitLookup
 from arcflow.registrar.metrics import RegistrarMetrics
 from arcflow.registrar.service import Registrar
 
@@ -70,9 +71,12 @@ class RegistrarRpcServer:
         *,
         metrics: RegistrarMetrics | None = None,
         concurrency: int = 32,
+        lookup: JitLookup | None = None,
     ) -> None:
         self._nc = nc
         self._registrar = registrar
+        # From memory when given (ADR 0010): no Kubernetes read or KV watcher per request.
+        self._lookup = lookup
         self._metrics = metrics or registrar.metrics
         self._slots = asyncio.Semaphore(concurrency)
         self._subs: list[Subscription] = []
@@ -140,6 +144,8 @@ class RegistrarRpcServer:
 
     async def _client(self, namespace: str, ars: str) -> Any:
         try:
+            if self._lookup is not None:
+                return await self._lookup.client_for_ars(namespace, ars)
             return await self._registrar.client_for_ars(namespace, ars)
         except LookupError as exc:
             raise RpcFailureError(RpcErrorCode.NOT_FOUND, str(exc)) from None
@@ -158,7 +164,11 @@ class RegistrarRpcServer:
     async def _jitconfig(self, data: bytes) -> JitConfigResult:
         request: JitConfigRequest = self._parse(JitConfigRequest, data)
         client, _ = await self._client(request.namespace, request.ars)
-        records = await self._registrar.load_records(request.namespace, request.ars)
+        records = (
+            self._lookup.records_of(request.namespace, request.ars)
+            if self._lookup is not None
+            else await self._registrar.load_records(request.namespace, request.ars)
+        )
         if request.scale_set_id not in {r.scale_set_id for r in records}:
             raise RpcFailureError(
                 RpcErrorCode.NOT_FOUND,

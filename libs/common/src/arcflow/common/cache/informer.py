@@ -43,7 +43,9 @@ class Informer:
         resource: Resource,
         store: KindStore,
         *,
+        namespace: str | None = None,
         label_selector: LabelSelector = None,
+        field_selector: str | None = None,
         on_change: OnChange | None = None,
         relist_seconds: float = 900.0,
         watch_timeout_seconds: int = 300,
@@ -54,7 +56,9 @@ class Informer:
         self.kube = kube
         self.resource = resource
         self.store = store
+        self.namespace = namespace
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self.on_change = on_change
         self.relist_seconds = relist_seconds
         self.watch_timeout_seconds = watch_timeout_seconds
@@ -95,7 +99,12 @@ class Informer:
                 log.exception("cache change handler failed", extra={"kind": change.kind})
 
     async def relist(self) -> None:
-        listed = await self.kube.list(self.resource, label_selector=self.label_selector)
+        listed = await self.kube.list(
+            self.resource,
+            namespace=self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+        )
         self.lists += 1
         self._last_list = time.monotonic()
         self._emit(self.store.replace_all(listed.items))
@@ -147,7 +156,9 @@ class Informer:
             timeout = max(1, min(timeout, int(left) + 1))
         stream = self.kube.watch(
             self.resource,
+            namespace=self.namespace,
             label_selector=self.label_selector,
+            field_selector=self.field_selector,
             resource_version=self.resource_version,
             timeout_seconds=timeout,
         )

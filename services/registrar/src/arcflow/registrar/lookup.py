@@ -1,0 +1,148 @@
+"""What a JIT-config request needs, answered from memory (ADR 0010).
+
+Per request the registrar used to GET the ARS, GET the credentials Secret and build two
+throwaway KV watchers for the scale set records. :class:`JitLookup` keeps instead:
+
+* every AutoscalingRunnerSet, from one watch (``arcflow.common.cache``);
+* each credentials Secret an ARS names, from one watch per Secret (a field selector on its
+  name), started the first time a request needs it; its data stays in this process's memory
+  only, never in a stream, bucket, log or event;
+* the scale set records, from **one** live watch of the ``arcflow_scalesets`` KV bucket.
+
+Requests are served concurrently by the RPC server; nothing here blocks another request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import nats.errors
+from nats.js.kv import KeyValue
+
+from arcflow.common.actions.client import ActionsClient
+from arcflow.common.cache import CachedKind, Informer, KindStore, ObjectCache
+from arcflow.common.kube import AUTOSCALING_RUNNER_SET, SECRET, KubeClient
+from arcflow.common.scaleset_records import ScaleSetRecord
+from arcflow.registrar.credentials import (
+    ActionsClientCache,
+    CredentialsUnavailableError,
+    decode_secret_data,
+)
+
+log = logging.getLogger(__name__)
+
+_SYNC_SECONDS = 10.0
+
+
+class JitLookup:
+    """``await start()``; then :meth:`client_for_ars` and :meth:`records_of` from memory."""
+
+    def __init__(self, kube: KubeClient, records: KeyValue, clients: ActionsClientCache) -> None:
+        self.kube = kube
+        self.clients = clients
+        self._records_kv = records
+        self.ars = ObjectCache(kube, [CachedKind(AUTOSCALING_RUNNER_SET)])
+        self._secrets: dict[tuple[str, str], Informer] = {}
+        self._secret_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._records: dict[str, ScaleSetRecord] = {}
+        self._records_synced = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        self._tasks.extend(self.ars.start())
+        self._tasks.append(asyncio.create_task(self._follow_records(), name="jit-records"))
+        await asyncio.wait_for(self.ars.synced(), _SYNC_SECONDS)
+        await asyncio.wait_for(self._records_synced.wait(), _SYNC_SECONDS)
+
+    async def stop(self) -> None:
+        await self.ars.stop()
+        for informer in self._secrets.values():
+            await informer.stop()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    # --- scale set records: one live KV watch -----------------------------------------------
+
+    async def _follow_records(self) -> None:
+        while True:
+            try:
+                watcher = await self._records_kv.watchall()
+                try:
+                    async for entry in watcher:
+                        if entry is None:  # the initial values are all delivered
+                            self._records_synced.set()
+                            continue
+                        self._record(entry.key, entry.value, entry.operation)
+                finally:
+                    with contextlib.suppress(Exception):
+                        await watcher.stop()  # type: ignore[no-untyped-call]
+            except asyncio.CancelledError:
+                raise
+            except (nats.errors.Error, OSError, TimeoutError) as exc:
+                log.warning("scale set record watch failed", extra={"error": type(exc).__name__})
+                await asyncio.sleep(1.0)
+
+    def _record(self, key: str, value: bytes | None, operation: str | None) -> None:
+        if operation in ("DEL", "PURGE") or not value:
+            self._records.pop(key, None)
+            return
+        try:
+            self._records[key] = ScaleSetRecord.decode(value)
+        except ValueError:
+            log.error("ignoring a malformed scale set record", extra={"key": key})
+
+    def records_of(self, namespace: str, ars: str) -> list[ScaleSetRecord]:
+        return [r for r in self._records.values() if r.namespace == namespace and r.ars == ars]
+
+    # --- credentials: one watch per Secret named by an ARS ------------------------------
+
+    async def _secret_data(self, namespace: str, name: str) -> dict[str, bytes]:
+        where = f"{namespace}/{name}"
+        if not name:
+            raise CredentialsUnavailableError("spec.githubConfigSecret is empty")
+        key = (namespace, name)
+        informer = self._secrets.get(key)
+        if informer is None:
+            lock = self._secret_locks.setdefault(key, asyncio.Lock())
+            async with lock:
+                informer = self._secrets.get(key)
+                if informer is None:
+                    informer = Informer(
+                        self.kube,
+                        SECRET,
+                        KindStore(SECRET.kind),
+                        namespace=namespace,
+                        field_selector=f"metadata.name={name}",
+                    )
+                    informer.start()
+                    self._secrets[key] = informer
+        await asyncio.wait_for(informer.synced(), _SYNC_SECONDS)
+        secret = informer.store.get(namespace, name)
+        if secret is None:
+            raise CredentialsUnavailableError(f"secret {where} not found")
+        return decode_secret_data(secret, where)
+
+    # --- the answer -------------------------------------------------------------------------
+
+    async def client_for_ars(self, namespace: str, name: str) -> tuple[ActionsClient, int]:
+        """As ``Registrar.client_for_ars``, from memory: the ARS's spec (or, once it is gone,
+        a registration's), its cached credentials, and the registration count."""
+        doc = self.ars.get(AUTOSCALING_RUNNER_SET, name, namespace)
+        records = self.records_of(namespace, name)
+        if doc is not None:
+            spec = doc.get("spec") or {}
+            url = str(spec.get("githubConfigUrl") or "")
+            secret = str(spec.get("githubConfigSecret") or "")
+        elif records:
+            url, secret = records[0].github_config_url, records[0].github_config_secret
+        else:
+            raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} not found")
+        if not url:
+            raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} has no githubConfigUrl")
+        data = await self._secret_data(namespace, secret)
+        client = await self.clients.client_for(url, data, f"{namespace}/{secret}")
+        return client, len(records)
