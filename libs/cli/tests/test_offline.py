@@ -52,6 +52,11 @@ spec:
   githubConfigSecret: github-auth
   minRunners: 5
   maxRunners: 2
+  template:
+    spec:
+      containers:
+        - name: runner
+          image: ghcr.io/actions/actions-runner:latest
   runnerVariants:
     - name: Bad_Name
     - name: cpu

@@ -9,6 +9,9 @@ import pytest
 from arcflow.common.validation import FieldError, validate_manifest
 
 
+RUNNER_TEMPLATE = {"spec": {"containers": [{"name": "runner", "image": "runner:latest"}]}}
+
+
 def ars(spec: dict[str, Any], name: str = "arc") -> dict[str, Any]:
     return {
         "apiVersion": "actions.github.com/v1alpha1",
@@ -17,6 +20,7 @@ def ars(spec: dict[str, Any], name: str = "arc") -> dict[str, Any]:
         "spec": {
             "githubConfigUrl": "https://github.com/example-org",
             "githubConfigSecret": "s",
+            "template": RUNNER_TEMPLATE,
             **spec,
         },
     }
@@ -66,7 +70,29 @@ def test_unknown_spec_fields_are_reported() -> None:
 
 
 def test_unknown_fields_inside_pod_templates_are_fine() -> None:
-    assert validate_manifest(ars({"template": {"spec": {"anything": {"goes": 1}}}})) == []
+    template = {"spec": {"containers": [{"name": "runner"}], "anything": {"goes": 1}}}
+    assert validate_manifest(ars({"template": template})) == []
+
+
+def test_a_runner_shape_without_a_pod_template_is_invalid() -> None:
+    no_template = ars({})
+    del no_template["spec"]["template"]
+    assert [e.path for e in validate_manifest(no_template)] == ["spec.template"]
+    assert "container" in validate_manifest(no_template)[0].message
+    assert [e.path for e in validate_manifest(ars({"template": {"spec": {}}}))] == [
+        "spec.template"
+    ]
+    # Variants: one with a template of its own is fine without a top-level one; one that
+    # inherits nothing, or brings an empty template, is not.
+    variants = ars(
+        {"runnerVariants": [{"name": "own", "template": RUNNER_TEMPLATE}, {"name": "bare"}]}
+    )
+    del variants["spec"]["template"]
+    errors = validate_manifest(variants)
+    assert [e.path for e in errors] == ["spec.template"]
+    assert "spec.runnerVariants[1]" in errors[0].message
+    empty = ars({"runnerVariants": [{"name": "x", "template": {"spec": {"containers": []}}}]})
+    assert [e.path for e in validate_manifest(empty)] == ["spec.runnerVariants[0].template"]
 
 
 def test_semantic_rules_run_after_schema() -> None:

@@ -243,6 +243,19 @@ async def test_invalid_ars_registers_nothing_and_reports_why(stack: Stack) -> No
     assert await stack.records("bad") == {}
 
 
+async def test_template_less_ars_registers_nothing(stack: Stack) -> None:
+    await stack.create_secret({"github_token": stack.pat})
+    await stack.start_registrar()
+    bare = stack.ars_manifest("bare")
+    del bare["spec"]["template"]
+    await apply_ars(stack, bare)
+    errors = await eventually(lambda: _events_of(stack, "ARC_ERRORS", SpecInvalid))
+    assert {issue.path for issue in errors[0][1].errors} == {"spec.template"}
+    assert stack.scale_sets() == {}
+    assert stack.create_requests() == 0
+    assert await stack.records("bare") == {}
+
+
 async def _events_of(stack: Stack, stream: str, kind: type) -> list[tuple[str, Any]]:
     found = [(s, e) for s, e in await stack.stream_events(stream) if isinstance(e, kind)]
     assert found, f"no {kind.__name__} in {stream}"

@@ -58,6 +58,7 @@ def validate_autoscaling_runner_set(ars: AutoscalingRunnerSet) -> list[FieldErro
     errors += _check_labels("spec.runnerScaleSetLabels", ars.spec.runner_scale_set_labels)
     errors += _check_runner_counts(ars)
     errors += _check_variants(ars)
+    errors += _check_templates(ars)
     return errors
 
 
@@ -238,6 +239,35 @@ def _check_variants(ars: AutoscalingRunnerSet) -> list[FieldError]:
         errors += _check_non_negative(f"{path}.minRunners", variant.min_runners)
         errors += _check_non_negative(f"{path}.maxRunners", variant.max_runners)
         errors += _check_variant_min_max(ars, index)
+    return errors
+
+
+def _has_containers(template: Any) -> bool:
+    spec = template.get("spec") if isinstance(template, dict) else None
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    return isinstance(containers, list) and bool(containers)
+
+
+def _check_templates(ars: AutoscalingRunnerSet) -> list[FieldError]:
+    """Every runner shape needs a pod template with a container: without one no runner pod
+    can be built, so nothing is registered (a scale set would take jobs no runner runs)."""
+    top = ars.spec.template
+    variants = ars.spec.runner_variants or []
+    missing = "is required: a runner pod template with at least one container (the runner)"
+    if not variants:
+        return [] if _has_containers(top) else [FieldError("spec.template", missing)]
+    errors: list[FieldError] = []
+    for index, variant in enumerate(variants):
+        if variant.template is not None:
+            if not _has_containers(variant.template):
+                errors.append(FieldError(f"spec.runnerVariants[{index}].template", missing))
+        elif not _has_containers(top):
+            errors.append(
+                FieldError(
+                    "spec.template",
+                    f"{missing}; spec.runnerVariants[{index}] has no template of its own",
+                )
+            )
     return errors
 
 

@@ -37,6 +37,7 @@ from arcflow.common.kube import (
     AUTOSCALING_LISTENER,
     AUTOSCALING_RUNNER_SET,
     EPHEMERAL_RUNNER_SET,
+    SECRET,
     ForbiddenError,
     NotFoundError,
     build_event,
@@ -51,6 +52,7 @@ from arcflow.reconciler.controllers.base import (
     contains,
     finalizer_patch,
     finalizers_of,
+    get_or_none,
     is_deleting,
     labels_of,
     merge_patch_to,
@@ -62,6 +64,9 @@ from arcflow.reconciler.scalesets import ScaleSetAssignment
 from arcflow.reconciler.workqueue import Key, Result
 
 CONDITION_SPEC_VALID = "SpecValid"
+CONDITION_CREDENTIALS = "GitHubCredentialsFound"
+REASON_SECRET_MISSING = "GitHubSecretNotFound"
+REASON_SECRET_FOUND = "GitHubSecretFound"
 REASON_INVALID = "InvalidSpec"
 REASON_VALID = "Valid"
 PHASE_PENDING = "Pending"
@@ -228,6 +233,8 @@ async def reconcile_ars(ctx: Context, key: Key) -> Result:
     assignments = await ctx.ids.assignments(key.namespace, key.name, variants)
     missing = [v for v in variants if v not in assignments]
     if missing:
+        # No ids yet: say why when the reason is ours to see (the credentials Secret).
+        doc = await _check_credentials_secret(ctx, doc, ars, scope)
         await _patch_status(ctx, doc, scope, phase=PHASE_PENDING, counts=None)
         return Result.again(WAIT_FOR_IDS_SECONDS)
 
@@ -561,14 +568,7 @@ async def _set_spec_condition(
         "lastTransitionTime": utc_now().strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     others = [c for c in conditions if c.get("type") != CONDITION_SPEC_VALID]
-    await ctx.writer.patch_status(
-        AUTOSCALING_RUNNER_SET.kind,
-        scope.ars,
-        scope.namespace,
-        {"conditions": [*others, condition]},
-        scope,
-        "spec is valid again" if valid else "spec is invalid",
-    )
+    # The Event first, then the condition: whoever sees the condition finds the Event too.
     event = build_event(
         doc,
         REASON_VALID if valid else REASON_INVALID,
@@ -578,6 +578,63 @@ async def _set_spec_condition(
     )
     created = await ctx.kube.create(event)
     await ctx.writer.audit("created", created, scope, "Kubernetes Event about the spec")
+    await ctx.writer.patch_status(
+        AUTOSCALING_RUNNER_SET.kind,
+        scope.ars,
+        scope.namespace,
+        {"conditions": [*others, condition]},
+        scope,
+        "spec is valid again" if valid else "spec is invalid",
+    )
+
+
+async def _check_credentials_secret(
+    ctx: Context, doc: Manifest, ars: AutoscalingRunnerSet, scope: Scope
+) -> Manifest:
+    """A missing ``githubConfigSecret`` stops registration: a False condition and a Warning
+    Event say so where ``kubectl describe`` looks (the registrar reports it on ``arc.errors``).
+    One GET, only while the scale set ids are missing."""
+    name = ars.spec.github_config_secret
+    if ctx.cache is not None:
+        secret = await ctx.cache.get_or_read(SECRET, name, scope.namespace)
+    else:
+        secret = await get_or_none(ctx.kube, SECRET, name, scope.namespace)
+    conditions = list((doc.get("status") or {}).get("conditions") or [])
+    current = next((c for c in conditions if c.get("type") == CONDITION_CREDENTIALS), None)
+    found = secret is not None
+    if current is None and found:
+        return doc
+    if current is not None and (current.get("status") == "True") == found:
+        return doc
+    message = (
+        f"Secret {scope.namespace}/{name} (spec.githubConfigSecret) found"
+        if found
+        else f"Secret {scope.namespace}/{name} (spec.githubConfigSecret) not found: no "
+        "runner scale set can be registered until it exists"
+    )
+    reason = REASON_SECRET_FOUND if found else REASON_SECRET_MISSING
+    event = build_event(
+        doc, reason, message, type="Normal" if found else "Warning", component="arcflow-reconciler"
+    )
+    created = await ctx.kube.create(event)
+    await ctx.writer.audit("created", created, scope, "Kubernetes Event about the credentials")
+    condition = {
+        "type": CONDITION_CREDENTIALS,
+        "status": "True" if found else "False",
+        "reason": reason,
+        "message": message,
+        "observedGeneration": meta(doc).get("generation"),
+        "lastTransitionTime": utc_now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    others = [c for c in conditions if c.get("type") != CONDITION_CREDENTIALS]
+    return await ctx.writer.patch_status(
+        AUTOSCALING_RUNNER_SET.kind,
+        scope.ars,
+        scope.namespace,
+        {"conditions": [*others, condition]},
+        scope,
+        "credentials Secret found" if found else "credentials Secret missing",
+    )
 
 
 async def _clean_up(ctx: Context, doc: Manifest, scope: Scope) -> Result:
