@@ -8,7 +8,6 @@ import pytest
 
 from arcflow.common.validation import FieldError, validate_manifest
 
-
 RUNNER_TEMPLATE = {"spec": {"containers": [{"name": "runner", "image": "runner:latest"}]}}
 
 
@@ -79,9 +78,7 @@ def test_a_runner_shape_without_a_pod_template_is_invalid() -> None:
     del no_template["spec"]["template"]
     assert [e.path for e in validate_manifest(no_template)] == ["spec.template"]
     assert "container" in validate_manifest(no_template)[0].message
-    assert [e.path for e in validate_manifest(ars({"template": {"spec": {}}}))] == [
-        "spec.template"
-    ]
+    assert [e.path for e in validate_manifest(ars({"template": {"spec": {}}}))] == ["spec.template"]
     # Variants: one with a template of its own is fine without a top-level one; one that
     # inherits nothing, or brings an empty template, is not.
     variants = ars(
