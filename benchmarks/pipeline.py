@@ -32,9 +32,108 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import nats
 from _stack import Stack, machine, spread, write_result
 
+from arcflow.common.events import JobsBatch, ScaleDecision, parse_event
+from arcflow.common.kube import EPHEMERAL_RUNNER_SET
 from arcflow.devstack.demo import percentile
+
+
+class Hops:
+    """P1: GitHub message -> ERS ``spec.patchID`` visible on a watch, split into hops.
+
+    t1 the listener built the first batch that mentions a job request (``occurred_at``);
+    t2 the batch arrived here from ``arc.jobs`` (published to JetStream); t3 the next scale
+    decision for that set arrived from ``arc.scale``; t4 this harness's own watch saw the
+    ERS with that decision's patchID. All clocks are this machine's.
+    """
+
+    def __init__(self) -> None:
+        self.available: dict[str, tuple[float, float, int]] = {}  # job -> (t1, t2, set id)
+        self.decisions: list[tuple[float, int, str, int]] = []  # (t3, set id, ers, patch)
+        self.patches: dict[tuple[str, int], float] = {}  # (ers, patchID) -> t4
+        self._tasks: list[asyncio.Task[None]] = []
+        self.batches = 0
+
+    async def start(self, stack: Stack) -> None:
+        assert stack.nats is not None
+        self.nc = await nats.connect(stack.nats.url)
+
+        async def on_msg(msg: Any) -> None:
+            now = time.time()
+            try:
+                event = parse_event(msg.data)
+            except Exception:
+                return
+            if isinstance(event, JobsBatch):
+                self.batches += 1
+                for job in event.jobs:
+                    if job.runner_request_id or job.job_id:
+                        # the first batch that mentions a job request: its first message
+                        key = f"{event.scale_set_id}:{job.runner_request_id or job.job_id}"
+                        self.available.setdefault(
+                            key, (event.occurred_at.timestamp(), now, event.scale_set_id)
+                        )
+            elif isinstance(event, ScaleDecision):
+                self.decisions.append(
+                    (now, event.scale_set_id, event.ephemeral_runner_set, event.patch_id)
+                )
+
+        await self.nc.subscribe("arc.jobs.>", cb=on_msg)
+        await self.nc.subscribe("arc.scale.>", cb=on_msg)
+        self._tasks.append(asyncio.create_task(self._watch(stack)))
+
+    async def _watch(self, stack: Stack) -> None:
+        assert stack.kube is not None
+        version = (await stack.kube.list(EPHEMERAL_RUNNER_SET)).resource_version
+        while True:
+            async with stack.kube.watch(EPHEMERAL_RUNNER_SET, resource_version=version) as stream:
+                async for event in stream:
+                    version = event.resource_version or version
+                    meta = event.object.get("metadata") or {}
+                    patch = int((event.object.get("spec") or {}).get("patchID") or 0)
+                    self.patches.setdefault((str(meta.get("name")), patch), time.time())
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.nc.close()
+
+    def per_job(self) -> list[dict[str, float]]:
+        out = []
+        decisions = sorted(self.decisions)
+        for t1, t2, set_id in self.available.values():
+            decision = next((d for d in decisions if d[1] == set_id and d[0] >= t2), None)
+            if decision is None:
+                continue
+            t3, _, ers, patch = decision
+            t4 = self.patches.get((ers, patch))
+            if t4 is None:
+                continue
+            out.append(
+                {"publish": t2 - t1, "worker": t3 - t2, "patch_visible": t4 - t3, "total": t4 - t1}
+            )
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        rows = self.per_job()
+        result: dict[str, Any] = {
+            "messages": len(rows),
+            "batches": self.batches,
+            "available": len(self.available),
+            "decisions": len(self.decisions),
+            "patches": len(self.patches),
+        }
+        for hop in ("publish", "worker", "patch_visible", "total"):
+            values = [r[hop] for r in rows]
+            result[hop] = {
+                "p50": percentile(values, 0.5),
+                "p95": percentile(values, 0.95),
+                "p99": percentile(values, 0.99),
+            }
+        return result
 
 
 def varz(stack: Stack) -> dict[str, Any]:
@@ -59,6 +158,8 @@ async def one_run(mode: str, jobs: int, interval: float, env: dict[str, str]) ->
         usage_before = stack.usage()
         assert stack.simulator is not None
         assert stack.pod_runner is not None
+        hops = Hops()
+        await hops.start(stack)
         queued: dict[str, float] = {}
         started = time.time()
         for index in range(jobs):
@@ -77,6 +178,7 @@ async def one_run(mode: str, jobs: int, interval: float, env: dict[str, str]) ->
             raise TimeoutError("jobs did not complete")
         await stack.wait_drained()
         await asyncio.sleep(1.0)
+        await hops.stop()
         after = varz(stack)
         usage_after = stack.usage()
         runner_pods = [r for r in stack.pod_runner.records.values() if r.kind == "runner"]
@@ -94,6 +196,7 @@ async def one_run(mode: str, jobs: int, interval: float, env: dict[str, str]) ->
             name: seq - before["streams"].get(name, 0) for name, seq in after["streams"].items()
         }
         return {
+            "p1_message_to_ers_patch": hops.summary(),
             "jobs": jobs,
             "runner_pods": len(runner_pods),
             "queued_to_pod": {
@@ -135,7 +238,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             value: Any = run
             for part in path:
                 value = value[part]
-            values.append(float(value))
+            if value is not None:
+                values.append(float(value))
+        if not values:
+            return [float("nan")]
         return values
 
     return {
@@ -147,6 +253,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "all_pods_created_after_first_enqueue": spread(
             pick(("all_pods_created_after_first_enqueue",))
         ),
+        "p1_total_p99": spread(pick(("p1_message_to_ers_patch", "total", "p99"))),
+        "p1_total_p50": spread(pick(("p1_message_to_ers_patch", "total", "p50"))),
         "runner_pods_equal_jobs": all(r["runner_pods"] == r["jobs"] for r in runs),
     }
 
@@ -175,6 +283,7 @@ async def main() -> int:
             f"p95 {result['queued_to_pod']['p95']:.2f}s "
             f"all pods {result['all_pods_created_after_first_enqueue']:.1f}s "
             f"api/runner {result['api_calls_per_runner_arcflow']:.1f} "
+            f"P1 p99 {result['p1_message_to_ers_patch']['total']['p99']} "
             f"{result['api_calls_per_runner_by_client']}",
             flush=True,
         )

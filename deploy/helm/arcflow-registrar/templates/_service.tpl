@@ -14,7 +14,9 @@
 - apiGroups: [actions.github.com]
   resources: [autoscalingrunnersets, ephemeralrunnersets, ephemeralrunners]
   verbs: [get, list, watch]
+{{- /* list+watch: JIT requests read the credentials Secret from a watch of that one
+  Secret (a metadata.name field selector), not a GET per request (ADR 0010). */}}
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get]
+  verbs: [get, list, watch]
 {{- end -}}

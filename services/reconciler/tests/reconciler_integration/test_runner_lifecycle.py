@@ -276,3 +276,26 @@ async def test_runner_exists_in_another_scale_set_deletes_the_runner(stack: Stac
 
     await eventually(deleted)
     assert 556 not in stack.rpc.removed  # another set's runner is never deregistered
+
+
+async def test_a_served_scale_request_is_not_served_again_after_its_runner_finished(
+    stack: Stack,
+) -> None:
+    """The runner of patch 1 finishes and is deleted before the listener lowers the replicas:
+    no replacement runner (one job, one runner), until a new patch asks again."""
+    await _solo(stack)
+    await stack.scale("solo", 1, 1)
+    first = (await _registered(stack, 1))[0]["metadata"]["name"]
+    await stack.set_pod_status(first, _terminated(0))
+
+    async def gone() -> bool:
+        return first not in {r["metadata"]["name"] for r in await _runners(stack)}
+
+    await eventually(gone)
+    await stack.publish_change("ephemeralrunnersets", "solo")
+    await stack.wait_idle()
+    assert await _runners(stack) == []
+    assert len(stack.rpc.jit_requests) == 1
+
+    await stack.scale("solo", 1, 2)  # a new request is served
+    await _registered(stack, 1)

@@ -274,10 +274,10 @@ async def reconcile_ars(ctx: Context, key: Key) -> Result:
 
     counts = sum_status(live)
     phase = PHASE_RUNNING if settled and listener_ready else PHASE_PENDING
-    await _patch_status(ctx, doc, scope, phase=phase, counts=counts)
+    held = await _patch_status(ctx, doc, scope, phase=phase, counts=counts)
     if waiting or draining or not listener_ready:
         return Result.again(WAIT_SECONDS)
-    return Result.done()
+    return Result.again(held) if held else Result.done()
 
 
 async def _delete_for_version(
@@ -521,7 +521,9 @@ async def _converge_listener(
 
 async def _patch_status(
     ctx: Context, doc: Manifest, scope: Scope, *, phase: str, counts: dict[str, int] | None
-) -> None:
+) -> float:
+    """Phase and summed counts; a counts-only change waits for ``status_interval`` (the
+    seconds left are returned, 0 when written or unchanged)."""
     status = doc.get("status") or {}
     wanted: dict[str, Any] = {"phase": phase}
     if counts is not None:
@@ -532,7 +534,10 @@ async def _patch_status(
             failedEphemeralRunners=counts["failed"],
         )
     if all(status.get(k) == v for k, v in wanted.items()):
-        return
+        return 0.0
+    wait = ctx.status_wait("ars", scope.namespace, scope.ars)
+    if wait > 0 and status.get("phase") == phase:
+        return wait
     await ctx.writer.patch_status(
         AUTOSCALING_RUNNER_SET.kind,
         scope.ars,
@@ -541,6 +546,8 @@ async def _patch_status(
         scope,
         f"status: phase {phase}, counts summed over variants",
     )
+    ctx.status_sent("ars", scope.namespace, scope.ars)
+    return 0.0
 
 
 async def _set_spec_condition(

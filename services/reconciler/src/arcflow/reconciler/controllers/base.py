@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
@@ -51,6 +52,20 @@ class Context:
     cache: ObjectCache | None = None
     # How many runners of one set are created at once.
     create_concurrency: int = 16
+    # Counts-only status writes (ERS/ARS runner counts) go out at most this often per object;
+    # a phase change goes out at once (ADR 0011).
+    status_interval: float = 1.0
+    status_written: dict[tuple[str, str, str], float] = dataclass_field(default_factory=dict)
+
+    def status_wait(self, kind: str, namespace: str, name: str) -> float:
+        """Seconds before a counts-only status write for this object may go out (0: now)."""
+        last = self.status_written.get((kind, namespace, name))
+        if last is None:
+            return 0.0
+        return max(0.0, self.status_interval - (time.monotonic() - last))
+
+    def status_sent(self, kind: str, namespace: str, name: str) -> None:
+        self.status_written[(kind, namespace, name)] = time.monotonic()
 
     @property
     def controller_namespace(self) -> str:

@@ -130,10 +130,19 @@ class RunnerClaim:
     names: tuple[str, ...] = ()
     by: str = ""
     at: float = 0.0
+    # The patchID these names were created for: a scale request is served once, even after
+    # its runners finished and were deleted before the listener lowered the replicas.
+    patch_id: int = 0
 
     def encode(self) -> str:
         return json.dumps(
-            {"next": self.next_index, "names": list(self.names), "by": self.by, "at": self.at}
+            {
+                "next": self.next_index,
+                "names": list(self.names),
+                "by": self.by,
+                "at": self.at,
+                "patch": self.patch_id,
+            }
         )
 
 
@@ -146,6 +155,7 @@ def parse_runner_claim(ers: Manifest) -> RunnerClaim:
             tuple(str(n) for n in value.get("names", [])),
             str(value.get("by", "")),
             float(value.get("at", 0.0)),
+            int(value.get("patch", 0)),
         )
     except (ValueError, TypeError, AttributeError):
         return RunnerClaim()
@@ -232,12 +242,13 @@ async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
     patch_id = int(spec.get("patchID") or 0)
     replicas = int(spec.get("replicas") or 0)
     total = len(buckets["pending"]) + len(buckets["running"]) + len(buckets["failed"])
-    if should_scale(patch_id, latest_patch_id(runners)):
+    claim = parse_runner_claim(ers)
+    served = patch_id != 0 and patch_id == claim.patch_id
+    if should_scale(patch_id, latest_patch_id(runners)) and not served:
         for er in buckets["finished"]:
             await ctx.writer.delete(er, scope, "finished runner cleared on a new scale request")
             ctx.enqueue(Key("er", key.namespace, str(meta(er)["name"])))
         live_names = {str(meta(er).get("name")) for er in runners}
-        claim = parse_runner_claim(ers)
         now = ctx.clock().timestamp()
         in_flight = in_flight_runners(claim, live_names, ctx.instance, now)
         if total + in_flight < replicas:
@@ -246,8 +257,8 @@ async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
             )
         elif patch_id == 0 and total > replicas:
             await _remove_idle(ctx, scope, buckets, total - replicas)
-    await _update_status(ctx, ers, scope, bucket_runners(await runners_of(ctx, ers)))
-    return Result.done()
+    wait = await _update_status(ctx, ers, scope, bucket_runners(await runners_of(ctx, ers)))
+    return Result.again(wait) if wait else Result.done()
 
 
 async def _create_runners(
@@ -263,7 +274,9 @@ async def _create_runners(
     generate_name = str(template["metadata"].pop("generateName"))
     uid = str(meta(ers).get("uid"))
     names = tuple(runner_name(generate_name, uid, claim.next_index + i) for i in range(count))
-    new_claim = RunnerClaim(claim.next_index + count, names, ctx.instance, ctx.clock().timestamp())
+    new_claim = RunnerClaim(
+        claim.next_index + count, names, ctx.instance, ctx.clock().timestamp(), patch_id
+    )
     namespace = str(meta(ers)["namespace"])
     # Conditional on the read resourceVersion: a racing replica's claim makes this one 409.
     await ctx.writer.patch(
@@ -324,7 +337,9 @@ async def _remove_idle(
 
 async def _update_status(
     ctx: Context, ers: Manifest, scope: Scope, buckets: dict[str, list[Manifest]]
-) -> None:
+) -> float:
+    """Write the counts (and phase) when they changed; returns the seconds to wait when a
+    counts-only change was held back (at most one such write per ``status_interval``)."""
     counts = {k: len(v) for k, v in buckets.items()}
     ctx.metrics.record_runner_counts(
         str(meta(ers)["name"]), str(meta(ers)["namespace"]), labels_of(ers), counts
@@ -339,16 +354,17 @@ async def _update_status(
         "phase": phase,
     }
     if all(status.get(k) == v for k, v in wanted.items()):
-        return
+        return 0.0
+    name, namespace = str(meta(ers)["name"]), str(meta(ers)["namespace"])
+    wait = ctx.status_wait("ers", namespace, name)
+    if wait > 0 and status.get("phase") == phase:
+        return wait
     await ctx.writer.patch_status(
-        EPHEMERAL_RUNNER_SET.kind,
-        str(meta(ers)["name"]),
-        str(meta(ers)["namespace"]),
-        wanted,
-        scope,
-        "runner counts changed",
+        EPHEMERAL_RUNNER_SET.kind, name, namespace, wanted, scope, "runner counts changed"
     )
+    ctx.status_sent("ers", namespace, name)
     ctx.enqueue(Key("ars", scope.namespace, scope.ars))
+    return 0.0
 
 
 async def _ensure_proxy_secret(ctx: Context, ers: Manifest, scope: Scope) -> None:
