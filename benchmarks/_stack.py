@@ -38,7 +38,12 @@ from arcflow.devstack import demo
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.kube_emulator import KubeEmulator
 from arcflow.devstack.nats_server import NatsServer, free_port
-from arcflow.devstack.pod_runner import PodRunner, SimulatedRunnerBackend, classify_pod
+from arcflow.devstack.pod_runner import (
+    PodRunner,
+    SimulatedRunnerBackend,
+    classify_pod,
+    set_parent_death_signal,
+)
 from arcflow.devstack.stack import service_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -257,6 +262,7 @@ class Stack:
             stdout=log_file,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=set_parent_death_signal,  # no orphan if the benchmark is killed
         )
         self.processes[name] = process
 
