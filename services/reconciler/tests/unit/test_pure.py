@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 
 from arcflow.common.events import EventKeys, K8sObjectChanged, OwnerRef, ScaleSetAssigned
+from arcflow.common.kube import InvalidError
 from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.reconciler.controllers.base import merge_patch_to
 from arcflow.reconciler.controllers.runner import backoff_remaining
@@ -131,3 +132,27 @@ async def test_work_queue_serialises_per_key_and_retries() -> None:
     assert overlaps == 0
     assert 1 <= calls[a] <= 3  # coalesced, and re-run once if added while in flight
     assert calls[Key("ars", "ns", "flaky")] == 3
+
+
+async def test_work_queue_drops_a_terminal_error_until_the_next_add() -> None:
+    calls: dict[str, int] = {}
+
+    async def reconcile(key: Key) -> Result:
+        calls[key.name] = calls.get(key.name, 0) + 1
+        if key.name == "invalid":
+            raise InvalidError("spec.replicas: must be >= 0", status=422)
+        raise RuntimeError("try again")
+
+    queue = WorkQueue(reconcile, workers=2, retry_base_seconds=0.01, retry_cap_seconds=0.01)
+    queue.start()
+    try:
+        queue.add(Key("ers", "ns", "invalid"))
+        queue.add(Key("ers", "ns", "flaky"))
+        await asyncio.sleep(0.3)
+        assert calls["invalid"] == 1  # terminal: not retried
+        assert calls["flaky"] > 3  # retryable: retried with backoff
+        queue.add(Key("ers", "ns", "invalid"))  # a new event runs it again
+        await asyncio.sleep(0.05)
+        assert calls["invalid"] == 2
+    finally:
+        await queue.stop()

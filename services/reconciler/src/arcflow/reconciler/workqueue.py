@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from arcflow.common.errors import is_terminal
 from arcflow.common.tasks import cancel_and_wait
 from arcflow.common.telemetry import redact_text
 
@@ -178,6 +179,17 @@ class WorkQueue:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if is_terminal(exc):
+                # Retrying cannot help (a terminal error): drop the key until an event about
+                # it arrives; say so once.
+                self._failures.pop(key, None)
+                if self._on_error is not None:
+                    self._on_error(key, exc)
+                log.error(
+                    "reconcile failed for good; waiting for a change",
+                    extra={"key": str(key), "error": redact_text(f"{type(exc).__name__}: {exc}")},
+                )
+                return Result.done()
             failures = self._failures.get(key, 0) + 1
             self._failures[key] = failures
             delay = backoff_delay(failures, self._retry_base, self._retry_cap)

@@ -25,8 +25,6 @@ from arcflow.common import subjects
 from arcflow.common.actions.client import ActionsClient
 from arcflow.common.actions.errors import (
     ActionsClientError,
-    ActionsError,
-    RetriesExhaustedError,
     ScaleSetNotFoundError,
 )
 from arcflow.common.actions.models import DEFAULT_LABEL_TYPE, Label, RunnerScaleSet, RunnerSetting
@@ -35,6 +33,7 @@ from arcflow.common.constants import (
     LABEL_SCALE_SET_NAME,
     LABEL_SCALE_SET_NAMESPACE,
 )
+from arcflow.common.errors import is_retryable
 from arcflow.common.events import (
     EventBase,
     EventKeys,
@@ -123,11 +122,7 @@ def lock_key(namespace: str, ars: str) -> str:
 
 
 def _is_retryable(exc: BaseException) -> bool:
-    if isinstance(exc, RetriesExhaustedError):
-        return True
-    if isinstance(exc, ActionsError):
-        return exc.status == 0 or exc.status == 429 or (exc.status >= 500 and exc.status != 501)
-    return False
+    return is_retryable(exc)  # the one decision: arcflow.common.errors
 
 
 def _reason(exc: BaseException) -> str:

@@ -12,6 +12,8 @@ import json
 from collections.abc import Iterable
 from http import HTTPStatus
 
+from arcflow.common.actions.retry import is_retryable_status
+
 MAX_DETAIL_CHARS = 2048
 REDACTED = "***"
 _MIN_SECRET_LEN = 6
@@ -71,6 +73,12 @@ class ActionsError(ActionsClientError):
         self.method = method
         self.url = url
 
+    @property
+    def retryable(self) -> bool:
+        """No answer, 429, or a 5xx but 501 (the Actions retry rule); read through
+        :func:`arcflow.common.errors.is_retryable`."""
+        return self.status == 0 or is_retryable_status(self.status)
+
     def is_exception(self, name: str) -> bool:
         """True when the service's exception type name contains ``name``."""
         return name in self.type_name
@@ -115,6 +123,10 @@ class RetriesExhaustedError(ActionsError):
     """Every attempt of a retryable request failed (5xx, 429 or transport errors)."""
 
     attempts: int = 0
+
+    @property
+    def retryable(self) -> bool:
+        return True
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from arcflow.common.errors import TerminalError
+
 
 class KubeApiError(Exception):
     """Any failure talking to the API server; ``status`` is the HTTP code (0: no response)."""
@@ -56,7 +58,7 @@ class ForbiddenError(KubeApiError):
     """403: RBAC denied the request (or the namespace is terminating)."""
 
 
-class InvalidError(KubeApiError):
+class InvalidError(KubeApiError, TerminalError):
     """422: the object failed validation; ``causes`` lists the field errors."""
 
     @property
