@@ -92,16 +92,17 @@ class CountingProxy:
         )
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._forward)
-        self._runner = web.AppRunner(app, access_log=None)
+        # Open watches hold their handlers: do not wait the default 60 s for them at exit.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         self.port = free_port()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
 
     async def stop(self) -> None:
+        if self._session is not None:
+            await self._session.close()  # ends the upstream reads of open watches first
         if self._runner is not None:
             await self._runner.cleanup()
-        if self._session is not None:
-            await self._session.close()
 
     def reset(self) -> None:
         self.counts.clear()
@@ -166,6 +167,9 @@ class Stack:
 
     max_runners: int = 1000
     env: dict[str, str] = field(default_factory=dict)
+    #: False: no example ARS, and a kubelet stand-in that only marks pods Running (no
+    #: listener processes): the scale benchmark applies its own ARSs.
+    example: bool = True
     temp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="arcflow-bench-")))
     nats: NatsServer | None = None
     emulator: KubeEmulator | None = None
@@ -176,6 +180,7 @@ class Stack:
     processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
     ars: dict[str, Any] = field(default_factory=dict)
     targets: list[Any] = field(default_factory=list)
+    kubelet_task: asyncio.Task[None] | None = None
     _exit: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     async def __aenter__(self) -> Stack:
@@ -226,6 +231,12 @@ class Stack:
             KubeSettings(kubeconfig=self.kubeconfig_for("kubelet"), qps=1000, burst=1000)
         )
         self._exit.push_async_callback(kubelet.close)
+        if not self.example:
+            self.kubelet_task = asyncio.create_task(mark_pods_running(kubelet))
+            self._exit.push_async_callback(_cancel, self.kubelet_task)
+            for name in SERVICES:
+                await self._spawn(name)
+            return
         self.pod_runner = PodRunner(
             kubelet,
             self.temp / "pods",
@@ -345,6 +356,42 @@ class Stack:
             rss, cpu = proc_usage(process.pid)
             out[name] = {"rss_mib": round(rss, 1), "cpu_seconds": round(cpu, 2)}
         return out
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def mark_pods_running(kube: KubeClient) -> None:
+    """A kubelet stand-in: every new Pod gets ``phase: Running`` with running containers."""
+    seen: set[str] = set()
+    version = (await kube.list(POD)).resource_version
+    while True:
+        try:
+            async with kube.watch(POD, resource_version=version) as stream:
+                async for event in stream:
+                    version = event.resource_version or version
+                    meta = event.object.get("metadata") or {}
+                    uid = str(meta.get("uid"))
+                    if event.type != "ADDED" or uid in seen:
+                        continue
+                    seen.add(uid)
+                    containers = (event.object.get("spec") or {}).get("containers") or []
+                    status = {
+                        "phase": "Running",
+                        "containerStatuses": [
+                            {"name": c.get("name"), "state": {"running": {}}} for c in containers
+                        ],
+                    }
+                    with contextlib.suppress(Exception):
+                        await kube.patch_status(
+                            POD, str(meta["name"]), status, namespace=str(meta["namespace"])
+                        )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            await asyncio.sleep(0.5)
 
 
 def spread(values: list[float]) -> dict[str, float]:

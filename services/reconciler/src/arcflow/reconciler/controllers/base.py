@@ -56,6 +56,8 @@ class Context:
     # a phase change goes out at once (ADR 0011).
     status_interval: float = 1.0
     status_written: dict[tuple[str, str, str], float] = dataclass_field(default_factory=dict)
+    # ERS uid -> the last (patchID, replicas) this replica evaluated a scale request for.
+    scaled_for: dict[str, tuple[int, int]] = dataclass_field(default_factory=dict)
 
     def status_wait(self, kind: str, namespace: str, name: str) -> float:
         """Seconds before a counts-only status write for this object may go out (0: now)."""

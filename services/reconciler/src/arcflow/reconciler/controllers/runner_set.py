@@ -243,8 +243,17 @@ async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
     replicas = int(spec.get("replicas") or 0)
     total = len(buckets["pending"]) + len(buckets["running"]) + len(buckets["failed"])
     claim = parse_runner_claim(ers)
-    served = patch_id != 0 and patch_id == claim.patch_id
+    ers_uid = str(meta(ers).get("uid"))
+    # A scale request (a patchID) is served once: later passes for the same patchID (each
+    # finished runner re-queues its set) must not top up runners whose jobs are done while
+    # the listener's replicas still count them. The claim remembers it across replicas and
+    # restarts when runners were created; this replica also remembers the requests (patchID
+    # and replicas) it evaluated without creating anything.
+    served = patch_id != 0 and (
+        patch_id == claim.patch_id or ctx.scaled_for.get(ers_uid) == (patch_id, replicas)
+    )
     if should_scale(patch_id, latest_patch_id(runners)) and not served:
+        ctx.scaled_for[ers_uid] = (patch_id, replicas)
         for er in buckets["finished"]:
             await ctx.writer.delete(er, scope, "finished runner cleared on a new scale request")
             ctx.enqueue(Key("er", key.namespace, str(meta(er)["name"])))

@@ -1,0 +1,172 @@
+"""P5: many AutoscalingRunnerSets at once: time to every object, RSS/CPU, idle API calls.
+
+Not a test. One stack per run (``_stack.Stack(example=False)``: the services as processes, a
+counting proxy per Kubernetes client, a kubelet stand-in that marks pods Running without
+starting listener processes). Applies ``--ars`` ARSs with ``--variants`` variants each at
+once, then records when every runner scale set (simulator), EphemeralRunnerSet,
+AutoscalingListener and running listener pod exists, the services' RSS and CPU seconds, and,
+after ``--idle`` seconds of quiet, the controller's own API calls per second (watcher,
+registrar, reconciler). Three runs by default; results in ``benchmarks/results/scale.json``.
+
+    .venv/bin/python benchmarks/scale.py --ars 100 --variants 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _stack import Stack, machine, spread, write_result
+
+from arcflow.common.actions.auth import KEY_TOKEN
+from arcflow.common.kube import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER_SET, POD
+from arcflow.devstack.pod_runner import classify_pod
+
+NAMESPACE = "scale"
+CONTROLLER_NAMESPACE = "arc-systems"
+
+
+def ars_manifest(index: int, variants: int, config_url: str) -> dict[str, Any]:
+    template = {
+        "spec": {"containers": [{"name": "runner", "image": "ghcr.io/actions/actions-runner"}]}
+    }
+    return {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "AutoscalingRunnerSet",
+        "metadata": {"name": f"set{index}", "namespace": NAMESPACE},
+        "spec": {
+            "githubConfigUrl": config_url,
+            "githubConfigSecret": "github",
+            "template": template,
+            "runnerVariants": [
+                {"name": f"v{j}", "runnerScaleSetLabels": [f"set{index}-v{j}"]}
+                for j in range(variants)
+            ],
+        },
+    }
+
+
+async def one_run(ars: int, variants: int, idle: float) -> dict[str, Any]:
+    async with Stack(example=False) as stack:
+        assert stack.kube is not None
+        assert stack.simulator is not None
+        kube = stack.kube
+        for namespace in (NAMESPACE, CONTROLLER_NAMESPACE):
+            await kube.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
+        token = stack.simulator.add_pat()
+        await kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "github", "namespace": NAMESPACE},
+                "data": {KEY_TOKEN: base64.b64encode(token.encode()).decode()},
+            }
+        )
+        await asyncio.sleep(3.0)  # the services' first lists and watches
+        stack.reset_counts()
+        started = time.monotonic()
+        config_url = stack.simulator.config_url("example-org")
+        await asyncio.gather(
+            *(kube.create(ars_manifest(i, variants, config_url)) for i in range(ars))
+        )
+        applied = time.monotonic() - started
+        done: dict[str, float] = {}
+        want = {"scale_sets": ars * variants, "ers": ars * variants, "al": ars, "pods": ars}
+        deadline = time.monotonic() + 600
+        while len(done) < len(want) and time.monotonic() < deadline:
+            counts = {
+                "scale_sets": len(stack.simulator.snapshot()["scaleSets"]),
+                "ers": len((await kube.list(EPHEMERAL_RUNNER_SET, namespace=NAMESPACE)).items),
+                "al": len(
+                    (await kube.list(AUTOSCALING_LISTENER, namespace=CONTROLLER_NAMESPACE)).items
+                ),
+                "pods": sum(
+                    1
+                    for p in (await kube.list(POD, namespace=CONTROLLER_NAMESPACE)).items
+                    if classify_pod(p) == "listener"
+                    and (p.get("status") or {}).get("phase") == "Running"
+                ),
+            }
+            for name, n in counts.items():
+                if name not in done and n >= want[name]:
+                    done[name] = time.monotonic() - started
+            await asyncio.sleep(0.5)
+        busy = stack.counts()
+        usage = stack.usage()
+        stack.reset_counts()
+        await asyncio.sleep(idle)
+        quiet = stack.counts()
+        controller_calls = sum(
+            n for client in ("watcher", "registrar", "reconciler") for n in quiet[client].values()
+        )
+        return {
+            "ars": ars,
+            "variants": variants,
+            "apply_seconds": round(applied, 2),
+            "seconds_until": {k: round(v, 1) for k, v in done.items()},
+            "all_objects_seconds": max(
+                done.get(k, float("nan")) for k in ("scale_sets", "ers", "al")
+            ),
+            "complete": len(done) == len(want),
+            "api_calls_until_done": {c: sum(v.values()) for c, v in busy.items()},
+            "api_calls_until_done_detail": busy,
+            "idle_window_seconds": idle,
+            "idle_controller_calls_per_second": round(controller_calls / idle, 3),
+            "idle_controller_calls_per_second_per_100_scale_sets": round(
+                controller_calls / idle / (ars * variants / 100), 3
+            ),
+            "idle_calls": quiet,
+            "services": usage,
+        }
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ars", type=int, default=100)
+    parser.add_argument("--variants", type=int, default=10)
+    parser.add_argument("--idle", type=float, default=30.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--label", default="")
+    args = parser.parse_args()
+    info = machine()
+    runs = []
+    for index in range(args.runs):
+        result = await one_run(args.ars, args.variants, args.idle)
+        runs.append(result)
+        per_100 = result["idle_controller_calls_per_second_per_100_scale_sets"]
+        print(
+            f"run {index + 1}: {result['seconds_until']} complete={result['complete']} "
+            f"idle calls/s per 100 sets {per_100} services {result['services']}",
+            flush=True,
+        )
+    with open("/proc/loadavg") as handle:  # noqa: ASYNC230
+        info["loadavg_at_end"] = [float(x) for x in handle.read().split()[:3]]
+    summary = {
+        "all_objects_seconds": spread([r["all_objects_seconds"] for r in runs]),
+        "listener_pods_running_seconds": spread(
+            [r["seconds_until"].get("pods", float("nan")) for r in runs]
+        ),
+        "reconciler_rss_mib": spread([r["services"]["reconciler"]["rss_mib"] for r in runs]),
+        "idle_calls_per_second_per_100_scale_sets": spread(
+            [r["idle_controller_calls_per_second_per_100_scale_sets"] for r in runs]
+        ),
+    }
+    payload = {"machine": info, "summary": summary, "runs": runs}
+    name = "scale" + (f"-{args.label}" if args.label else "")
+    print(json.dumps(summary, indent=2))
+    print(f"written to {write_result(name, payload)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
