@@ -1,9 +1,10 @@
 """The reconciler's watch-fed cache (ADR 0010): what it watches and how changes become keys.
 
-Reconciles read the four ARC kinds, runner pods and runner JIT Secrets from here; only writes
-go to the API server. Every cached change enqueues the keys it concerns (the same routing as
-the watcher's events), so a reconcile never acts on a cache that has not yet seen the change
-that triggered it without being run again once it has.
+Reconciles read the four ARC kinds, runner and listener pods, our Secrets and the listener's
+ServiceAccount/Role/RoleBinding from here; only writes go to the API server. Every cached
+change enqueues the keys it concerns (the same routing as the watcher's events), so a
+reconcile never acts on a cache that has not yet seen the change that triggered it without
+being run again once it has.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from arcflow.common.kube import (
     EPHEMERAL_RUNNER,
     EPHEMERAL_RUNNER_SET,
     POD,
+    ROLE,
+    ROLE_BINDING,
     SECRET,
+    SERVICE_ACCOUNT,
     KubeClient,
 )
 from arcflow.reconciler.routing import keys_for_object
@@ -35,6 +39,11 @@ CACHED_KINDS = (
     CachedKind(AUTOSCALING_LISTENER),
     CachedKind(POD, OWNED_SELECTOR),
     CachedKind(SECRET, OWNED_SELECTOR),
+    # The listener's RBAC bundle: read on every listener pass (the resync included), and a
+    # change to one of them (drift) re-queues its listener through the routing.
+    CachedKind(SERVICE_ACCOUNT, OWNED_SELECTOR),
+    CachedKind(ROLE, OWNED_SELECTOR),
+    CachedKind(ROLE_BINDING, OWNED_SELECTOR),
 )
 
 _RESOURCE_OF_KIND = {kind.resource.kind: kind.resource.plural for kind in CACHED_KINDS}
