@@ -51,8 +51,13 @@ class JitLookup:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
+        """Start the watches; requests wait for their first snapshot (:meth:`synced`), so an
+        API server that is down at start delays answers instead of failing the service."""
         self._tasks.extend(self.ars.start())
         self._tasks.append(asyncio.create_task(self._follow_records(), name="jit-records"))
+
+    async def synced(self) -> None:
+        """Until the ARS list and the records are in memory (``TimeoutError`` after 10 s)."""
         await asyncio.wait_for(self.ars.synced(), _SYNC_SECONDS)
         await asyncio.wait_for(self._records_synced.wait(), _SYNC_SECONDS)
 
@@ -131,6 +136,7 @@ class JitLookup:
     async def client_for_ars(self, namespace: str, name: str) -> tuple[ActionsClient, int]:
         """As ``Registrar.client_for_ars``, from memory: the ARS's spec (or, once it is gone,
         a registration's), its cached credentials, and the registration count."""
+        await self.synced()
         doc = self.ars.get(AUTOSCALING_RUNNER_SET, name, namespace)
         records = self.records_of(namespace, name)
         if doc is not None:

@@ -153,6 +153,11 @@ class RegistrarRpcServer:
             raise RpcFailureError(RpcErrorCode.CREDENTIALS, str(exc)) from None
         except InvalidGitHubConfigUrlError as exc:
             raise RpcFailureError(RpcErrorCode.INVALID_REQUEST, str(exc)) from None
+        except TimeoutError:
+            # The lookup's first snapshot is not in yet (API server unreachable): retryable.
+            raise RpcFailureError(
+                RpcErrorCode.UPSTREAM_ERROR, "the registrar's Kubernetes cache is not synced yet"
+            ) from None
 
     @staticmethod
     def _parse(model: type[Any], data: bytes) -> Any:
