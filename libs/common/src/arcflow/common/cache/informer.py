@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from arcflow.common.cache.store import Change, KindStore
-from arcflow.common.kube import KubeApiError, KubeClient, Resource, ResourceVersionExpired
+from arcflow.common.kube import KubeClient, Resource, ResourceVersionExpired
 from arcflow.common.kube.client import LabelSelector
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class Informer:
                 raise
             except ResourceVersionExpired:
                 self.resource_version = None
-            except (KubeApiError, OSError) as exc:
+            except Exception as exc:  # any failure: back off and list/watch again
                 failures += 1
                 delay = min(self.backoff_cap, self.backoff_base * 2 ** min(failures, 10))
                 log.warning(
