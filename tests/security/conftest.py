@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +66,15 @@ class SecuredNats:
         nc = await nats.connect(error_cb=on_error, **kwargs)
         self.clients.append(nc)
         return nc
+
+    def error_hook(self, service: str) -> Callable[[Exception], Awaitable[None]]:
+        """An async-error callback that records into ``errors[service]`` (for a runtime)."""
+        errors = self.errors.setdefault(service, [])
+
+        async def on_error(exc: Exception) -> None:
+            errors.append(exc)
+
+        return on_error
 
     def violations(self, service: str) -> list[str]:
         """The permission violations the server reported to ``service``'s clients."""

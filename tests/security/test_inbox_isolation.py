@@ -33,13 +33,11 @@ from arcflow.common.rpc.registrar import (
     RegistrarRpcClient,
     RpcReply,
 )
+from arcflow.common.service.connection import make_service_broker
 from arcflow.listener.app import Listener, ListenerOptions
-from arcflow.reconciler.app import connect_nats as reconciler_connect
-from arcflow.reconciler.settings import ReconcilerSettings
-from arcflow.registrar.app import connect_nats as registrar_connect
-from arcflow.registrar.settings import RegistrarSettings
-from arcflow.watcher.service import connect_nats as watcher_connect
-from arcflow.watcher.settings import WatcherSettings
+from arcflow.reconciler.service import SERVICE as RECONCILER
+from arcflow.registrar.service import SERVICE as REGISTRAR
+from arcflow.watcher.service import SERVICE as WATCHER
 
 from .conftest import SecuredNats
 
@@ -150,25 +148,11 @@ async def _answers_on_its_inbox(nc: Any) -> None:
         await nc.close()
 
 
-async def test_watcher_connection_site(secured: SecuredNats) -> None:
-    settings = WatcherSettings(nats=secured.settings("watcher"))
-    await _answers_on_its_inbox(await watcher_connect(settings))
-
-
-async def test_registrar_connection_site(
-    secured: SecuredNats, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for key, value in _login_env(secured, "registrar").items():
-        monkeypatch.setenv(key, value)
-    await _answers_on_its_inbox(await registrar_connect(RegistrarSettings(instance="r-0")))
-
-
-async def test_reconciler_connection_site(
-    secured: SecuredNats, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for key, value in _login_env(secured, "reconciler").items():
-        monkeypatch.setenv(key, value)
-    await _answers_on_its_inbox(await reconciler_connect(ReconcilerSettings()))
+@pytest.mark.parametrize("spec", [WATCHER, REGISTRAR, RECONCILER], ids=lambda s: s.name)
+async def test_service_runtime_connection_site(secured: SecuredNats, spec: Any) -> None:
+    """The one connection the service runtime opens (arcflow.common.service.connection)."""
+    broker = make_service_broker(secured.settings(spec.name), spec.name)
+    await _answers_on_its_inbox(await broker.connect())  # closes the connection
 
 
 async def test_listener_connection_site_takes_its_identity_from_code(

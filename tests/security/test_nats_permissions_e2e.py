@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from arcflow.common.kube import KubeClient
+from arcflow.common.service.inprocess import running
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.reconciler.settings import ReconcilerSettings
-from tests.control_plane import running_control_plane
+from tests.fast_services import control_plane
 from tests.polling import eventually
 
 from .conftest import SecuredNats
@@ -32,16 +33,10 @@ def _template(image: str) -> dict[str, Any]:
 async def restricted_stack(
     secured: SecuredNats, kube_client: KubeClient, kube_namespace: str
 ) -> AsyncIterator[None]:
-    watcher_nc = await secured.connect("watcher")
-    registrar_nc = await secured.connect("registrar")
-    reconciler_nc = await secured.connect("reconciler")
-    async with running_control_plane(
-        kube=kube_client,
+    runs = control_plane(
         namespaces=[kube_namespace, CONTROLLER_NS],
-        nats_url=secured.url,
-        watcher_nc=watcher_nc,
-        registrar_nc=registrar_nc,
-        reconciler_nc=reconciler_nc,
+        nats_for=secured.settings,
+        errors_for=secured.error_hook,
         reconciler_settings=ReconcilerSettings(
             controller_namespace=CONTROLLER_NS,
             listener_image="ghcr.io/arcflow/listener:test",
@@ -52,8 +47,8 @@ async def restricted_stack(
             fetch_timeout_seconds=0.2,
             rpc_timeout_seconds=2,
         ),
-        metrics_name="perm-e2e",
-    ):
+    )
+    async with running(*runs, kube=kube_client):
         yield
 
 

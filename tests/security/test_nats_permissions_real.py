@@ -55,7 +55,7 @@ from arcflow.common.rpc.registrar import (
     RegistrarUnavailableError,
     RpcReply,
 )
-from arcflow.registrar.consumer import CONSUMER_REGISTRAR_ERS
+from arcflow.registrar.k8s_changes import CONSUMER_REGISTRAR_ERS
 from arcflow.registrar.locks import LOCKS_BUCKET
 
 from .conftest import SecuredNats

@@ -21,10 +21,12 @@ from nats.aio.msg import Msg
 from arcflow.common import subjects
 from arcflow.common.events import K8sObjectChanged, ObjectWritten, OwnerRef, parse_event
 from arcflow.common.kube import KubeClient, NotFoundError
-from arcflow.common.nats import KV_SCALESETS, ensure_jetstream, publish_event
+from arcflow.common.nats import KV_SCALESETS, NatsSettings, ensure_jetstream, publish_event
 from arcflow.common.scaleset_records import record_key
-from arcflow.reconciler.app import ReconcilerApp
+from arcflow.common.service.runtime import ServiceRuntime
+from arcflow.reconciler.service import SERVICE
 from arcflow.reconciler.settings import ReconcilerSettings
+from arcflow.reconciler.state import ReconcilerState
 from tests.polling import eventually
 
 CONTROLLER_NS = "arc-systems"
@@ -116,9 +118,9 @@ class Stack:
     nc: NatsClient
     kube: KubeClient
     namespace: str
-    app: ReconcilerApp
+    app: ReconcilerState
     rpc: FakeRegistrarRpc
-    apps: list[ReconcilerApp] = field(default_factory=list)
+    apps: list[ReconcilerState] = field(default_factory=list)
 
     async def wait_idle(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
         for app in self.apps or [self.app]:
@@ -303,7 +305,7 @@ async def build_stack(
     *,
     replicas: int = 1,
     settings: ReconcilerSettings | None = None,
-    **app_kwargs: Any,
+    **overrides: Any,
 ) -> AsyncIterator[Stack]:
     nc = await nats.connect(nats_url)
     await ensure_jetstream(nc.jetstream())
@@ -317,16 +319,37 @@ async def build_stack(
     )
     rpc = FakeRegistrarRpc(nc)
     await rpc.start()
-    apps = [
-        ReconcilerApp(nc, kube, settings or reconciler_test_settings(), **app_kwargs)
+    runtimes = [
+        reconciler_runtime(nats_url, kube, settings or reconciler_test_settings(), **overrides)
         for _ in range(replicas)
     ]
-    for app in apps:
-        app.context.job_running_recheck = 0.2
-        await app.start()
     try:
+        for runtime in runtimes:
+            await runtime.start()
+        apps = [runtime.state for runtime in runtimes]
         yield Stack(nc, kube, namespace, apps[0], rpc, apps)
     finally:
-        for app in apps:
-            await app.stop()
+        for runtime in runtimes:
+            await runtime.stop()
         await nc.drain()
+
+
+def reconciler_runtime(
+    nats_url: str,
+    kube: KubeClient,
+    settings: ReconcilerSettings,
+    *,
+    serve_health: bool = False,
+    **overrides: Any,
+) -> ServiceRuntime:
+    """One reconciler replica through the service runtime, with fast test timings."""
+    overrides.setdefault("context", {"job_running_recheck": 0.2})
+    return ServiceRuntime(
+        SERVICE,
+        settings,
+        nats_settings=NatsSettings(url=nats_url),
+        kube=kube,
+        overrides=overrides,
+        serve_health=serve_health,
+        serve_metrics=False,
+    )

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from arcflow.common.kube import KubeClient
+from arcflow.common.kube import KubeClient, NotFoundError
 from arcflow.devstack.nats_server import NatsServer
 from tests.polling import eventually
 
@@ -265,14 +265,23 @@ async def test_outdated_runners_recreate_listener_and_set_with_a_loop_guard(
     await _solo(stack)
 
     async def outdate_one_runner() -> None:
-        runner = await _one_runner(stack)
-        await stack.set_pod_status(
-            runner,
-            {
-                "phase": "Failed",
-                "containerStatuses": [{"name": "runner", "state": {"terminated": {"exitCode": 7}}}],
-            },
-        )
+        async def outdated() -> bool:
+            runner = await _one_runner(stack)
+            try:  # the runner's pod may not exist yet (or be replaced) between list and write
+                await stack.set_pod_status(
+                    runner,
+                    {
+                        "phase": "Failed",
+                        "containerStatuses": [
+                            {"name": "runner", "state": {"terminated": {"exitCode": 7}}}
+                        ],
+                    },
+                )
+            except NotFoundError:
+                return False
+            return True
+
+        await eventually(outdated)
 
     async def ers_uid() -> str | None:
         sets = [

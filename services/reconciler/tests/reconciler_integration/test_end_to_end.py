@@ -11,14 +11,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import nats
 import pytest
 
 from arcflow.common.kube import KubeClient
-from arcflow.common.nats import ensure_jetstream
+from arcflow.common.nats import NatsSettings
+from arcflow.common.service.inprocess import running
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.nats_server import NatsServer
-from tests.control_plane import running_control_plane
+from tests.fast_services import control_plane
 from tests.polling import eventually
 
 from .harness import CONTROLLER_NS, reconciler_test_settings, runner_template
@@ -36,24 +36,13 @@ async def parts(
     actions_sim: ActionsSimulator,
 ) -> AsyncIterator[dict[str, Any]]:
     url = private_nats_server.url
-    connections = [await nats.connect(url) for _ in range(3)]
-    watcher_nc, registrar_nc, reconciler_nc = connections
-    await ensure_jetstream(watcher_nc.jetstream())
-    try:
-        async with running_control_plane(
-            kube=kube_client,
-            namespaces=[kube_namespace, CONTROLLER_NS],
-            nats_url=url,
-            watcher_nc=watcher_nc,
-            registrar_nc=registrar_nc,
-            reconciler_nc=reconciler_nc,
-            reconciler_settings=reconciler_test_settings(),
-            metrics_name="e2e-test",
-        ):
-            yield {"sim": actions_sim, "kube": kube_client, "ns": kube_namespace}
-    finally:
-        for nc in connections:
-            await nc.drain()
+    runs = control_plane(
+        namespaces=[kube_namespace, CONTROLLER_NS],
+        nats_for=lambda _service: NatsSettings(url=url),
+        reconciler_settings=reconciler_test_settings(),
+    )
+    async with running(*runs, kube=kube_client):
+        yield {"sim": actions_sim, "kube": kube_client, "ns": kube_namespace}
 
 
 async def _list(kube: KubeClient, kind: str, namespace: str) -> list[dict[str, Any]]:

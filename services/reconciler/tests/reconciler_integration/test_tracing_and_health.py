@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import aiohttp
-import nats
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -12,10 +11,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.nats_server import NatsServer
-from arcflow.reconciler.app import ReconcilerApp
 from tests.polling import eventually
 
-from .harness import ars_manifest, build_stack, reconciler_test_settings
+from .harness import ars_manifest, build_stack, reconciler_runtime, reconciler_test_settings
 
 pytestmark = pytest.mark.integration
 
@@ -63,23 +61,20 @@ async def _status(port: int, path: str) -> tuple[int, dict[str, object]]:
 async def test_health_and_readiness(
     private_nats_server: NatsServer, kube_client: KubeClient
 ) -> None:
-    nc = await nats.connect(private_nats_server.url)
-    app = ReconcilerApp(nc, kube_client, reconciler_test_settings())
+    runtime = reconciler_runtime(
+        private_nats_server.url, kube_client, reconciler_test_settings(), serve_health=True
+    )
     try:
-        port = await app.start_health_server("127.0.0.1", 0)
+        await runtime.start()
+        port = runtime.health_port
+        assert port is not None
         status, body = await _status(port, "/readyz")
-        assert status == 503
-        assert body["resynced"] is False
-        await app.start()
-        status, body = await _status(port, "/readyz")
-        assert (status, body["status"]) == (200, "ready")
-        assert body == {"status": "ready", "nats": True, "jetstream": True, "resynced": True}
+        assert (status, body["status"], body["nats"]) == (200, "ready", True)
         assert (await _status(port, "/healthz"))[0] == 200
-        await nc.close()  # NATS gone: alive, but not ready
+        assert runtime.context is not None
+        await runtime.context.nc.close()  # NATS gone: alive, but not ready
         assert (await _status(port, "/readyz"))[0] == 503
     finally:
-        await app.stop()
-        if not nc.is_closed:
-            await nc.close()
+        await runtime.stop()
     with pytest.raises(aiohttp.ClientConnectionError):
         await _status(port, "/healthz")

@@ -20,12 +20,14 @@ from arcflow.common import subjects
 from arcflow.common.actions import ActionsClient, RetryPolicy
 from arcflow.common.events import K8sChange, K8sObjectChanged, encode_event, parse_event
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, KubeClient
-from arcflow.common.nats import STREAMS
+from arcflow.common.nats import STREAMS, NatsSettings
 from arcflow.common.scaleset_records import ScaleSetRecord
+from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.devstack.actions_sim import ActionsSimulator
-from arcflow.registrar.app import RegistrarApp
 from arcflow.registrar.credentials import Credentials
+from arcflow.registrar.service import SERVICE
 from arcflow.registrar.settings import RegistrarSettings
+from arcflow.registrar.state import RegistrarState
 
 SECRET_NAME = "github-creds"
 
@@ -79,22 +81,25 @@ class Stack:
     namespace: str
     sim: ActionsSimulator
     pat: str
-    apps: list[RegistrarApp] = field(default_factory=list)
+    apps: list[ServiceRuntime] = field(default_factory=list)
     extra_connections: list[NatsClient] = field(default_factory=list)
 
     @property
     def config_url(self) -> str:
         return self.sim.config_url("my-org")
 
-    async def start_registrar(self, instance: str = "r1", **kwargs: Any) -> RegistrarApp:
-        nc = await nats.connect(self.nats_url)
-        self.extra_connections.append(nc)
-        app = RegistrarApp(
-            nc,
-            self.kube,
-            test_settings(instance),
-            client_factory=fast_client_factory,
-            **kwargs,
+    async def start_registrar(
+        self, instance: str = "r1", *, run_sweep: bool = True, **settings: Any
+    ) -> ServiceRuntime:
+        """One registrar replica through the service runtime (its own NATS connection)."""
+        app = ServiceRuntime(
+            SERVICE,
+            test_settings(instance).model_copy(update=settings),
+            nats_settings=NatsSettings(url=self.nats_url),
+            kube=self.kube,
+            overrides={"client_factory": fast_client_factory},
+            serve_metrics=False,
+            run_periodic=run_sweep,
         )
         await app.start()
         self.apps.append(app)
@@ -153,9 +158,7 @@ class Stack:
         return len(self.sim.requests_matching("*/_apis/runtime/runnerscalesets", method="POST"))
 
     async def records(self, ars: str) -> dict[str, ScaleSetRecord]:
-        app = self.apps[0]
-        assert app.registrar is not None
-        return await app.registrar.records_by_variant(self.namespace, ars)
+        return await state_of(self.apps[0]).registrar.records_by_variant(self.namespace, ars)
 
     async def stream_events(self, stream: str) -> list[tuple[str, Any]]:
         return [
@@ -169,6 +172,13 @@ class Stack:
             with contextlib.suppress(Exception):
                 await nc.drain()
         await self.nc.drain()
+
+
+def state_of(app: ServiceRuntime) -> RegistrarState:
+    """The registrar state of a running replica."""
+    state = app.state
+    assert isinstance(state, RegistrarState)
+    return state
 
 
 def change_event(obj: dict[str, Any], change: K8sChange) -> K8sObjectChanged:

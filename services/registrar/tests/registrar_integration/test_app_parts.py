@@ -15,7 +15,7 @@ from arcflow.devstack.nats_server import NatsServer
 from arcflow.registrar.locks import LeaseLocks, LockBusyError
 from tests.polling import eventually, settled
 
-from .harness import Stack
+from .harness import Stack, state_of
 from .test_lifecycle import apply_ars, registered
 
 pytestmark = pytest.mark.integration
@@ -31,7 +31,7 @@ async def test_health_and_readiness(stack: Stack) -> None:
         async with http.get(f"{base}/readyz") as response:
             assert response.status == 200
             assert (await response.json())["status"] == "ready"
-        await app.consumers[0].stop()
+        await app.stop_subscribers()
         async with http.get(f"{base}/readyz") as response:
             assert response.status == 503
 
@@ -79,8 +79,7 @@ async def test_same_event_twice_is_idempotent(stack: Stack) -> None:
     created = await apply_ars(stack, stack.ars_manifest("idem", [{"name": "a"}]))
     await eventually(lambda: registered(stack, {"idem-a"}))
     requests = await settled(lambda: len(stack.sim.requests))
-    assert app.registrar is not None
-    result = await app.registrar.converge(stack.namespace, "idem")
+    result = await state_of(app).registrar.converge(stack.namespace, "idem")
     assert [a.kind.value for a in result.plan.actions] == ["keep"]  # type: ignore[union-attr]
     assert len(stack.sim.requests) == requests, "a converged ARS costs no Actions call"
     del created

@@ -11,7 +11,7 @@ from arcflow.common.events import RegistrationFailed, ScaleSetAssigned, ScaleSet
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET
 from tests.polling import eventually
 
-from .harness import Stack
+from .harness import Stack, state_of
 
 pytestmark = pytest.mark.integration
 
@@ -123,7 +123,7 @@ async def test_removed_variant_is_deleted_only_after_its_runner_set(stack: Stack
     gpu_id = stack.scale_sets()["arc-gpu"]["id"]
     ers = await stack.kube.create(ers_manifest(stack, "arc", "gpu"))
 
-    handled_before = sum(c.handled for c in app.consumers)
+    handled_before = state_of(app).handled
     await patch_ars(stack, "arc", {"runnerVariants": VARIANTS[:2]})
     await eventually(lambda: _handled_more(app, handled_before))
     await asyncio.sleep(0.6)  # also past one periodic sweep
@@ -144,7 +144,7 @@ async def test_removed_variant_is_deleted_only_after_its_runner_set(stack: Stack
 
 
 async def _handled_more(app: Any, before: int) -> bool:
-    return bool(sum(c.handled for c in app.consumers) > before)
+    return bool(state_of(app).handled > before)
 
 
 async def _no_record(stack: Stack, ars: str, variant: str) -> bool:
@@ -211,7 +211,7 @@ async def test_duplicate_event_storm_on_two_replicas_creates_no_duplicate(stack:
     assert len(stack.scale_sets()) == 3
     records = await _announced(stack, "storm", 3)
     assert {r.scale_set_name for r in records.values()} == names
-    handled = [sum(c.handled for c in app.consumers) for app in (first, second)]
+    handled = [state_of(app).handled for app in (first, second)]
     assert sum(handled) >= 50
     errors = await stack.stream_events("ARC_ERRORS")
     assert errors == []
@@ -295,7 +295,7 @@ async def test_actions_outage_is_retried_by_redelivery(stack: Stack) -> None:
     assert failures[0][1].retryable
     await eventually(lambda: _consumer_drained(stack, "registrar-ars"))
     assert stack.create_requests() == 6, "5 failed attempts, then one after redelivery"
-    assert app.consumers[0].handled == 1
+    assert state_of(app).handled == 1
     assert await stack.stream_events("ARC_DLQ") == []
 
 

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from arcflow.common.events import K8sChange, K8sObjectChanged
-from arcflow.registrar.consumer import ars_of_event
 from arcflow.registrar.credentials import (
     ActionsClientCache,
     CredentialsUnavailableError,
@@ -20,6 +19,7 @@ from arcflow.registrar.credentials import (
     decode_secret_data,
     parse_credentials,
 )
+from arcflow.registrar.k8s_changes import ars_of_event
 
 TOKEN = "ghp_" + "S" * 36
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from arcflow.watcher.service import watch_scopes
 from arcflow.watcher.settings import DEFAULT_OWNED_SELECTOR, WatcherSettings
+from arcflow.watcher.watchers import watch_scopes
 
 
 def test_defaults_watch_everything_cluster_wide(monkeypatch: pytest.MonkeyPatch) -> None:

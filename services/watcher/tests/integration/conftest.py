@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -23,12 +24,14 @@ from nats.js.errors import NotFoundError
 from arcflow.common import constants
 from arcflow.common.events import K8sObjectChanged, parse_event
 from arcflow.common.kube import KubeClient
-from arcflow.common.nats.jetstream import STREAM_K8S, ensure_jetstream
+from arcflow.common.nats.jetstream import STREAM_K8S
 from arcflow.common.nats.settings import NatsSettings
+from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.common.telemetry import MetricsServer, setup_metrics
 from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.watcher.service import WatcherService, connect_nats
+from arcflow.watcher.service import SERVICE
 from arcflow.watcher.settings import WatcherSettings
+from arcflow.watcher.watchers import WatcherService
 
 OWNED = {constants.LABEL_PART_OF: constants.PART_OF_VALUE}
 
@@ -90,6 +93,7 @@ class WatcherHarness:
     nc: NatsClient | None = None
     js: JetStreamContext | None = None
     service: WatcherService | None = None
+    runtime: ServiceRuntime | None = None
     metrics: MetricsServer | None = None
     _reader: NatsClient | None = None
 
@@ -112,27 +116,27 @@ class WatcherHarness:
         return WatcherSettings(**values)
 
     async def start(self, *, wait_ready: bool = True) -> WatcherService:
+        """The watcher through the service runtime (health server on, shared metrics)."""
         settings = self.settings()
         if self.nc is None:
-            self.nc = await connect_nats(settings)
+            self.nc = await nats.connect(self.nats_url)
             self.js = self.nc.jetstream()
-            await ensure_jetstream(self.js, consumers=())
         if self.metrics is None:
             self.metrics = setup_metrics("watcher-test", host="127.0.0.1", port=0)
-        assert self.js is not None
-        self.service = WatcherService(
-            settings, kube=self.kube, js=self.js, meter=self.metrics.meter
+        self.runtime = ServiceRuntime(
+            SERVICE, settings, kube=self.kube, meter=self.metrics.meter, serve_metrics=False
         )
-        await self.service.start_health_server("127.0.0.1", 0)
-        self.service.start()
+        await self.runtime.start()
+        self.service = self.runtime.state
         if wait_ready:
             async with asyncio.timeout(5):
                 await self.service.wait_ready()
         return self.service
 
     async def stop_service(self) -> None:
-        if self.service is not None:
-            await self.service.stop()
+        if self.runtime is not None:
+            await self.runtime.stop()
+            self.runtime = None
             self.service = None
 
     async def close(self) -> None:
@@ -202,9 +206,9 @@ class WatcherHarness:
             return await resp.text()
 
     async def health(self, path: str) -> tuple[int, dict[str, Any]]:
-        assert self.service is not None
-        assert self.service.health_port is not None
-        url = f"http://127.0.0.1:{self.service.health_port}{path}"
+        assert self.runtime is not None
+        assert self.runtime.health_port is not None
+        url = f"http://127.0.0.1:{self.runtime.health_port}{path}"
         async with aiohttp.ClientSession() as http, http.get(url) as resp:
             return resp.status, json.loads(await resp.text())
 

@@ -6,7 +6,6 @@ import asyncio
 import zlib
 from typing import Any
 
-import aiohttp
 import pytest
 
 from arcflow.common.kube import (
@@ -19,7 +18,7 @@ from arcflow.common.kube import (
     Resource,
 )
 from arcflow.common.nats.publish import MSG_ID_HEADER
-from arcflow.watcher.service import WatcherService
+from arcflow.watcher.watchers import WatcherService
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +41,8 @@ async def test_readiness_flips_after_the_initial_lists(harness: Any) -> None:
         assert body["pending"]
     async with asyncio.timeout(5):
         await service.wait_ready()
-    assert await harness.health("/readyz") == (200, {"status": "ready", "pending": []})
+    status, body = await harness.health("/readyz")
+    assert (status, body["status"], body["pending"]) == (200, "ready", [])
     assert (await harness.health("/healthz"))[0] == 200
     await harness.wait_keys([("pods", "before-start", "ADDED")])
 
@@ -52,18 +52,10 @@ async def test_not_ready_before_watchers_start(harness: Any) -> None:
     idle = WatcherService(
         harness.settings(), kube=harness.kube, js=harness.js, meter=harness.metrics.meter
     )
-    port = await idle.start_health_server("127.0.0.1", 0)
-    try:
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"http://127.0.0.1:{port}/readyz") as resp:
-                assert resp.status == 503
-                body = await resp.json()
-            async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
-                assert resp.status == 503
-        assert len(body["pending"]) == 6
-        assert f"pods@{harness.namespace}" in body["pending"]
-    finally:
-        await idle.stop()
+    assert (idle.ready, idle.healthy) == (False, False)
+    pending = idle.details()["pending"]
+    assert len(pending) == 6
+    assert f"pods@{harness.namespace}" in pending
 
 
 async def test_create_modify_delete_each_kind_yields_exact_events(harness: Any) -> None:

@@ -1,25 +1,9 @@
 """``python -m arcflow.reconciler``: run one reconciler until SIGTERM/SIGINT."""
 
-from __future__ import annotations
+import sys
 
-import asyncio
-import signal
-
-from arcflow.reconciler.app import run
-from arcflow.reconciler.settings import ReconcilerSettings
-
-
-async def _main() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await run(ReconcilerSettings(), stop_event=stop)
-
-
-def main() -> None:
-    asyncio.run(_main())
-
+from arcflow.common.service import main
+from arcflow.reconciler.service import SERVICE
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(SERVICE))

@@ -1,9 +1,14 @@
-"""Which reconcile keys an event asks for (pure). Events never carry state; only keys."""
+"""Which reconcile keys an event asks for (pure). Events never carry state; only keys.
+
+:data:`ROUTED_RESOURCES` is every Kubernetes resource a change can route on; the flow-table
+test checks each is watched, by the watcher (events) or by the reconciler's own watch-fed cache
+(the listener's ServiceAccount, Role and RoleBinding).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from arcflow.common.constants import (
     KIND_AL,
@@ -19,6 +24,18 @@ from arcflow.reconciler.workqueue import Key
 
 _OWNED_RESOURCES = ("pods", "secrets", "ephemeralrunners", "serviceaccounts")
 _OWNER_KINDS = {KIND_ER: "er", KIND_ERS: "ers", KIND_AL: "al"}
+#: Every resource :func:`keys_for` and :func:`keys_for_object` route on.
+ROUTED_RESOURCES: Final = frozenset(
+    {
+        "autoscalingrunnersets",
+        "ephemeralrunnersets",
+        "ephemeralrunners",
+        "autoscalinglisteners",
+        "roles",
+        "rolebindings",
+        *_OWNED_RESOURCES,
+    }
+)
 
 
 def keys_for(event: EventBase, controller_namespace: str) -> list[Key]:

@@ -44,10 +44,10 @@ from arcflow.common.rpc.registrar import (
     parse_request,
 )
 from arcflow.common.telemetry import redact_text
+from arcflow.registrar.converge import Registrar
 from arcflow.registrar.credentials import CredentialsUnavailableError
 from arcflow.registrar.lookup import JitLookup
 from arcflow.registrar.metrics import RegistrarMetrics
-from arcflow.registrar.service import Registrar
 
 log = logging.getLogger(__name__)
 

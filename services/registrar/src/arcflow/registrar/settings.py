@@ -6,8 +6,12 @@ NATS and Kubernetes connections have their own settings classes in ``arcflow.com
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from arcflow.common.nats.jetstream import ConsumerSpec
 
 
 class RegistrarSettings(BaseSettings):
@@ -26,6 +30,12 @@ class RegistrarSettings(BaseSettings):
 
     fetch_batch: int = Field(default=16, ge=1, description="Messages pulled per fetch")
     fetch_timeout_seconds: float = Field(default=1.0, gt=0)
+    converge_deadline_seconds: float = Field(
+        default=45.0,
+        gt=0,
+        description="One converge may take this long; past it, it is abandoned and retried "
+        "(below the consumers' 60 s ack wait, so JetStream never redelivers a live one)",
+    )
     retry_delay_seconds: float = Field(default=1.0, gt=0, description="First nak delay")
     retry_delay_cap_seconds: float = Field(default=60.0, gt=0)
 
@@ -45,3 +55,12 @@ class RegistrarSettings(BaseSettings):
     actions_retry_wait_max_seconds: float = Field(default=30.0, gt=0)
     client_cache_size: int = Field(default=64, ge=1, description="Cached Actions clients")
     rpc_concurrency: int = Field(default=32, ge=1, description="RPC requests served at once")
+
+
+def tune_consumer(settings: RegistrarSettings, spec: ConsumerSpec) -> ConsumerSpec:
+    """The consumer spec with the configured retry delays."""
+    return replace(
+        spec,
+        retry_delay_seconds=settings.retry_delay_seconds,
+        retry_delay_cap_seconds=settings.retry_delay_cap_seconds,
+    )

@@ -275,24 +275,68 @@ class MalformedEventError(ValueError):
     """Bytes that are not a valid arcflow event; the message says why (never the payload)."""
 
 
+#: Largest event accepted, in bytes (half of NATS' default 1 MiB payload limit).
+MAX_EVENT_BYTES: Final = 512 * 1024
+#: Deepest nesting of objects/arrays accepted; real events nest fewer than 8 levels.
+MAX_EVENT_DEPTH: Final = 32
+#: Integers outside a signed 64-bit range are rejected: no field needs them, and a 5,000-digit
+#: number costs quadratic time to convert.
+MAX_EVENT_INT: Final = 2**63
+
+
+def _check_shape(raw: object) -> None:
+    """Depth and integer limits, checked iteratively (a recursive walk could overflow)."""
+    stack: list[tuple[object, int]] = [(raw, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_EVENT_DEPTH:
+                raise MalformedEventError(f"nested deeper than {MAX_EVENT_DEPTH} levels")
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(value, int) and not -MAX_EVENT_INT <= value < MAX_EVENT_INT:
+            raise MalformedEventError("integer outside the signed 64-bit range")
+
+
 def parse_event(data: bytes | str) -> EventBase:
     """Decode one event from JSON bytes, choosing the model by its ``type``.
 
-    Raises :class:`MalformedEventError` for invalid JSON, an unknown ``type`` or a payload
-    that does not match the type's schema. The error text names fields and reasons, not
-    values, so it is safe to log even when the payload held something sensitive.
+    Raises :class:`MalformedEventError` for anything that is not a current arcflow event:
+    more than :data:`MAX_EVENT_BYTES`, invalid JSON, nesting deeper than
+    :data:`MAX_EVENT_DEPTH`, an integer beyond 64 bits, an unknown ``type``, a
+    ``schema_version`` other than the one this code understands, or a payload that does not
+    match the type's schema. It never raises anything else (no ``RecursionError``, no
+    ``ValueError`` from the int-conversion limit), so consumers can dead-letter on the first
+    delivery. The error text names fields and reasons, not values, so it is safe to log even
+    when the payload held something sensitive.
     """
+    if len(data) > MAX_EVENT_BYTES:
+        raise MalformedEventError(f"event of {len(data)} bytes, over {MAX_EVENT_BYTES}")
     try:
         raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MalformedEventError(f"not JSON: {exc.__class__.__name__} at {_pos(exc)}") from None
+    except RecursionError:
+        raise MalformedEventError(f"nested deeper than {MAX_EVENT_DEPTH} levels") from None
+    except ValueError:  # int digits limit (sys.get_int_max_str_digits), anything json raises
+        raise MalformedEventError("not JSON: a number beyond the parser's limits") from None
     if not isinstance(raw, dict):
         raise MalformedEventError(f"event must be a JSON object, got {type(raw).__name__}")
+    _check_shape(raw)
     event_type = raw.get("type")
     if not isinstance(event_type, str):
         raise MalformedEventError("event has no string 'type'")
-    if event_type not in EVENT_REGISTRY:
+    model = EVENT_REGISTRY.get(event_type)
+    if model is None:
         raise MalformedEventError(f"unknown event type {event_type[:80]!r}")
+    version = raw.get("schema_version", 1)
+    if version != model.SCHEMA_VERSION or isinstance(version, bool):
+        # Rule (docs/events.md): a version is raised only for breaking changes, so a consumer
+        # cannot guess what another version means; the message is dead-lettered, not guessed.
+        raise MalformedEventError(
+            f"unsupported schema_version {str(version)[:20]!r} for {event_type} "
+            f"(this consumer understands {model.SCHEMA_VERSION})"
+        )
     try:
         event: EventBase = _EVENT_ADAPTER.validate_python(raw)
     except ValidationError as exc:

@@ -10,8 +10,9 @@ original bytes for dead letters, ``nak(delay)``, ``term``). ``process`` takes a 
 
 Rules, per message:
 
-1. parse (:func:`~arcflow.common.events.parse_event`); malformed or schema-invalid -> dead
-   letter at once (retrying cannot fix bytes);
+1. parse (:func:`~arcflow.common.events.parse_event`, with size, depth and integer limits);
+   malformed, schema-invalid or of an unknown ``schema_version`` -> dead letter on the first
+   delivery, with the reason (retrying cannot fix bytes);
 2. an event of a type this consumer does not handle -> ack and skip;
 3. call the handler inside a consumer span (child of the trace context in the headers);
    success -> ack;
@@ -52,7 +53,7 @@ from arcflow.common.nats.publish import MSG_ID_HEADER, PublishTarget, publish_ev
 from arcflow.common.telemetry.redaction import redact_text
 from arcflow.common.telemetry.tracing import extract_trace_context, trace_headers_of
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # faststream is imported only by processes that run a broker
     from faststream.nats import NatsBroker
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,11 @@ def build_dead_letter(
     )
 
 
+def _raw_body(message: Any) -> Any:
+    """FastStream decoder: the raw bytes, undecoded (see :meth:`EventConsumer.attach`)."""
+    return message.body
+
+
 class EventConsumer:
     """A durable JetStream consumer that turns events into handler calls reliably.
 
@@ -173,12 +179,21 @@ class EventConsumer:
         self.dead_letter_target = dead_letter_target
 
     def attach(
-        self, broker: NatsBroker, *, batch_size: int = 16, fetch_timeout: float = 1.0
+        self,
+        broker: NatsBroker,
+        *,
+        batch_size: int = 16,
+        fetch_timeout: float = 1.0,
+        max_workers: int = 1,
+        inbox_prefix: str | None = None,
     ) -> Any:
         """Register the durable pull subscriber on ``broker``; returns faststream's subscriber.
 
         The stream is referenced, not declared (``ensure_jetstream`` owns declarations); the
-        durable consumer is created from the spec if it does not exist yet.
+        durable consumer is created from the spec if it does not exist yet. ``max_workers``
+        above 1 handles that many messages at once (faststream's concurrent pull subscriber);
+        ``inbox_prefix`` is the service's own inbox (``_INBOX_<service>``), which the pull
+        requests' replies must use under restricted NATS users.
         """
         from faststream import AckPolicy
         from faststream.nats import JStream, PullSub
@@ -187,14 +202,20 @@ class EventConsumer:
         if self.dead_letter_target is None:
             self.dead_letter_target = broker
 
-        async def on_message(message: NatsMessage) -> None:
+        async def on_message(message: Any) -> None:
             await self.process(message.raw_message)
 
-        # faststream resolves the annotation at runtime; the name is local, so give the type.
+        # a real class, not a string: the annotation is resolved by faststream's injector
         on_message.__annotations__ = {"message": NatsMessage, "return": None}
-
         on_message.__name__ = f"consume_{self.spec.durable.replace('-', '_')}"
         on_message.__doc__ = self.spec.description
+        options: dict[str, Any] = {}
+        if max_workers > 1:
+            options["max_workers"] = max_workers
+        if inbox_prefix:
+            options["inbox_prefix"] = (inbox_prefix.rstrip(".") + ".").encode()
+        from arcflow.common.nats.pull import make_steady
+
         subscriber = broker.subscriber(
             self.spec.filter_subject,
             stream=JStream(self.spec.stream, declare=False),
@@ -202,9 +223,15 @@ class EventConsumer:
             config=self.spec.to_config(),
             pull_sub=PullSub(batch_size=batch_size, timeout=fetch_timeout),
             ack_policy=AckPolicy.MANUAL,
+            # FastStream would json-decode the body before our handler runs; a body it cannot
+            # decode (100,000 levels deep, a 5,000-digit number) would then never reach the
+            # dead-letter policy. We parse the raw bytes ourselves (parse_event's limits).
+            decoder=_raw_body,
             title=f"{self.spec.durable}:{self.spec.filter_subject}",
             description=self.spec.description or None,
+            **options,
         )
+        make_steady(subscriber)  # a fetch loop that never spins (arcflow.common.nats.pull)
         return subscriber(on_message)
 
     async def process(self, msg: Msg) -> Outcome:
@@ -233,6 +260,10 @@ class EventConsumer:
             event = parse_event(msg.data)
         except MalformedEventError as exc:
             return await self._dead_letter(msg, delivery, f"malformed event: {exc}")
+        except Exception as exc:  # parse_event should not raise this; retrying cannot help
+            return await self._dead_letter(
+                msg, delivery, f"unparseable event: {type(exc).__name__}"
+            )
         if self.event_types is not None and not isinstance(event, self.event_types):
             await msg.ack()
             return Outcome.SKIPPED

@@ -1,0 +1,288 @@
+"""Benchmark: events/s through each service's JetStream consumer path (fetch, parse, settle).
+
+Not a test. Starts one nats-server, publishes ``--events`` ``k8s.object.changed`` events into
+``ARC_K8S`` and measures how long the consumer of each service takes to settle (ack) all of
+them, with the service's real consume path and a stub in place of the business logic. The
+clock runs from the first handled event until the consumer has nothing pending and nothing
+waiting for an ack (connect and bind excluded):
+
+* ``registrar``: the ``registrar-ars`` consumer; the converge is replaced by a stub that
+  awaits ``--handler-ms`` (simulated I/O: GitHub and Kubernetes calls);
+* ``reconciler``: the ``reconciler-k8s`` consumer; the handler (event -> work-queue keys) is
+  the real one, the work queue is not started (reconciles are not measured).
+
+``--impl loops`` measures the hand-written fetch loops (before issue 13), ``--impl skeleton``
+the FastStream subscribers of ``arcflow.common.service`` (after). Three runs per case.
+
+    .venv/bin/python benchmarks/service_throughput.py --impl loops --events 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import nats
+from nats.js import JetStreamContext
+
+from arcflow.common import subjects
+from arcflow.common.events import K8sObjectChanged
+from arcflow.common.nats import STREAM_K8S, NatsSettings, ensure_jetstream, publish_event
+from arcflow.common.nats.jetstream import (
+    CONSUMER_RECONCILER_K8S,
+    CONSUMER_REGISTRAR_ARS,
+    ConsumerSpec,
+)
+from arcflow.common.service import ServiceSpec
+from arcflow.common.service.runtime import ServiceRuntime
+from arcflow.devstack.nats_server import NatsServer
+
+NAMESPACE = "bench"
+
+Runner = Callable[[str, int, float, Callable[[], None]], Awaitable[Callable[[], Awaitable[None]]]]
+
+
+def _event(i: int, run: str) -> K8sObjectChanged:
+    return K8sObjectChanged(
+        source="bench",
+        api_version="actions.github.com/v1alpha1",
+        kind="AutoscalingRunnerSet",
+        resource="autoscalingrunnersets",
+        namespace=NAMESPACE,
+        name=f"ars-{i}",
+        uid=f"uid-{run}-{i}",  # a fresh uid per run: the stream de-duplicates by uid+version
+        change="MODIFIED",
+        resource_version=str(i + 1),
+    )
+
+
+async def _publish(js: JetStreamContext, n: int) -> None:
+    sem = asyncio.Semaphore(64)
+    run = os.urandom(4).hex()
+
+    async def one(i: int) -> None:
+        async with sem:
+            event = _event(i, run)
+            await publish_event(
+                js,
+                subjects.k8s_subject(event.resource, event.namespace, event.name),
+                event,
+            )
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+
+
+async def _pending(js: JetStreamContext, spec: ConsumerSpec) -> tuple[int, int]:
+    info = await js.consumer_info(spec.stream, spec.durable)
+    return int(info.num_pending or 0), int(info.num_ack_pending or 0)
+
+
+# --- before: the hand-written loops -----------------------------------------------------------
+
+
+async def _loops_registrar(
+    url: str, n: int, handler_s: float, on_event: Callable[[], None]
+) -> Callable[[], Awaitable[None]]:
+    from arcflow.registrar.consumer import ChangeConsumer
+
+    class StubRegistrar:
+        async def converge(self, namespace: str, name: str, *, trigger: str) -> None:
+            await asyncio.sleep(handler_s)
+            on_event()
+
+    nc = await nats.connect(url)
+    consumer = ChangeConsumer(nc.jetstream(), StubRegistrar(), CONSUMER_REGISTRAR_ARS)  # type: ignore[arg-type]
+    await consumer.start()
+
+    async def stop() -> None:
+        await consumer.stop()
+        await nc.drain()
+
+    return stop
+
+
+async def _loops_reconciler(
+    url: str, n: int, handler_s: float, on_event: Callable[[], None]
+) -> Callable[[], Awaitable[None]]:
+    from arcflow.reconciler.app import ReconcilerApp
+    from arcflow.reconciler.settings import ReconcilerSettings
+
+    nc = await nats.connect(url)
+    app = ReconcilerApp(nc, None, ReconcilerSettings())  # type: ignore[arg-type]
+    real = app._on_event
+
+    async def counted(event: Any, delivery: Any) -> None:
+        await real(event, delivery)
+        await asyncio.sleep(handler_s)
+        on_event()
+
+    app._on_event = counted  # type: ignore[method-assign]
+    task = asyncio.create_task(app._consume(CONSUMER_RECONCILER_K8S))
+
+    async def stop() -> None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await nc.drain()
+
+    return stop
+
+
+# --- after: the service skeleton (FastStream subscribers declared by each spec) ------------
+
+
+async def _run_spec(url: str, spec: ServiceSpec[Any], state: Any) -> Callable[[], Awaitable[None]]:
+    """The spec's own subscriptions on the runtime, with ``state`` instead of its build."""
+
+    async def build(ctx: Any) -> Any:
+        return state
+
+    stub = replace(spec, build=build, components=None, kube_settings=None, periodic=(), buckets=())
+    runtime = ServiceRuntime(
+        stub,
+        spec.settings(),
+        nats_settings=NatsSettings(url=url),
+        serve_health=False,
+        serve_metrics=False,
+    )
+    await runtime.start()
+    return runtime.stop
+
+
+async def _skeleton_registrar(
+    url: str, n: int, handler_s: float, on_event: Callable[[], None]
+) -> Callable[[], Awaitable[None]]:
+    from arcflow.registrar.service import SERVICE
+
+    class StubRegistrar:
+        async def converge(self, namespace: str, name: str, *, trigger: str) -> None:
+            await asyncio.sleep(handler_s)
+            on_event()
+
+    state = SimpleNamespace(registrar=StubRegistrar(), handled=0)
+    return await _run_spec(url, SERVICE, state)
+
+
+async def _skeleton_reconciler(
+    url: str, n: int, handler_s: float, on_event: Callable[[], None]
+) -> Callable[[], Awaitable[None]]:
+    from arcflow.reconciler.service import SERVICE
+    from arcflow.reconciler.settings import ReconcilerSettings
+    from arcflow.reconciler.state import ReconcilerState
+    from arcflow.reconciler.workqueue import WorkQueue
+
+    async def never(key: Any) -> Any:
+        raise AssertionError("the work queue is not started in this benchmark")
+
+    real = ReconcilerState.__new__(ReconcilerState)
+    real.settings = ReconcilerSettings()
+    real._trace_parents = {}
+    real.queue = WorkQueue(never)
+
+    class Counted:
+        async def on_event(self, event: Any, delivery: Any) -> None:
+            await real.on_event(event, delivery)
+            await asyncio.sleep(handler_s)
+            on_event()
+
+    return await _run_spec(url, SERVICE, Counted())
+
+
+IMPLS: dict[str, dict[str, tuple[ConsumerSpec, Runner]]] = {
+    "loops": {
+        "registrar": (CONSUMER_REGISTRAR_ARS, _loops_registrar),
+        "reconciler": (CONSUMER_RECONCILER_K8S, _loops_reconciler),
+    },
+    "skeleton": {
+        "registrar": (CONSUMER_REGISTRAR_ARS, _skeleton_registrar),
+        "reconciler": (CONSUMER_RECONCILER_K8S, _skeleton_reconciler),
+    },
+}
+
+
+async def run_case(server: NatsServer, impl: str, service: str, n: int, handler_ms: float) -> float:
+    spec, runner = IMPLS[impl][service]
+    nc = await nats.connect(server.url)
+    js = nc.jetstream()
+    await ensure_jetstream(js)
+    await js.purge_stream(STREAM_K8S.name)
+    await js.delete_consumer(spec.stream, spec.durable)
+    await ensure_jetstream(js)
+    await _publish(js, n)
+    done = asyncio.Event()
+    handled = 0
+    started = 0.0
+
+    def on_event() -> None:
+        nonlocal handled, started
+        if handled == 0:
+            started = time.perf_counter()  # clock starts at the first handled event
+        handled += 1
+        if handled >= n:
+            done.set()
+
+    stop = await runner(server.url, n, handler_ms / 1000, on_event)
+    await asyncio.wait_for(done.wait(), timeout=120)
+    # settled = nothing pending and nothing waiting for an ack
+    while await _pending(js, spec) != (0, 0):  # noqa: ASYNC110 - polling the server
+        await asyncio.sleep(0.005)
+    elapsed = time.perf_counter() - started
+    await stop()
+    await nc.drain()
+    return n / elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--impl", choices=sorted(IMPLS), required=True)
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--handler-ms", default="0,5", help="comma-separated handler latencies")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    results: list[dict[str, Any]] = []
+    with NatsServer() as server:
+        for service in IMPLS[args.impl]:
+            for handler_ms in (float(x) for x in args.handler_ms.split(",")):
+                rates = [
+                    asyncio.run(run_case(server, args.impl, service, args.events, handler_ms))
+                    for _ in range(args.runs)
+                ]
+                row = {
+                    "impl": args.impl,
+                    "service": service,
+                    "handler_ms": handler_ms,
+                    "events": args.events,
+                    "events_per_s": [round(r) for r in rates],
+                    "median": round(statistics.median(rates)),
+                }
+                results.append(row)
+                print(
+                    f"{args.impl:9} {service:10} handler {handler_ms:4.0f} ms: "
+                    f"median {row['median']:6} ev/s  runs {row['events_per_s']}",
+                    flush=True,
+                )
+    out = args.out or Path("benchmarks/results") / f"service-throughput-{args.impl}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "loadavg": os.getloadavg(),
+    }
+    out.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

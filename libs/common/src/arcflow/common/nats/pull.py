@@ -1,0 +1,80 @@
+"""FastStream's JetStream pull subscribers, with a fetch loop that never spins (ADR 0006).
+
+FastStream 0.7's pull loop suppresses ``ConnectionClosedError`` and fetches again at once.
+nats-py raises that error without suspending, so on a closed connection the loop never yields
+and the whole event loop stops (no health probe, no shutdown). Any other fetch error ends the
+loop task silently. The subclasses below keep FastStream's behaviour for messages and replace
+only the loop: a fetch error is logged once per streak and followed by a pause of one fetch
+timeout. They are installed on the subscriber FastStream's factory built (same slots, only
+``_consume_pull`` differs), as FastStream offers no option to choose the class.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import anyio
+from faststream.nats.subscriber.usecases.stream_pull_subscriber import (
+    ConcurrentPullStreamSubscriber,
+    PullStreamSubscriber,
+)
+from nats.errors import TimeoutError as NatsTimeoutError
+
+log = logging.getLogger(__name__)
+
+
+async def _pull_forever(
+    sub: PullStreamSubscriber, cb: Callable[[Any], Coroutine[Any, Any, Any]]
+) -> None:
+    assert sub.subscription is not None
+    failing = False
+    while sub.running:
+        try:
+            messages = await sub.subscription.fetch(
+                batch=sub.pull_sub.batch_size, timeout=sub.pull_sub.timeout
+            )
+        except (NatsTimeoutError, TimeoutError):
+            continue  # nothing to fetch
+        except Exception as exc:
+            if not failing:
+                log.warning(
+                    "cannot fetch from %s (%s); retrying",
+                    sub.subject.broker_address,
+                    type(exc).__name__,
+                    extra={"subject": sub.subject.broker_address, "error": type(exc).__name__},
+                )
+            failing = True
+            await anyio.sleep(sub.pull_sub.timeout or 1.0)
+            continue
+        if failing:
+            log.info("fetching again from %s", sub.subject.broker_address)
+            failing = False
+        if messages:
+            async with anyio.create_task_group() as tg:
+                for msg in messages:
+                    tg.start_soon(cb, msg)
+
+
+class SteadyPullSubscriber(PullStreamSubscriber):
+    __slots__ = ()
+
+    async def _consume_pull(self, cb: Callable[[Any], Coroutine[Any, Any, Any]]) -> None:
+        await _pull_forever(self, cb)
+
+
+class SteadyConcurrentPullSubscriber(ConcurrentPullStreamSubscriber):
+    __slots__ = ()
+
+    async def _consume_pull(self, cb: Callable[[Any], Coroutine[Any, Any, Any]]) -> None:
+        await _pull_forever(self, cb)
+
+
+def make_steady(subscriber: Any) -> Any:
+    """Install the steady fetch loop on a FastStream pull subscriber (others unchanged)."""
+    if type(subscriber) is ConcurrentPullStreamSubscriber:
+        subscriber.__class__ = SteadyConcurrentPullSubscriber
+    elif type(subscriber) is PullStreamSubscriber:
+        subscriber.__class__ = SteadyPullSubscriber
+    return subscriber

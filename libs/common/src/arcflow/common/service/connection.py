@@ -1,0 +1,93 @@
+"""The one NATS connection of a service: a FastStream ``NatsBroker`` with clear state logs.
+
+nats-py, left alone, reports a lost server through its default error callback with a full
+traceback per attempt. The broker gets our callbacks instead, so an outage reads as one
+WARNING line when the connection drops, one INFO line when it is back, and one WARNING line
+per distinct asynchronous error (e.g. a permissions violation), never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from arcflow.common.nats.settings import NatsSettings
+
+if TYPE_CHECKING:
+    from faststream.nats import NatsBroker
+
+log = logging.getLogger("arcflow.service.nats")
+
+ErrorHook = Callable[[Exception], Awaitable[None]]
+
+
+class DependencyUnavailableError(RuntimeError):
+    """NATS or the Kubernetes API could not be reached while the service was starting."""
+
+
+def connection_callbacks(
+    service: str,
+    on_error: ErrorHook | None = None,
+    closing: Callable[[], bool] = lambda: False,
+) -> dict[str, Any]:
+    """nats-py callbacks that log each connection state change as one line (none for the
+    disconnect of our own shutdown, when ``closing()`` is true)."""
+    state = {"disconnected": False}
+
+    async def disconnected_cb() -> None:
+        if closing():
+            return
+        if not state["disconnected"]:
+            state["disconnected"] = True
+            log.warning("NATS disconnected; reconnecting", extra={"service": service})
+
+    async def reconnected_cb() -> None:
+        state["disconnected"] = False
+        log.info("NATS reconnected", extra={"service": service})
+
+    async def closed_cb() -> None:
+        log.info("NATS connection closed", extra={"service": service})
+
+    async def error_cb(exc: Exception) -> None:
+        if on_error is not None:
+            await on_error(exc)
+        if state["disconnected"] and not _is_permission_error(exc):
+            return  # reconnect attempts: already reported by the disconnected line
+        log.warning(
+            "NATS error: %s",
+            _one_line(exc),
+            extra={"service": service, "error": type(exc).__name__},
+        )
+
+    return {
+        "disconnected_cb": disconnected_cb,
+        "reconnected_cb": reconnected_cb,
+        "closed_cb": closed_cb,
+        "error_cb": error_cb,
+    }
+
+
+def _is_permission_error(exc: Exception) -> bool:
+    return "permission" in str(exc).lower()
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:300]
+
+
+def make_service_broker(
+    settings: NatsSettings,
+    identity: str,
+    *,
+    on_error: ErrorHook | None = None,
+    closing: Callable[[], bool] = lambda: False,
+    **options: Any,
+) -> NatsBroker:
+    """A broker that connects as ``identity`` (its inbox prefix) with the logging callbacks."""
+    from arcflow.common.nats.settings import make_broker
+
+    options.setdefault("reconnect_time_wait", 0.5)
+    callbacks = connection_callbacks(identity, on_error, closing)
+    return make_broker(settings, identity, **callbacks, **options)

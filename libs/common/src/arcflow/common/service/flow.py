@@ -1,0 +1,89 @@
+"""The event flow as data: which service produces each event type and which consumes it.
+
+Built from the declared :class:`~arcflow.common.service.spec.ServiceSpec` of every service
+(plus :class:`FlowNode` entries for processes that do not run on the skeleton yet); the table
+in docs/events.md is rendered from it and a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from arcflow.common.service.spec import ServiceSpec
+
+
+@dataclass(frozen=True, slots=True)
+class FlowNode:
+    """One producer/consumer of events: a service, or a role such as "auditors"."""
+
+    name: str
+    consumes: frozenset[str]
+    publishes: frozenset[str]
+    #: event type -> subject pattern, for the types it publishes
+    subjects: tuple[tuple[str, str], ...] = ()
+
+
+def node_of(spec: ServiceSpec[Any]) -> FlowNode:
+    """The flow node a service spec declares (every subscriber also publishes dead letters)."""
+    subjects = tuple((_type(t), p.subject) for p in spec.publishes for t in p.event_types)
+    publishes = set(spec.published_types)
+    if spec.subscriptions:  # the settle policy dead-letters what no handler can process
+        publishes.add("deadletter")
+        subjects += (("deadletter", "arc.dlq.<original subject>"),)
+    return FlowNode(spec.name, frozenset(spec.consumed_types), frozenset(publishes), subjects)
+
+
+def _type(event_type: Any) -> str:
+    return str(event_type.model_fields["type"].default)
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRow:
+    event_type: str
+    subjects: tuple[str, ...]
+    producers: tuple[str, ...]
+    consumers: tuple[str, ...]
+
+
+def flow_table(nodes: Iterable[FlowNode]) -> list[FlowRow]:
+    """One row per event type that anyone produces or consumes, sorted by type."""
+    nodes = list(nodes)
+    types = sorted({t for n in nodes for t in n.consumes | n.publishes})
+    rows = []
+    for event_type in types:
+        subjects = sorted({s for n in nodes for t, s in n.subjects if t == event_type})
+        rows.append(
+            FlowRow(
+                event_type,
+                tuple(subjects),
+                tuple(sorted(n.name for n in nodes if event_type in n.publishes)),
+                tuple(sorted(n.name for n in nodes if event_type in n.consumes)),
+            )
+        )
+    return rows
+
+
+def flow_problems(rows: Sequence[FlowRow]) -> list[str]:
+    """Consumed types nobody produces (a consumer waiting forever)."""
+    return [
+        f"{row.event_type} is consumed by {', '.join(row.consumers)} but produced by nobody"
+        for row in rows
+        if row.consumers and not row.producers
+    ]
+
+
+def render_markdown(rows: Sequence[FlowRow]) -> str:
+    """The producer/consumer table of docs/events.md."""
+    lines = [
+        "| Event type | Subject | Producers | Consumers |",
+        "|---|---|---|---|",
+    ]
+    for row in rows:
+        subjects = ", ".join(f"`{s}`" for s in row.subjects) or "-"
+        lines.append(
+            f"| `{row.event_type}` | {subjects} | {', '.join(row.producers) or '-'} | "
+            f"{', '.join(row.consumers) or '-'} |"
+        )
+    return "\n".join(lines) + "\n"

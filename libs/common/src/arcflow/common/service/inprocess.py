@@ -1,0 +1,67 @@
+"""Several services in one event loop, for tests: the same runtime ``main`` uses.
+
+    async with running(
+        ServiceRun(WATCHER, watcher_settings),
+        ServiceRun(REGISTRAR, registrar_settings, overrides={"client_factory": fast}),
+        kube=kube,
+    ) as runtimes:
+        ...
+
+Services start in the order given and stop in reverse. Each gets its own NATS connection
+(``nats`` per run, e.g. a restricted user); health and metrics servers are off unless asked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from arcflow.common.nats.settings import NatsSettings
+from arcflow.common.service.connection import ErrorHook
+from arcflow.common.service.runtime import ServiceRuntime
+from arcflow.common.service.spec import ServiceSpec
+
+if TYPE_CHECKING:
+    from arcflow.common.kube import KubeClient
+
+
+@dataclass
+class ServiceRun:
+    """One service to run: its spec, settings and test-only options."""
+
+    spec: ServiceSpec[Any]
+    settings: Any
+    nats: NatsSettings | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    on_nats_error: ErrorHook | None = None
+    serve_health: bool = False
+    run_periodic: bool = True
+
+
+@contextlib.asynccontextmanager
+async def running(
+    *runs: ServiceRun, kube: KubeClient | None = None
+) -> AsyncIterator[dict[str, ServiceRuntime]]:
+    """Start every run in order (sharing ``kube`` when given); stop them in reverse."""
+    started: list[ServiceRuntime] = []
+    try:
+        for run in runs:
+            runtime = ServiceRuntime(
+                run.spec,
+                run.settings,
+                nats_settings=run.nats,
+                kube=kube,
+                overrides=run.overrides,
+                serve_health=run.serve_health,
+                serve_metrics=False,
+                on_nats_error=run.on_nats_error,
+                run_periodic=run.run_periodic,
+            )
+            await runtime.start()
+            started.append(runtime)
+        yield {r.spec.name: r for r in started}
+    finally:
+        for runtime in reversed(started):
+            await runtime.stop()

@@ -1,0 +1,50 @@
+"""The reconciler, declared: the only writer of Kubernetes objects."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from arcflow.common.events import (
+    K8sObjectChanged,
+    ObjectWritten,
+    RunnerLifecycle,
+    ScaleSetAssigned,
+    ScaleSetDeleted,
+)
+from arcflow.common.nats.jetstream import ConsumerSpec
+from arcflow.common.service import PeriodicTask, Publication, ServiceSpec, Subscription
+from arcflow.reconciler import k8s_changes, scaleset_changes, state
+from arcflow.reconciler.settings import ReconcilerSettings, reconciler_kube_settings
+
+
+def _tune(settings: ReconcilerSettings, spec: ConsumerSpec) -> ConsumerSpec:
+    return replace(spec, retry_delay_seconds=settings.retry_base_seconds)
+
+
+SERVICE: ServiceSpec[state.ReconcilerState] = ServiceSpec(
+    name="reconciler",
+    settings=ReconcilerSettings,
+    build=state.build,
+    components=state.components,
+    kube_settings=lambda _settings: reconciler_kube_settings(),
+    # Handlers only enqueue keys (microseconds): one worker per consumer keeps event order.
+    subscriptions=(
+        Subscription(
+            k8s_changes.CONSUMER,
+            (K8sObjectChanged,),
+            k8s_changes.on_k8s_change,
+            batch=32,
+            tune=_tune,
+        ),
+        Subscription(
+            scaleset_changes.CONSUMER,
+            (ScaleSetAssigned, ScaleSetDeleted),
+            scaleset_changes.on_scaleset_change,
+            batch=32,
+            tune=_tune,
+        ),
+    ),
+    periodic=(PeriodicTask("resync", lambda s: s.resync_interval_seconds, state.resync),),
+    publishes=(Publication("arc.audit.<ns>.<ars>.<variant>", (ObjectWritten, RunnerLifecycle)),),
+    ready=lambda s: s.resynced,
+)

@@ -1,0 +1,183 @@
+"""The reconciler's state: the work queue feeding the controllers, the trace context each
+key continues, and the periodic resync. Built by the runtime once NATS and Kubernetes exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import TracerProvider
+
+from arcflow.common.events import EventBase
+from arcflow.common.kube import (
+    ConflictError,
+)
+from arcflow.common.nats.consume import Delivery
+from arcflow.common.nats.jetstream import KV_SCALESETS
+from arcflow.common.rpc.registrar import RegistrarRpcClient
+from arcflow.common.service import Component, Part, ServiceContext
+from arcflow.common.telemetry import extract_trace_context
+from arcflow.common.telemetry.tracing import trace_headers_of
+from arcflow.reconciler.audit import Writer
+from arcflow.reconciler.cache import build_cache, cached_keys
+from arcflow.reconciler.controllers.ars import reconcile_ars
+from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.listener import reconcile_listener
+from arcflow.reconciler.controllers.runner import reconcile_runner
+from arcflow.reconciler.controllers.runner_set import reconcile_runner_set
+from arcflow.reconciler.metrics import ReconcilerMetrics
+from arcflow.reconciler.routing import keys_for
+from arcflow.reconciler.scalesets import ScaleSetIds
+from arcflow.reconciler.settings import ReconcilerSettings
+from arcflow.reconciler.workqueue import Key, Result, WorkQueue
+
+log = logging.getLogger(__name__)
+
+CONFLICT_RETRY_SECONDS = 0.05
+
+_CONTROLLERS: dict[str, Callable[[Context, Key], Awaitable[Result]]] = {
+    "ars": reconcile_ars,
+    "al": reconcile_listener,
+    "ers": reconcile_runner_set,
+    "er": reconcile_runner,
+}
+
+
+class ReconcilerState:
+    """One reconciler replica's queue, controllers' context and resync."""
+
+    def __init__(
+        self,
+        ctx: ServiceContext,
+        *,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
+        settings: ReconcilerSettings = ctx.settings
+        self.settings = settings
+        self.tracer = trace.get_tracer("arcflow.reconciler", tracer_provider=tracer_provider)
+        # key -> the trace context of the newest event that enqueued it (consumed by the run)
+        self._trace_parents: dict[Key, otel_context.Context] = {}
+        self.kube = ctx.require_kube()
+        self.metrics = ReconcilerMetrics(ctx.meter)
+        self.queue = WorkQueue(
+            self._reconcile,
+            workers=settings.workers,
+            retry_base_seconds=settings.retry_base_seconds,
+            retry_cap_seconds=settings.retry_cap_seconds,
+        )
+        self.context = Context(
+            kube=self.kube,
+            writer=Writer(self.kube, ctx.js, self.metrics),
+            build=settings.build_settings(),
+            ids=None,
+            registrar=RegistrarRpcClient(ctx.nc, timeout=settings.rpc_timeout_seconds),
+            metrics=self.metrics,
+            enqueue=self.queue.add,
+            instance=settings.instance or f"{ctx.instance}-{secrets.token_hex(3)}",
+            outdated_backoff_base=settings.outdated_backoff_base_seconds,
+            outdated_backoff_cap=settings.outdated_backoff_cap_seconds,
+        )
+        # --- watch-fed cache (ADR 0010): reads from memory, writes seen at once ---
+        self.cache = build_cache(
+            self.kube,
+            self.queue.add,
+            settings.controller_namespace,
+            relist_seconds=settings.cache_relist_seconds,
+            delay_seconds=settings.cache_delay_seconds,
+        )
+        self.context.cache = self.context.writer.cache = self.cache
+        self.context.create_concurrency = settings.create_concurrency
+        self._cache_tasks: list[asyncio.Task[None]] = []
+        # ---
+        for name, value in dict(ctx.overrides.get("context", {})).items():
+            setattr(self.context, name, value)  # test-only timings (e.g. job_running_recheck)
+        self.resynced = False
+
+    async def _reconcile(self, key: Key) -> Result:
+        attrs = {"kind": key.kind}
+        started = time.perf_counter()
+        self.metrics.reconciles.add(1, attrs)
+        # Continue the trace of the event that asked for this key (a child of its context);
+        # a key from the resync or a requeue starts a trace of its own.
+        parent = self._trace_parents.pop(key, None)
+        with self.tracer.start_as_current_span(
+            f"reconcile {key.kind}",
+            context=parent,
+            attributes={"arcflow.key": str(key), "arcflow.kind": key.kind},
+        ) as span:
+            try:
+                return await _CONTROLLERS[key.kind](self.context, key)
+            except ConflictError:
+                span.set_attribute("arcflow.conflict", True)
+                return Result.again(CONFLICT_RETRY_SECONDS)  # stale read: re-read and retry
+            except Exception:
+                self.metrics.errors.add(1, attrs)
+                raise
+            finally:
+                self.metrics.duration.record(time.perf_counter() - started, attrs)
+
+    async def on_event(self, event: EventBase, delivery: Delivery) -> None:
+        """Enqueue the keys ``event`` asks for, continuing its trace."""
+        parent = extract_trace_context(delivery.headers or trace_headers_of(event.trace))
+        has_trace = trace.get_current_span(parent).get_span_context().is_valid
+        for key in keys_for(event, self.settings.controller_namespace):
+            if has_trace:
+                self._trace_parents[key] = parent
+            self.queue.add(key)
+
+    async def resync(self) -> None:
+        """Enqueue every cached object of the four kinds (no API call; the cache's own
+        periodic relist guards against drift)."""
+        for key in cached_keys(self.cache):
+            self.queue.add(key)
+
+    async def start_cache(self) -> None:
+        """Start the cache and wait for its first lists: reconciles read from it."""
+        self._cache_tasks = list(self.cache.start())
+        await self.cache.synced()
+
+    @property
+    def cache_alive(self) -> bool:
+        return not any(t.done() for t in self._cache_tasks)
+
+    async def first_resync(self) -> None:
+        """The resync at start-up: readiness waits for it."""
+        await self.resync()
+        self.resynced = True
+
+
+async def build(ctx: ServiceContext) -> ReconcilerState:
+    state = ReconcilerState(ctx, tracer_provider=ctx.overrides.get("tracer_provider"))
+    state.context.ids = ScaleSetIds(await ctx.js.key_value(KV_SCALESETS.bucket))
+    return state
+
+
+def components(ctx: ServiceContext, state: ReconcilerState) -> Sequence[Component]:
+    """The cache, the work queue, then the first resync (all before the subscribers)."""
+    return [
+        Part(
+            "cache",
+            on_start=state.start_cache,
+            on_stop=state.cache.stop,
+            is_healthy=lambda: state.cache_alive,
+        ),
+        Part("workqueue", on_start=_start_queue(state), on_stop=state.queue.stop),
+        Part("first-resync", on_start=state.first_resync),
+    ]
+
+
+def _start_queue(state: ReconcilerState) -> Callable[[], Awaitable[None]]:
+    async def start() -> None:
+        state.queue.start()
+
+    return start
+
+
+async def resync(state: ReconcilerState) -> None:
+    await state.resync()

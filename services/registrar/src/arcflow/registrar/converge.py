@@ -1,0 +1,642 @@
+"""The registrar's convergence loop body: read an ARS, plan, execute against GitHub, publish.
+
+Level-based: whatever event arrives for an ARS, :meth:`Registrar.converge` reads the current
+object from Kubernetes and the known registrations from the KV bucket, plans with
+:func:`~arcflow.registrar.planning.plan_scale_sets` and executes the plan. Running it twice
+changes nothing the second time. Every pass for one ARS runs under the per-ARS lease lock
+(:mod:`arcflow.registrar.locks`), which makes get-or-create by name safe across replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final, TypedDict
+
+import nats.errors
+from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
+
+from arcflow.common import subjects
+from arcflow.common.actions.client import ActionsClient
+from arcflow.common.actions.errors import (
+    ActionsClientError,
+    ScaleSetNotFoundError,
+)
+from arcflow.common.actions.models import DEFAULT_LABEL_TYPE, Label, RunnerScaleSet, RunnerSetting
+from arcflow.common.constants import (
+    DEFAULT_RUNNER_GROUP_ID,
+    LABEL_SCALE_SET_NAME,
+    LABEL_SCALE_SET_NAMESPACE,
+)
+from arcflow.common.errors import is_retryable
+from arcflow.common.events import (
+    EventBase,
+    EventKeys,
+    RegistrationFailed,
+    ScaleSetAssigned,
+    ScaleSetDeleted,
+    SpecInvalid,
+    SpecIssue,
+)
+from arcflow.common.kube import (
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+    KubeClient,
+    NotFoundError,
+)
+from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.nats import publish_event
+from arcflow.common.scaleset_records import (
+    ScaleSetRecord,
+    ars_key_filter,
+    parse_record_key,
+    record_key,
+)
+from arcflow.common.telemetry import redact_text
+from arcflow.common.validation import validate_manifest
+from arcflow.registrar.credentials import (
+    ActionsClientCache,
+    CredentialsUnavailableError,
+    read_secret_data,
+)
+from arcflow.registrar.locks import LeaseLocks
+from arcflow.registrar.metrics import RegistrarMetrics
+from arcflow.registrar.planning import (
+    ActionKind,
+    Change,
+    DesiredScaleSet,
+    Plan,
+    PlannedAction,
+    desired_scale_sets,
+    is_deleting,
+    live_variants,
+    plan_scale_sets,
+)
+
+log = logging.getLogger(__name__)
+
+SOURCE: Final = "registrar"
+#: A failure already reported with the same reason is not re-published before this many seconds.
+REPORT_REPEAT_SECONDS: Final = 300.0
+_KV_READ_TIMEOUT: Final = 5.0
+
+
+class Outcome(StrEnum):
+    CONVERGED = "converged"
+    PENDING_DELETIONS = "pending_deletions"
+    INVALID = "spec_invalid"
+    CREDENTIALS = "credentials_unavailable"
+    FAILED = "failed"
+    """Some variant failed with a non-retryable error (reported; retried by the sweep)."""
+
+
+class RetryableRegistrationError(Exception):
+    """The Actions service is unavailable (5xx, 429, network): retry the event later."""
+
+
+@dataclass
+class ConvergeResult:
+    namespace: str
+    ars: str
+    outcome: Outcome
+    plan: Plan | None = None
+    failures: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _GroupCache:
+    """The runner group of one pass, resolved at most once (spec §6.2)."""
+
+    name: str
+    resolved: tuple[int, str] | None = None
+
+
+def lock_key(namespace: str, ars: str) -> str:
+    return ars_key_filter(namespace, ars).removesuffix(".*")
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return is_retryable(exc)  # the one decision: arcflow.common.errors
+
+
+def _reason(exc: BaseException) -> str:
+    return redact_text(f"{type(exc).__name__}: {exc}")[:1000]
+
+
+def _labels_of(scale_set: RunnerScaleSet) -> list[str]:
+    return [label.name for label in scale_set.labels]
+
+
+class _ScaleSetEventFields(TypedDict):
+    keys: EventKeys
+    variant: str
+    scale_set_id: int
+    scale_set_name: str
+
+
+def _scale_set_event_fields(record: ScaleSetRecord) -> _ScaleSetEventFields:
+    """What ``scaleset.assigned`` and ``scaleset.deleted`` both say about the record's set."""
+    return _ScaleSetEventFields(
+        keys=EventKeys(
+            namespace=record.namespace,
+            ars=record.ars,
+            variant=record.variant,
+            scale_set_id=record.scale_set_id,
+        ),
+        variant=record.variant,
+        scale_set_id=record.scale_set_id,
+        scale_set_name=record.scale_set_name,
+    )
+
+
+def _wire_labels(labels: Iterable[str]) -> list[Label]:
+    return [Label(type=DEFAULT_LABEL_TYPE, name=name) for name in labels]
+
+
+class Registrar:
+    """Converges the GitHub runner scale sets of AutoscalingRunnerSets."""
+
+    def __init__(
+        self,
+        *,
+        kube: KubeClient,
+        js: JetStreamContext,
+        records: KeyValue,
+        locks: LeaseLocks,
+        clients: ActionsClientCache,
+        metrics: RegistrarMetrics | None = None,
+        source: str = SOURCE,
+    ) -> None:
+        self.kube = kube
+        self.js = js
+        self.records = records
+        self.locks = locks
+        self.clients = clients
+        self.metrics = metrics or RegistrarMetrics()
+        self.source = source
+        self._reported: dict[tuple[str, str, str, str], tuple[str, float]] = {}
+
+    # --- reads ----------------------------------------------------------------------------
+
+    async def get_ars_manifest(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.kube.get(AUTOSCALING_RUNNER_SET, name, namespace)
+        except NotFoundError:
+            return None
+
+    async def load_records(
+        self, namespace: str | None = None, ars: str | None = None
+    ) -> list[ScaleSetRecord]:
+        """Registrations of one ARS (or all of them), read through a KV watch snapshot."""
+        pattern = ">" if namespace is None or ars is None else ars_key_filter(namespace, ars)
+        watcher = await self.records.watch(pattern, ignore_deletes=True)
+        found: list[ScaleSetRecord] = []
+        try:
+            while True:
+                try:
+                    entry = await watcher.updates(timeout=_KV_READ_TIMEOUT)  # type: ignore[no-untyped-call]
+                except nats.errors.TimeoutError:
+                    break
+                if entry is None:
+                    break
+                if not entry.value:
+                    continue
+                try:
+                    found.append(ScaleSetRecord.decode(entry.value))
+                except ValueError:
+                    log.error("ignoring a malformed scale set record", extra={"key": entry.key})
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+        return found
+
+    async def records_by_variant(self, namespace: str, ars: str) -> dict[str, ScaleSetRecord]:
+        return {r.variant: r for r in await self.load_records(namespace, ars)}
+
+    async def _live_variants(self, namespace: str, ars: str, known: Iterable[str]) -> set[str]:
+        selector = {LABEL_SCALE_SET_NAME: ars, LABEL_SCALE_SET_NAMESPACE: namespace}
+        runner_sets, runners = await asyncio.gather(
+            self.kube.list(EPHEMERAL_RUNNER_SET, namespace=namespace, label_selector=selector),
+            self.kube.list(EPHEMERAL_RUNNER, namespace=namespace, label_selector=selector),
+        )
+        return live_variants(ars, runner_sets.items, runners.items, known)
+
+    # --- clients --------------------------------------------------------------------------
+
+    async def client_for(self, namespace: str, config_url: str, secret_name: str) -> ActionsClient:
+        """The cached Actions client for these credentials; raises
+        :class:`CredentialsUnavailableError` when the Secret is missing or malformed."""
+        data = await read_secret_data(self.kube, namespace, secret_name)
+        return await self.clients.client_for(config_url, data, f"{namespace}/{secret_name}")
+
+    async def client_for_ars(self, namespace: str, name: str) -> tuple[ActionsClient, int]:
+        """Client of an ARS (from its spec, or from a registration when the ARS is gone) and
+        its registration count; raises ``LookupError`` when neither exists."""
+        doc = await self.get_ars_manifest(namespace, name)
+        records = await self.load_records(namespace, name)
+        if doc is not None:
+            spec = doc.get("spec") or {}
+            url, secret = (
+                str(spec.get("githubConfigUrl") or ""),
+                str(spec.get("githubConfigSecret") or ""),
+            )
+        elif records:
+            url, secret = records[0].github_config_url, records[0].github_config_secret
+        else:
+            raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} not found")
+        if not url:
+            raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} has no githubConfigUrl")
+        return await self.client_for(namespace, url, secret), len(records)
+
+    # --- publishing -----------------------------------------------------------------------
+
+    async def _publish(self, subject: str, event: EventBase) -> None:
+        await publish_event(self.js, subject, event)
+
+    def _should_report(self, key: tuple[str, str, str, str], reason: str) -> bool:
+        now = time.monotonic()
+        previous = self._reported.get(key)
+        if (
+            previous is not None
+            and previous[0] == reason
+            and now - previous[1] < REPORT_REPEAT_SECONDS
+        ):
+            return False
+        self._reported[key] = (reason, now)
+        return True
+
+    def _clear_reports(self, namespace: str, ars: str) -> None:
+        for key in [k for k in self._reported if k[0] == namespace and k[1] == ars]:
+            del self._reported[key]
+
+    async def _report_failure(
+        self,
+        namespace: str,
+        ars: str,
+        variant: str,
+        reason: str,
+        *,
+        retryable: bool,
+        scale_set_name: str = "",
+        kind: str,
+    ) -> None:
+        self.metrics.errors.add(1, {"kind": kind})
+        log.warning(
+            "registration failed",
+            extra={
+                "namespace": namespace,
+                "ars": ars,
+                "variant": variant,
+                "reason": reason,
+                "retryable": retryable,
+            },
+        )
+        if not self._should_report((namespace, ars, variant, "registration.failed"), reason):
+            return
+        await self._publish(
+            subjects.errors_subject(namespace, ars),
+            RegistrationFailed(
+                source=self.source,
+                keys=EventKeys(namespace=namespace, ars=ars, variant=variant),
+                variant=variant,
+                scale_set_name=scale_set_name,
+                reason=reason,
+                retryable=retryable,
+            ),
+        )
+
+    # --- convergence ----------------------------------------------------------------------
+
+    async def converge(
+        self, namespace: str, name: str, *, trigger: str = "event"
+    ) -> ConvergeResult:
+        """Bring the scale sets of one ARS to its current spec (idempotent)."""
+        started = time.perf_counter()
+        self.metrics.converges.add(1, {"trigger": trigger})
+        try:
+            async with self.locks.hold(lock_key(namespace, name)):
+                return await self._converge_locked(namespace, name)
+        finally:
+            self.metrics.converge_duration.record(time.perf_counter() - started)
+
+    async def _converge_locked(self, namespace: str, name: str) -> ConvergeResult:
+        doc = await self.get_ars_manifest(namespace, name)
+        ars: AutoscalingRunnerSet | None = None
+        if doc is not None:
+            deleting = bool((doc.get("metadata") or {}).get("deletionTimestamp"))
+            problems = validate_manifest(doc)
+            if problems and not deleting:
+                await self._report_invalid(namespace, name, doc, problems)
+                return ConvergeResult(namespace, name, Outcome.INVALID)
+            if not problems:
+                ars = AutoscalingRunnerSet.from_manifest(doc)
+            # An invalid ARS being deleted is planned as gone: every scale set goes.
+        records = await self.records_by_variant(namespace, name)
+        wanted = (
+            {d.variant for d in desired_scale_sets(ars)}
+            if ars is not None and not is_deleting(ars)
+            else set()
+        )
+        removable = set(records) - wanted
+        live = await self._live_variants(namespace, name, removable) if removable else set()
+        plan = plan_scale_sets(ars, records, live)
+        if not plan.actions:
+            return ConvergeResult(namespace, name, Outcome.CONVERGED, plan)
+        return await self._execute(namespace, name, ars, plan)
+
+    async def _report_invalid(
+        self, namespace: str, name: str, doc: Mapping[str, Any], problems: list[Any]
+    ) -> None:
+        self.metrics.errors.add(1, {"kind": "spec_invalid"})
+        metadata = doc.get("metadata") or {}
+        generation = metadata.get("generation")
+        reason = "; ".join(f"{p.path}: {p.message}" for p in problems)
+        log.warning(
+            "AutoscalingRunnerSet is invalid; not registering",
+            extra={"namespace": namespace, "ars": name, "errors": reason},
+        )
+        if not self._should_report((namespace, name, "", f"spec.invalid:{generation}"), reason):
+            return
+        await self._publish(
+            subjects.errors_subject(namespace, name),
+            SpecInvalid(
+                source=self.source,
+                keys=EventKeys(namespace=namespace, ars=name),
+                generation=generation if isinstance(generation, int) else None,
+                errors=[SpecIssue(path=p.path, message=p.message) for p in problems],
+            ),
+        )
+
+    async def _execute(
+        self, namespace: str, name: str, ars: AutoscalingRunnerSet | None, plan: Plan
+    ) -> ConvergeResult:
+        result = ConvergeResult(namespace, name, Outcome.CONVERGED, plan)
+        client: ActionsClient | None = None
+        if plan.needs_actions_service:
+            if ars is not None:
+                url, secret = ars.spec.github_config_url, ars.spec.github_config_secret
+            else:
+                first = next(a.record for a in plan.actions if a.record is not None)
+                url, secret = first.github_config_url, first.github_config_secret
+            try:
+                client = await self.client_for(namespace, url, secret)
+            except CredentialsUnavailableError as exc:
+                await self._report_failure(
+                    namespace, name, "", str(exc), retryable=True, kind="credentials"
+                )
+                result.outcome = Outcome.CREDENTIALS
+                result.failures.append(str(exc))
+                return result
+        group = _GroupCache(plan.runner_group)
+        retry_reasons: list[str] = []
+        # Registrations first (new variants become usable soonest), deletions last.
+        ordered = plan.of_kind(
+            ActionKind.CREATE, ActionKind.UPDATE, ActionKind.KEEP
+        ) + plan.of_kind(ActionKind.DELETE, ActionKind.WAIT)
+        for action in ordered:
+            try:
+                await self._apply(namespace, name, ars, action, client, group)
+            except ActionsClientError as exc:
+                reason = _reason(exc)
+                retryable = _is_retryable(exc)
+                scale_set = (
+                    action.desired.name
+                    if action.desired
+                    else (action.record.scale_set_name if action.record else "")
+                )
+                await self._report_failure(
+                    namespace,
+                    name,
+                    action.variant,
+                    reason,
+                    retryable=retryable,
+                    scale_set_name=scale_set,
+                    kind="upstream" if retryable else "rejected",
+                )
+                result.failures.append(reason)
+                if retryable:
+                    retry_reasons.append(reason)
+        if retry_reasons:
+            raise RetryableRegistrationError(
+                f"Actions service unavailable for {namespace}/{name}: {retry_reasons[0]}"
+            )
+        if result.failures:
+            result.outcome = Outcome.FAILED
+        elif plan.pending_deletions:
+            result.outcome = Outcome.PENDING_DELETIONS
+        else:
+            self._clear_reports(namespace, name)
+        return result
+
+    async def _apply(
+        self,
+        namespace: str,
+        name: str,
+        ars: AutoscalingRunnerSet | None,
+        action: PlannedAction,
+        client: ActionsClient | None,
+        group: _GroupCache,
+    ) -> None:
+        if action.kind is ActionKind.WAIT:
+            log.info(
+                "scale set deletion waits for runners",
+                extra={"namespace": namespace, "ars": name, "variant": action.variant},
+            )
+            return
+        if action.kind is ActionKind.KEEP:
+            if action.announce and action.record is not None:
+                await self._announce(action.record, ars)
+            return
+        assert client is not None, "plan needs the Actions service"
+        if action.kind is ActionKind.DELETE:
+            assert action.record is not None
+            await self._delete(client, action.record, action.reason)
+            return
+        assert ars is not None
+        assert action.desired is not None
+        if action.kind is ActionKind.UPDATE and action.record is not None:
+            scale_set = await self._update(
+                client, action.record, action.desired, action.changes, group
+            )
+            op = "updated"
+        else:
+            scale_set, op = await self._get_or_create(client, action.desired, group)
+        self.metrics.registrations.add(1, {"op": op})
+        record = ScaleSetRecord(
+            namespace=namespace,
+            ars=name,
+            variant=action.variant,
+            scale_set_id=scale_set.id,
+            scale_set_name=scale_set.name or action.desired.name,
+            runner_group_id=scale_set.runner_group_id or DEFAULT_RUNNER_GROUP_ID,
+            runner_group_name=scale_set.runner_group_name,
+            labels=_labels_of(scale_set) or list(action.desired.labels),
+            github_config_url=ars.spec.github_config_url,
+            github_config_secret=ars.spec.github_config_secret,
+            ars_uid=ars.metadata.uid or "",
+            announced=False,
+        )
+        log.info(
+            "scale set registered",
+            extra={
+                "namespace": namespace,
+                "ars": name,
+                "variant": action.variant,
+                "op": op,
+                "scale_set_id": record.scale_set_id,
+                "scale_set": record.scale_set_name,
+            },
+        )
+        await self.records.put(record.key, record.encode())
+        await self._announce(record, ars)
+
+    async def _runner_group(self, client: ActionsClient, group: _GroupCache) -> tuple[int, str]:
+        if group.resolved is None:
+            if not group.name:
+                group.resolved = (DEFAULT_RUNNER_GROUP_ID, "")
+            else:
+                found = await client.get_runner_group_by_name(group.name)
+                group.resolved = (found.id, found.name)
+        return group.resolved
+
+    async def _get_or_create(
+        self, client: ActionsClient, desired: DesiredScaleSet, group: _GroupCache
+    ) -> tuple[RunnerScaleSet, str]:
+        group_id, _ = await self._runner_group(client, group)
+        existing = await client.get_runner_scale_set(group_id, desired.name)
+        if existing is None:
+            created = await client.create_runner_scale_set(
+                RunnerScaleSet(
+                    name=desired.name,
+                    runner_group_id=group_id,
+                    labels=_wire_labels(desired.labels),
+                    runner_setting=RunnerSetting(disable_update=True),
+                )
+            )
+            return created, "created"
+        if set(_labels_of(existing)) != set(desired.labels):
+            updated = await client.update_runner_scale_set(
+                existing.id,
+                RunnerScaleSet(
+                    labels=_wire_labels(desired.labels),
+                    runner_setting=RunnerSetting(disable_update=True),
+                ),
+            )
+            return updated, "adopted"
+        return existing, "adopted"
+
+    async def _update(
+        self,
+        client: ActionsClient,
+        record: ScaleSetRecord,
+        desired: DesiredScaleSet,
+        changes: tuple[Change, ...],
+        group: _GroupCache,
+    ) -> RunnerScaleSet:
+        patch = RunnerScaleSet(runner_setting=RunnerSetting(disable_update=True))
+        if Change.NAME in changes:
+            patch.name = desired.name
+        if Change.LABELS in changes or Change.NAME in changes:
+            patch.labels = _wire_labels(desired.labels)
+        if Change.RUNNER_GROUP in changes:
+            patch.runner_group_id = (await self._runner_group(client, group))[0]
+        try:
+            return await client.update_runner_scale_set(record.scale_set_id, patch)
+        except ScaleSetNotFoundError:
+            # Deleted behind our back: register it again.
+            scale_set, _ = await self._get_or_create(client, desired, group)
+            return scale_set
+
+    async def _announce(self, record: ScaleSetRecord, ars: AutoscalingRunnerSet | None) -> None:
+        await self._publish(
+            subjects.scalesets_subject(record.namespace, record.ars, record.variant),
+            ScaleSetAssigned(
+                source=self.source,
+                **_scale_set_event_fields(record),
+                runner_group_id=record.runner_group_id,
+                runner_group_name=record.runner_group_name,
+                labels=list(record.labels),
+                ars_generation=ars.metadata.generation if ars is not None else None,
+            ),
+        )
+        announced = record.model_copy(update={"announced": True})
+        await self.records.put(announced.key, announced.encode())
+
+    async def _delete(self, client: ActionsClient, record: ScaleSetRecord, reason: str) -> None:
+        try:
+            await client.delete_runner_scale_set(record.scale_set_id)
+        except ScaleSetNotFoundError:
+            log.info("scale set already gone", extra={"scale_set_id": record.scale_set_id})
+        self.metrics.deletions.add(1)
+        log.info(
+            "scale set deleted",
+            extra={
+                "namespace": record.namespace,
+                "ars": record.ars,
+                "variant": record.variant,
+                "scale_set_id": record.scale_set_id,
+                "reason": reason,
+            },
+        )
+        # Publish before forgetting: a crash in between repeats the (idempotent) delete and
+        # the event, rather than losing the fact.
+        await self._publish(
+            subjects.scalesets_subject(record.namespace, record.ars, record.variant),
+            ScaleSetDeleted(
+                source=self.source,
+                **_scale_set_event_fields(record),
+                reason=reason,
+            ),
+        )
+        await self.records.delete(record.key)
+
+    # --- periodic sweep -------------------------------------------------------------------
+
+    async def sweep(self) -> list[ConvergeResult]:
+        """Converge every ARS the cluster or the KV bucket knows of.
+
+        Catches what events cannot: a removal waiting on runners whose last ERS event was
+        missed, a credentials Secret created after the failure, an event dead-lettered while
+        GitHub was down. Plans are mostly KEEP, which costs no Actions call.
+        """
+        keys: set[tuple[str, str]] = set()
+        listed = await self.kube.list(AUTOSCALING_RUNNER_SET)
+        for item in listed.items:
+            meta = item.get("metadata") or {}
+            if meta.get("namespace") and meta.get("name"):
+                keys.add((str(meta["namespace"]), str(meta["name"])))
+        for record in await self.load_records():
+            keys.add((record.namespace, record.ars))
+        results: list[ConvergeResult] = []
+        for namespace, name in sorted(keys):
+            try:
+                results.append(await self.converge(namespace, name, trigger="sweep"))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning(
+                    "sweep could not converge an ARS",
+                    extra={"namespace": namespace, "ars": name, "error": _reason(exc)},
+                )
+        return results
+
+
+def record_identity(key: str) -> tuple[str, str, str]:
+    """``(namespace, ars, variant)`` of a KV key (re-exported for auditors and tests)."""
+    return parse_record_key(key)
+
+
+__all__ = [
+    "ConvergeResult",
+    "Outcome",
+    "Registrar",
+    "RetryableRegistrationError",
+    "lock_key",
+    "record_identity",
+    "record_key",
+]

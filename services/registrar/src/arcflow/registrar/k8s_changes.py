@@ -1,0 +1,54 @@
+"""Kubernetes changes the registrar converges on, from two durable consumers on ``ARC_K8S``:
+
+* ``registrar-ars`` (``arc.k8s.autoscalingrunnersets.>``): any ARS change -> converge it;
+* ``registrar-ers`` (``arc.k8s.ephemeralrunnersets.>``): an ERS deleted (or being deleted) ->
+  converge its ARS, so a removal that waited for the ERS to go proceeds at once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from arcflow.common import subjects
+from arcflow.common.constants import LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE
+from arcflow.common.events import EventBase, K8sObjectChanged
+from arcflow.common.kube.resources import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET
+from arcflow.common.nats.consume import Delivery
+from arcflow.common.nats.jetstream import CONSUMER_REGISTRAR_ARS, STREAM_K8S, ConsumerSpec
+
+if TYPE_CHECKING:
+    from arcflow.registrar.state import RegistrarState
+
+CONSUMER_REGISTRAR_ERS: Final = ConsumerSpec(
+    durable="registrar-ers",
+    stream=STREAM_K8S.name,
+    filter_subject=subjects.k8s_filter(EPHEMERAL_RUNNER_SET.plural),
+    description="registrar: ERS deleted -> re-check pending scale set deletions of its ARS",
+    ack_wait_seconds=60.0,
+)
+
+
+def ars_of_event(event: K8sObjectChanged) -> tuple[str, str] | None:
+    """The ARS an event asks the registrar to converge, or ``None`` to ignore it."""
+    if event.resource == AUTOSCALING_RUNNER_SET.plural:
+        return event.namespace, event.name
+    if event.resource == EPHEMERAL_RUNNER_SET.plural:
+        gone = event.change == "DELETED" or event.deletion_timestamp is not None
+        ars = event.labels.get(LABEL_SCALE_SET_NAME)
+        if not gone or not ars:
+            return None
+        return event.labels.get(LABEL_SCALE_SET_NAMESPACE) or event.namespace, ars
+    return None
+
+
+async def on_k8s_change(state: RegistrarState, event: EventBase, delivery: Delivery) -> None:
+    """Converge the ARS the change is about (under the runtime's deadline)."""
+    assert isinstance(event, K8sObjectChanged)
+    target = ars_of_event(event)
+    if target is None:
+        return
+    await state.registrar.converge(*target, trigger=event.resource)
+    state.handled += 1
+
+
+__all__ = ["CONSUMER_REGISTRAR_ARS", "CONSUMER_REGISTRAR_ERS", "ars_of_event", "on_k8s_change"]
