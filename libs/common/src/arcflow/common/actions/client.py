@@ -687,7 +687,7 @@ class ActionsClient:
 
     # ---------------------------------------------------------- message queue (MQ token) calls
 
-    async def _mq_get_message(
+    async def mq_get_message(
         self, session: MessageSession, last_message_id: int, max_capacity: int
     ) -> RunnerScaleSetMessage | None:
         """E10 once, with the session's token: 200 message, 202 none, 401 token expired."""
@@ -708,7 +708,7 @@ class ActionsClient:
         except InvalidResponseError as exc:
             raise InvalidResponseError(f"request GET {url} returned 200: {exc}") from None
 
-    async def _mq_delete_message(self, session: MessageSession, message_id: int) -> None:
+    async def mq_delete_message(self, session: MessageSession, message_id: int) -> None:
         """E11 once: only 204 is success (200 is an error, as upstream)."""
         url = build_delete_message_url(session.message_queue_url, message_id)
         headers = {
@@ -720,7 +720,7 @@ class ActionsClient:
         if response.status_code != 204:
             raise self._error(response, status_overrides={401: MessageQueueTokenExpiredError})
 
-    async def _mq_acquire_jobs(
+    async def mq_acquire_jobs(
         self, scale_set_id: int, session: MessageSession, request_ids: list[int]
     ) -> list[int]:
         """E12 once: a ``{svc}`` URL, but authorized by the message-queue token."""

@@ -12,18 +12,38 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from arcflow.common.actions.errors import MessageQueueTokenExpiredError, SessionConflictError
 from arcflow.common.actions.models import MessageSession, RunnerScaleSetMessage
 from arcflow.common.actions.retry import Sleep
 
-if TYPE_CHECKING:
-    from arcflow.common.actions.client import ActionsClient
-
 logger = logging.getLogger("arcflow.actions")
 
 T = TypeVar("T")
+
+
+class SessionApi(Protocol):
+    """What a session needs from the Actions client (``ActionsClient`` provides it); the
+    session does not import the client, so the two modules form no cycle."""
+
+    async def create_message_session(self, scale_set_id: int, owner: str) -> MessageSession: ...
+
+    async def refresh_message_session(
+        self, scale_set_id: int, session_id: str
+    ) -> MessageSession: ...
+
+    async def delete_message_session(self, scale_set_id: int, session_id: str) -> None: ...
+
+    async def mq_get_message(
+        self, session: MessageSession, last_message_id: int, max_capacity: int
+    ) -> RunnerScaleSetMessage | None: ...
+
+    async def mq_delete_message(self, session: MessageSession, message_id: int) -> None: ...
+
+    async def mq_acquire_jobs(
+        self, scale_set_id: int, session: MessageSession, request_ids: list[int]
+    ) -> list[int]: ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +70,7 @@ class MessageSessionClient:
 
     def __init__(
         self,
-        client: ActionsClient,
+        client: SessionApi,
         scale_set_id: int,
         owner: str,
         *,
@@ -153,18 +173,18 @@ class MessageSessionClient:
         if last_message_id < 0:
             raise ValueError("last_message_id must be >= 0")
         return await self._with_token_refresh(
-            lambda s: self._client._mq_get_message(s, last_message_id, max_capacity)
+            lambda s: self._client.mq_get_message(s, last_message_id, max_capacity)
         )
 
     async def delete_message(self, message_id: int) -> None:
         """E11, the ack: an unacknowledged message is redelivered."""
-        await self._with_token_refresh(lambda s: self._client._mq_delete_message(s, message_id))
+        await self._with_token_refresh(lambda s: self._client.mq_delete_message(s, message_id))
 
     async def acquire_jobs(self, request_ids: list[int]) -> list[int]:
         """E12: returns the runner request ids actually acquired (maybe a subset)."""
         ids = list(request_ids)
         return await self._with_token_refresh(
-            lambda s: self._client._mq_acquire_jobs(self._scale_set_id, s, ids)
+            lambda s: self._client.mq_acquire_jobs(self._scale_set_id, s, ids)
         )
 
     async def close(self) -> None:

@@ -8,11 +8,42 @@ fallback rules live here once. Deliberate difference from the upstream PR (spec 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from arcflow.common.constants import DEFAULT_VARIANT, UNBOUNDED_MAX_RUNNERS
-from arcflow.common.models.autoscaling_runner_set import AutoscalingRunnerSetSpec
+
+
+class _VariantFields(Protocol):
+    """The fields of one ``RunnerVariant`` the resolution reads."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def runner_scale_set_labels(self) -> list[str] | None: ...
+    @property
+    def template(self) -> dict[str, Any] | None: ...
+    @property
+    def min_runners(self) -> int | None: ...
+    @property
+    def max_runners(self) -> int | None: ...
+
+
+class AutoscalingRunnerSetSpec(Protocol):
+    """The fields of an ARS spec the resolution reads (``models.AutoscalingRunnerSetSpec``
+    provides them; a protocol keeps this module free of an import cycle with that model)."""
+
+    @property
+    def runner_scale_set_labels(self) -> list[str] | None: ...
+    @property
+    def template(self) -> dict[str, Any]: ...
+    @property
+    def min_runners(self) -> int | None: ...
+    @property
+    def max_runners(self) -> int | None: ...
+    @property
+    def runner_variants(self) -> Sequence[_VariantFields] | None: ...
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@ nats-py raises that error without suspending, so on a closed connection the loop
 and the whole event loop stops (no health probe, no shutdown). Any other fetch error ends the
 loop task silently. The subclasses below keep FastStream's behaviour for messages and replace
 only the loop: a fetch error is logged once per streak and followed by a pause of one fetch
-timeout. They are installed on the subscriber FastStream's factory built (same slots, only
+timeout, and a subscriber without workers handles a fetched batch one message at a time, in
+stream order (FastStream starts them all at once, so ``concurrency=1`` would not mean one).
+They are installed on the subscriber FastStream's factory built (same slots, only
 ``_consume_pull`` differs), as FastStream offers no option to choose the class.
 """
 
@@ -26,7 +28,8 @@ log = logging.getLogger(__name__)
 
 
 async def _pull_forever(
-    sub: PullStreamSubscriber, cb: Callable[[Any], Coroutine[Any, Any, Any]]
+    sub: PullStreamSubscriber,
+    cb: Callable[[Any], Coroutine[Any, Any, Any]],
 ) -> None:
     assert sub.subscription is not None
     failing = False
@@ -51,13 +54,15 @@ async def _pull_forever(
         if failing:
             log.info("fetching again from %s", sub.subject.broker_address)
             failing = False
-        if messages:
-            async with anyio.create_task_group() as tg:
-                for msg in messages:
-                    tg.start_soon(cb, msg)
+        # In stream order: handled one at a time, or queued for the concurrent subscriber's
+        # ``max_workers`` workers (its ``cb`` only puts the message on their queue).
+        for msg in messages:
+            await cb(msg)
 
 
 class SteadyPullSubscriber(PullStreamSubscriber):
+    """One message at a time, in stream order (FastStream would run a fetched batch at once)."""
+
     __slots__ = ()
 
     async def _consume_pull(self, cb: Callable[[Any], Coroutine[Any, Any, Any]]) -> None:
@@ -65,6 +70,8 @@ class SteadyPullSubscriber(PullStreamSubscriber):
 
 
 class SteadyConcurrentPullSubscriber(ConcurrentPullStreamSubscriber):
+    """``cb`` queues each message for the subscriber's ``max_workers`` workers."""
+
     __slots__ = ()
 
     async def _consume_pull(self, cb: Callable[[Any], Coroutine[Any, Any, Any]]) -> None:
