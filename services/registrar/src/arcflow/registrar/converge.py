@@ -10,6 +10,7 @@ changes nothing the second time. Every pass for one ARS runs under the per-ARS l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -17,7 +18,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final, TypedDict
 
-import nats.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
@@ -85,6 +85,8 @@ SOURCE: Final = "registrar"
 #: A failure already reported with the same reason is not re-published before this many seconds.
 REPORT_REPEAT_SECONDS: Final = 300.0
 _KV_READ_TIMEOUT: Final = 5.0
+#: Deadline of one KV snapshot read (a stuck read must not hold a converge forever).
+_KV_SNAPSHOT_DEADLINE: Final = 15.0
 
 
 class Outcome(StrEnum):
@@ -193,26 +195,34 @@ class Registrar:
     async def load_records(
         self, namespace: str | None = None, ars: str | None = None
     ) -> list[ScaleSetRecord]:
-        """Registrations of one ARS (or all of them), read through a KV watch snapshot."""
+        """Registrations of one ARS (or all of them), read through a KV watch snapshot.
+
+        The whole read has a deadline (``TimeoutError`` past it) and the watch, an ephemeral
+        consumer on the bucket's stream, is stopped on every path, cancellation included.
+        """
         pattern = ">" if namespace is None or ars is None else ars_key_filter(namespace, ars)
-        watcher = await self.records.watch(pattern, ignore_deletes=True)
         found: list[ScaleSetRecord] = []
+        watcher = None
         try:
-            while True:
-                try:
-                    entry = await watcher.updates(timeout=_KV_READ_TIMEOUT)  # type: ignore[no-untyped-call]
-                except nats.errors.TimeoutError:
-                    break
-                if entry is None:
-                    break
-                if not entry.value:
-                    continue
-                try:
-                    found.append(ScaleSetRecord.decode(entry.value))
-                except ValueError:
-                    log.error("ignoring a malformed scale set record", extra={"key": entry.key})
+            async with asyncio.timeout(_KV_SNAPSHOT_DEADLINE):
+                watcher = await self.records.watch(pattern, ignore_deletes=True)
+                while True:
+                    try:
+                        entry = await watcher.updates(timeout=_KV_READ_TIMEOUT)  # type: ignore[no-untyped-call]
+                    except TimeoutError:  # nats-py raises its own subclass or the builtin
+                        break
+                    if entry is None:
+                        break
+                    if not entry.value:
+                        continue
+                    try:
+                        found.append(ScaleSetRecord.decode(entry.value))
+                    except ValueError:
+                        log.error("ignoring a malformed scale set record", extra={"key": entry.key})
         finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
+            if watcher is not None:
+                with contextlib.suppress(Exception):
+                    await watcher.stop()  # type: ignore[no-untyped-call]
         return found
 
     async def records_by_variant(self, namespace: str, ars: str) -> dict[str, ScaleSetRecord]:

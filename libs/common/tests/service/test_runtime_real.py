@@ -1,0 +1,116 @@
+"""The service runtime on a real nats-server: a handler call that hangs is abandoned at its
+deadline and retried, while the other messages of the same fetch are handled meanwhile; no
+extra consumer is left on the stream."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import nats
+import pytest
+from pydantic_settings import BaseSettings
+
+from arcflow.common import subjects
+from arcflow.common.events import EventBase, K8sObjectChanged
+from arcflow.common.nats import NatsSettings, publish_event
+from arcflow.common.nats.consume import Delivery
+from arcflow.common.nats.jetstream import STREAM_DLQ, STREAM_K8S, ConsumerSpec
+from arcflow.common.service import ServiceSpec, Subscription
+from arcflow.common.service.runtime import ServiceRuntime
+from arcflow.devstack.nats_server import NatsServer
+from tests.polling import eventually
+
+pytestmark = pytest.mark.integration
+
+CONSUMER = ConsumerSpec(
+    "test-hung", STREAM_K8S.name, "arc.k8s.>", retry_delay_seconds=0.05, ack_wait_seconds=30
+)
+
+
+class Settings(BaseSettings):
+    health_host: str = "127.0.0.1"
+    health_port: int = 0
+    fetch_timeout_seconds: float = 0.2
+
+
+class State:
+    def __init__(self) -> None:
+        self.done: list[str] = []
+        self.attempts: dict[str, int] = {}
+
+
+async def handle(state: State, event: EventBase, delivery: Delivery) -> None:
+    assert isinstance(event, K8sObjectChanged)
+    state.attempts[event.name] = state.attempts.get(event.name, 0) + 1
+    if event.name == "stuck" and state.attempts[event.name] == 1:
+        await asyncio.Event().wait()  # hangs until the runtime abandons it
+    state.done.append(event.name)
+
+
+async def _build(_ctx: Any) -> State:
+    return State()
+
+
+SPEC: ServiceSpec[State] = ServiceSpec(
+    name="tester",
+    settings=Settings,
+    build=_build,
+    subscriptions=(
+        Subscription(
+            CONSUMER, (K8sObjectChanged,), handle, concurrency=4, deadline_seconds=lambda _: 0.5
+        ),
+    ),
+)
+
+
+def _event(name: str) -> K8sObjectChanged:
+    return K8sObjectChanged(
+        source="test",
+        api_version="v1",
+        kind="Pod",
+        resource="pods",
+        namespace="ns",
+        name=name,
+        uid=name,
+        change="ADDED",
+        resource_version="1",
+    )
+
+
+async def test_a_hung_handler_is_abandoned_retried_and_blocks_nothing(
+    private_nats_server: NatsServer,
+) -> None:
+    runtime = ServiceRuntime(
+        SPEC,
+        Settings(),
+        nats_settings=NatsSettings(url=private_nats_server.url),
+        serve_health=False,
+        serve_metrics=False,
+    )
+    await runtime.start()
+    nc = await nats.connect(private_nats_server.url)
+    js = nc.jetstream()
+    try:
+        names = ["stuck", *(f"ok-{i}" for i in range(6))]
+        for name in names:
+            await publish_event(js, subjects.k8s_subject("pods", "ns", name), _event(name))
+        state: State = runtime.state
+
+        async def others_done() -> bool:
+            return set(state.done) >= set(names[1:])
+
+        async def stuck_done() -> bool:
+            return "stuck" in state.done
+
+        await eventually(others_done, within=10)
+        assert "stuck" not in state.done  # the others did not wait for it
+        await eventually(stuck_done, within=10)
+        assert state.attempts["stuck"] == 2
+        info = await js.consumer_info(CONSUMER.stream, CONSUMER.durable)
+        assert (info.num_pending, info.num_ack_pending) == (0, 0)
+        assert (await js.stream_info(STREAM_K8S.name)).state.consumer_count == 1
+        assert (await js.stream_info(STREAM_DLQ.name)).state.messages == 0
+    finally:
+        await nc.drain()
+        await runtime.stop()
