@@ -1,7 +1,7 @@
 """Every label, annotation, finalizer and well-known value arcflow shares with upstream ARC.
 
 Kept in one place so the compatibility surface is auditable: a user switching from upstream
-sees the same keys on the same objects (spec/arc-objects.md §2.3-2.5).
+sees the same keys on the same objects (docs/upstream-behaviour.md#names-labels-annotations).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ PLURAL_ERS: Final = "ephemeralrunnersets"
 PLURAL_ER: Final = "ephemeralrunners"
 PLURAL_AL: Final = "autoscalinglisteners"
 
-#: MaxInt32: what an unset maxRunners means, for every variant (never 0, spec §8).
+#: MaxInt32: what an unset maxRunners means, for every variant (never 0,
+#: docs/upstream-behaviour.md#traps).
 UNBOUNDED_MAX_RUNNERS: Final = 2_147_483_647
 DEFAULT_RUNNER_GROUP_ID: Final = 1
 DEFAULT_VARIANT: Final = ""

@@ -1,7 +1,7 @@
 """Parse a githubConfigUrl into its scope (enterprise, organization or repository).
 
 Both validation and the Actions client need this, and both must agree with upstream's rules
-(spec/actions-protocol.md §1.2-1.3).
+(docs/upstream-behaviour.md#actions-auth).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Deterministic integrity hashes over the same inputs upstream hashes (spec/arc-objects.md §1.5).
+"""Deterministic integrity hashes over the same inputs upstream hashes
+(docs/upstream-behaviour.md#hashes).
 
 Upstream prints Go values with go-spew before hashing, which Python cannot reproduce. We keep
 upstream's *inputs* (so the same edits trigger the same patches and recreations) and replace the
@@ -137,7 +138,8 @@ def listener_pod_hash(
     role_binding_hash: str,
     metrics: Mapping[str, Any] | None,
 ) -> str:
-    """Listener pod hash: a change to any input recreates the pod (§3.3 step 9).
+    """Listener pod hash: a change to any input recreates the pod
+    (docs/upstream-behaviour.md#listener-controller).
 
     ``pod_spec`` is the spec *before* the listenerTemplate merge; template edits arrive through
     ``listener_hash`` because the template is part of the AutoscalingListener spec.

@@ -1,7 +1,8 @@
 """The listener's ``config.json``: the contract between the reconciler and the listener pod.
 
 The reconciler writes it into ``<listener>-config`` and the listener reads it at start-up
-(spec/arc-objects.md §4.1, §6.3). Keys, order and encoding follow upstream so an upstream
+(docs/upstream-behaviour.md#listener-config, #runner-variants). Keys, order and encoding follow
+upstream so an upstream
 listener image can read what we write, and so a set without variants gets byte-identical bytes
 whether or not arcflow knows about variants: ``scale_sets`` is emitted only when present.
 
@@ -212,7 +213,8 @@ class ListenerConfig(BaseModel):
         ]
 
     def validation_errors(self) -> list[str]:
-        """Listener-side checks (§4.1, §6.3), all of them rather than only the first."""
+        """Listener-side checks (docs/upstream-behaviour.md#listener-config, #runner-variants), all
+        of them rather than only the first."""
         errors: list[str] = []
         if not self.configure_url:
             errors.append("GitHubConfigUrl is not provided")

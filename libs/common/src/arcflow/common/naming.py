@@ -1,4 +1,5 @@
-"""Deterministic child names, exactly as upstream computes them (spec/arc-objects.md §1.5, §2.2).
+"""Deterministic child names, exactly as upstream computes them (docs/upstream-behaviour.md#hashes,
+#names-labels-annotations).
 
 Pure functions only: the reconciler, ``arcflow plan`` and the chart tests must agree on every
 name, so nothing here reads the clock, the environment or the cluster.

@@ -2,7 +2,8 @@
 
 Every rule reports a :class:`FieldError` with the path of the offending field, and all errors
 are collected (a user fixes a manifest in one pass, not one error per apply). The rules follow
-the upstream chart (spec §5.2) and the runnerVariants chart helper (spec §6.4), applied to the
+the upstream chart (docs/upstream-behaviour.md#chart-validations) and the runnerVariants chart
+helper (same section), applied to the
 object itself so they hold whoever created it.
 
 Length limits and why:

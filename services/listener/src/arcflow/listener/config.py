@@ -1,4 +1,5 @@
-"""Reading and validating the listener's ``config.json`` (spec/arc-objects.md §4.1, §6.3).
+"""Reading and validating the listener's ``config.json``
+(docs/upstream-behaviour.md#listener-config, #runner-variants).
 
 The file is the contract with the reconciler (``arcflow.common.listener_config`` models it);
 this module adds what only the listener needs: upstream's ``Validate`` (first failure wins, with
@@ -48,7 +49,8 @@ CREDENTIAL_KEYS = frozenset(
 def validate_config(config: ListenerConfig) -> str | None:
     """Upstream ``Config.Validate`` plus the listener's own bounds: the first failure, or None.
 
-    Order and wording follow §4.1/§6.3. With ``scale_sets`` the scalar id/name/min/max checks
+    Order and wording follow docs/upstream-behaviour.md#listener-config/#runner-variants. With
+    ``scale_sets`` the scalar id/name/min/max checks
     are replaced by per-entry checks; the namespace is required either way.
     """
     ns = config.ephemeral_runner_set_namespace
@@ -124,7 +126,8 @@ def _validate_scale_sets(scale_sets: list[ScaleSetConfig]) -> str | None:
 
 
 def _validate_listener_bounds(config: ListenerConfig) -> str | None:
-    """``listener.New``'s checks (§4.3 step 3), per effective scale set."""
+    """``listener.New``'s checks (docs/upstream-behaviour.md#listener-session), per effective scale
+    set."""
     for entry in config.effective_scale_sets():
         if entry.runner_scale_set_id < 0:
             return "scaleSetID is required"
@@ -267,7 +270,8 @@ def scale_set_targets(config: ListenerConfig, host: str) -> list[ScaleSetTarget]
     """``EffectiveScaleSets()`` turned into targets, with upstream's session owner names.
 
     With several scale sets the owner is ``<host>-<id>`` so sibling sessions are distinct;
-    with one it stays the bare host name (single-set semantics, §6.3).
+    with one it stays the bare host name (single-set semantics,
+    docs/upstream-behaviour.md#runner-variants).
     """
     entries = config.effective_scale_sets()
     multi = bool(config.scale_sets)

@@ -1,4 +1,5 @@
-"""Listener metrics: upstream's ``gha_*`` names and labels (spec/arc-objects.md §4.6).
+"""Listener metrics: upstream's ``gha_*`` names and labels
+(docs/upstream-behaviour.md#listener-metrics).
 
 One OpenTelemetry ``MeterProvider`` with a Prometheus reader on a private registry, served on
 ``metrics_addr`` + ``metrics_endpoint`` by a one-path asyncio endpoint (so the configured path is
@@ -6,7 +7,8 @@ the only one that answers). With metrics disabled (empty ``metrics_addr``, the d
 of OpenTelemetry or prometheus_client is imported and recording does nothing.
 One :class:`ScaleSetRecorder` per scale set shares the instruments and
 stamps its own ``name`` (the ERS name) and ``namespace``. Only synchronous instruments are used:
-an observable gauge registered twice under one name is silently dropped (toolchain §4).
+an observable gauge registered twice under one name is silently dropped
+(docs/upstream-behaviour.md#toolchain-notes).
 
 ``listenerMetrics`` (the ``metrics`` config key) replaces the default set entirely; unknown
 names and names in the wrong section are logged and skipped.

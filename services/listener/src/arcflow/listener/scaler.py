@@ -1,4 +1,5 @@
-"""The desired-runner computation and the patches it produces (spec/arc-objects.md §4.4-4.5).
+"""The desired-runner computation and the patches it produces
+(docs/upstream-behaviour.md#scaling-and-patch-id).
 
 Pure: :class:`DesiredRunnerScaler` holds upstream's three state variables and turns
 ``totalAssignedJobs`` into ``(target, patchID)``; the patch bodies are plain functions. The

@@ -1,4 +1,4 @@
-"""Capped exponential backoff supervision (spec/arc-objects.md §6.3 ``supervise``).
+"""Capped exponential backoff supervision (docs/upstream-behaviour.md#runner-variants).
 
 With several scale sets each pump and each worker runs under :func:`supervise`: an error is
 logged and the task restarts after 1 s, 2 s, 4 s ... capped at 2 min; a clean return (the

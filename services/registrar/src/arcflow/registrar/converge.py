@@ -113,7 +113,8 @@ class ConvergeResult:
 
 @dataclass
 class _GroupCache:
-    """The runner group of one pass, resolved at most once (spec §6.2)."""
+    """The runner group of one pass, resolved at most once
+    (docs/upstream-behaviour.md#runner-variants)."""
 
     name: str
     resolved: tuple[int, str] | None = None

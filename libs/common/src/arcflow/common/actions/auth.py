@@ -1,4 +1,4 @@
-"""Credentials for the token chain: a PAT or a GitHub App (spec/actions-protocol.md §1.4-1.5).
+"""Credentials for the token chain: a PAT or a GitHub App (docs/upstream-behaviour.md#actions-auth).
 
 Values are held as ``SecretStr`` and validated here, once, with errors that name the offending
 key but never repeat its value. The App JWT and the admin-token expiry reading are pure functions

@@ -1,6 +1,6 @@
 """The one async client through which arcflow talks to GitHub's Actions scale-set service.
 
-Spec: spec/actions-protocol.md. Design:
+Upstream behaviour: docs/upstream-behaviour.md#actions-endpoints. Design:
 - lazy token chain (PAT or App JWT -> installation token -> registration token ->
   runner-registration -> admin JWT), refreshed under a lock only when the admin token is within
   60 s of its ``exp``;

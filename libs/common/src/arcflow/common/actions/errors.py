@@ -1,7 +1,8 @@
 """Typed errors of the Actions client and the pure mapping from an HTTP error response to them.
 
 Callers branch on the class (a busy runner, a stale session, a gone scale set), so the mapping
-from the service's .NET exception names must be exact (spec/actions-protocol.md §5.2). Every
+from the service's .NET exception names must be exact (docs/upstream-behaviour.md#actions-errors).
+Every
 message is built here from status, ids and the response body only: never from request headers,
 so no token can reach an exception text.
 """
@@ -184,7 +185,8 @@ def parse_error_body(content_type: str, body: bytes) -> tuple[str, str, str]:
 
 
 def error_class_for(type_name: str) -> type[ActionsError] | None:
-    """Map the service's exception type name to a typed error (§5.2)."""
+    """Map the service's exception type name to a typed error
+    (docs/upstream-behaviour.md#actions-errors)."""
     if AGENT_EXISTS in type_name:
         return RunnerExistsError
     if AGENT_NOT_FOUND in type_name:

@@ -1,4 +1,5 @@
-"""Wire types of the Actions scale-set service (spec/actions-protocol.md §2.2, §2.3, §3).
+"""Wire types of the Actions scale-set service (docs/upstream-behaviour.md#actions-endpoints,
+#actions-messages).
 
 Decoding is lenient the way the upstream Go client is: unknown keys are ignored, missing keys
 and ``null`` take defaults, and key names match case-insensitively. Secret fields (the message
@@ -160,7 +161,7 @@ def with_default_label_types(labels: list[Label]) -> list[Label]:
 
 
 def ensure_scale_set_labels(scale_set: RunnerScaleSet) -> RunnerScaleSet:
-    """Client-side label defaulting before E4 (§2.2).
+    """Client-side label defaulting before E4 (docs/upstream-behaviour.md#actions-endpoints).
 
     No labels: the scale set's name becomes its only label. No labels and no name: a clear error,
     raised before any request is sent.

@@ -1,4 +1,5 @@
-"""HTTP retry rules (spec/actions-protocol.md §5.1), as pure functions plus a policy object.
+"""HTTP retry rules (docs/upstream-behaviour.md#actions-errors), as pure functions plus a policy
+object.
 
 The schedule is the upstream one (exponential 1-2-4-8 s capped at 30 s, ``Retry-After`` on 429
 and 503 overriding it uncapped). ``sleep`` is injectable so tests against a local server can

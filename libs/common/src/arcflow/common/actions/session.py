@@ -1,4 +1,5 @@
-"""The message session of one scale set: long poll, ack, acquire (spec/actions-protocol.md §4).
+"""The message session of one scale set: long poll, ack, acquire
+(docs/upstream-behaviour.md#listener-session).
 
 The message-queue token is refreshed only when the service rejects it (401): one PATCH of the
 session, then the same call once more. Concurrent callers that hit the same expired token share

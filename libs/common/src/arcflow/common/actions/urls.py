@@ -1,4 +1,5 @@
-"""Pure URL builders for ``{svc}`` and message-queue requests (spec/actions-protocol.md §2.0, §2.2).
+"""Pure URL builders for ``{svc}`` and message-queue requests
+(docs/upstream-behaviour.md#actions-endpoints).
 
 Query values are always percent-escaped (the Go client does not escape names; we do), keys are
 sorted like Go's ``url.Values.Encode``, and a trailing ``/`` on a path template is kept because

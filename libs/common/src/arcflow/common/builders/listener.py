@@ -1,5 +1,6 @@
 """Listener side builders: the AutoscalingListener, its RBAC bundle, Secrets and Pod
-(spec/arc-objects.md §2, §3.3, §4.1, §4.7, §6.2).
+(docs/upstream-behaviour.md#names-labels-annotations, #listener-controller, #listener-config,
+#listener-rbac, #runner-variants).
 
 One AutoscalingListener per ARS. Its spec is the classic upstream spec built from the ARS and
 the *first* variant's EphemeralRunnerSet; in variant mode every variant's scale set travels in
@@ -216,7 +217,8 @@ def build_autoscaling_listener(
     """The AutoscalingListener of ``ars``, in the controller namespace, with no ownerRef.
 
     Used for both creation and drift comparison with the same ``settings``, so pull secrets
-    can never make the two disagree (the upstream recreate loop of §8.7). ``scale_sets`` is
+    can never make the two disagree (the upstream recreate loop of
+    docs/upstream-behaviour.md#traps). ``scale_sets`` is
     given only in variant mode; ``None`` or empty leaves the annotation out.
     """
     ars_doc = ars.to_manifest()
@@ -306,7 +308,8 @@ def build_listener_service_account(
 
 
 def listener_role_rules(ephemeral_runner_set_names: Sequence[str]) -> list[dict[str, Any]]:
-    """Exactly two rules: patch the named ERSs; patch any ER and its status (§4.7)."""
+    """Exactly two rules: patch the named ERSs; patch any ER and its status
+    (docs/upstream-behaviour.md#listener-rbac)."""
     return [
         {
             "apiGroups": [GROUP],
@@ -393,7 +396,8 @@ def build_listener_config(
     *,
     server_root_ca: str = "",
 ) -> ListenerConfig:
-    """``config.json`` for the listener of ``al`` (§4.1, plus ``scale_sets`` in variant mode).
+    """``config.json`` for the listener of ``al`` (docs/upstream-behaviour.md#listener-config, plus
+    ``scale_sets`` in variant mode).
 
     Without ``credentials`` the token is the ``<redacted>`` placeholder; in vault mode no
     credentials are written at all (the listener fetches them itself).

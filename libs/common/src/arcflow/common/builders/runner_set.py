@@ -1,5 +1,6 @@
 """Runner side builders: EphemeralRunnerSet per variant, its proxy Secret, EphemeralRunner,
-JIT Secret and runner Pod (spec/arc-objects.md §2, §3.5, §3.6, §6.2).
+JIT Secret and runner Pod (docs/upstream-behaviour.md#names-labels-annotations, #ers-controller,
+#runner-controller, #runner-variants).
 
 Each function takes manifest dicts (as read from, or about to be sent to, the API server) and
 returns a new manifest dict; nothing is mutated and nothing is read from the outside world.
@@ -210,7 +211,8 @@ def build_ephemeral_runner(ers: Mapping[str, Any], settings: BuildSettings) -> d
     """One EphemeralRunner of ``ers`` (named by the API server from ``<ers>-runner-``).
 
     Both finalizers are set at creation so the runner is protected from its first moment;
-    ``patch-id`` records which scale request created it (§4.5).
+    ``patch-id`` records which scale request created it
+    (docs/upstream-behaviour.md#scaling-and-patch-id).
     """
     meta = meta_of(ers)
     ers_spec = ers.get("spec") or {}

@@ -1,4 +1,5 @@
-"""AutoscalingListener (AL): the listener pod's desired state, one per ARS (spec §1.4)."""
+"""AutoscalingListener (AL): the listener pod's desired state, one per ARS
+(docs/upstream-behaviour.md#crds)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""AutoscalingRunnerSet (ARS): upstream's spec plus ``runnerVariants`` (spec §1.1, §6.1)."""
+"""AutoscalingRunnerSet (ARS): upstream's spec plus ``runnerVariants``
+(docs/upstream-behaviour.md#crds, #runner-variants)."""
 
 from __future__ import annotations
 

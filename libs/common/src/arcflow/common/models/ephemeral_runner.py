@@ -1,4 +1,5 @@
-"""EphemeralRunner (ER): one single-use runner, its pod template and its job (spec §1.3)."""
+"""EphemeralRunner (ER): one single-use runner, its pod template and its job
+(docs/upstream-behaviour.md#crds)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""EphemeralRunnerSet (ERS): the desired runner count of one variant (spec §1.2)."""
+"""EphemeralRunnerSet (ERS): the desired runner count of one variant
+(docs/upstream-behaviour.md#crds)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""Effective runner variants: what each variant really uses after the fallbacks (spec §6.1).
+"""Effective runner variants: what each variant really uses after the fallbacks
+(docs/upstream-behaviour.md#runner-variants).
 
 Builders, the registrar and the listener config all iterate over the same list, so the
-fallback rules live here once. Deliberate difference from the upstream PR (spec §8): an unset
+fallback rules live here once. Deliberate difference from the upstream PR
+(docs/upstream-behaviour.md#traps): an unset
 ``maxRunners`` means unbounded (MaxInt32) for *every* variant, never 0.
 """
 

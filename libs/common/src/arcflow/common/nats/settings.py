@@ -55,7 +55,8 @@ def make_broker(settings: NatsSettings, service: str, **broker_kwargs: Any) -> N
     """A faststream ``NatsBroker`` for these settings as ``service``, with faststream's
     per-message logger off.
 
-    faststream logs every received/processed message at its ``log_level`` (toolchain §1.2,
+    faststream logs every received/processed message at its ``log_level``
+    (docs/upstream-behaviour.md#toolchain-notes,
     gotcha 4), so the logger is disabled unless the caller passes ``logger=`` explicitly.
     The broker's connection uses ``service``'s inbox prefix (faststream hands ``inbox_prefix``
     to nats-py). Caveat: faststream's pull subscribers pass their own ``inbox_prefix``

@@ -1,6 +1,6 @@
 """One Prometheus endpoint per process, fed by OpenTelemetry metrics.
 
-The pattern measured in toolchain §4: one ``MeterProvider`` with one
+The pattern measured in docs/upstream-behaviour.md#toolchain-notes: one ``MeterProvider`` with one
 ``PrometheusMetricReader`` on a *private* ``CollectorRegistry`` (tests stay isolated, nothing
 lands in prometheus_client's global registry), served by prometheus_client's HTTP server,
 ``scope_info`` labels disabled. Use synchronous instruments (``create_gauge``): an observable

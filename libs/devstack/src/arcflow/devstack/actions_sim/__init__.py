@@ -1,6 +1,6 @@
 """A faithful, stateful simulator of GitHub + the Actions runner scale-set service.
 
-See docs/actions-simulator.md; the protocol it speaks is spec/actions-protocol.md §1-6.
+See docs/actions-simulator.md; the protocol it speaks is docs/upstream-behaviour.md#actions-auth.
 """
 
 from arcflow.devstack.actions_sim.engine import JitConfigError, RunnerConnection

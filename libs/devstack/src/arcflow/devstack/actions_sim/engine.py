@@ -2,7 +2,8 @@
 
 No HTTP here: the server maps requests onto these methods, and tests or the dev stack drive the
 job and runner side through the same object. Everything runs on one event loop, so plain
-methods mutate state and ``_notify`` wakes the long polls (spec §6.2-6.6).
+methods mutate state and ``_notify`` wakes the long polls
+(docs/upstream-behaviour.md#actions-simulator).
 """
 
 from __future__ import annotations
@@ -192,7 +193,8 @@ class ActionsEngine:
         return scale_set
 
     def update_scale_set(self, scale_set_id: int, body: Any) -> ScaleSet:
-        """Apply the non-zero fields only, as clients send partial objects (spec §2.2)."""
+        """Apply the non-zero fields only, as clients send partial objects
+        (docs/upstream-behaviour.md#actions-endpoints)."""
         scale_set = self.scale_set(scale_set_id)
         if not isinstance(body, dict):
             raise ServiceError(400, TypeNames.ARGUMENT, "request body must be a JSON object")

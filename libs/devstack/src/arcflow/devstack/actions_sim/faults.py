@@ -1,4 +1,5 @@
-"""Fault injection: rules that replace the next matching responses (spec §6.7).
+"""Fault injection: rules that replace the next matching responses
+(docs/upstream-behaviour.md#actions-simulator).
 
 Pure bookkeeping; the server asks :meth:`FaultBook.take` before it runs a handler.
 """

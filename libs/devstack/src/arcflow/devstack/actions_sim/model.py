@@ -1,6 +1,7 @@
 """Entities of the simulated Actions service and pure helpers that render them on the wire.
 
-Kept free of I/O so the wire format (spec/actions-protocol.md §2.2, §3) can be checked in
+Kept free of I/O so the wire format (docs/upstream-behaviour.md#actions-endpoints,
+#actions-messages) can be checked in
 isolation from the HTTP server.
 """
 
@@ -245,7 +246,8 @@ def job_message(
     runner_id: int = 0,
     runner_name: str = "",
 ) -> dict[str, Any]:
-    """One element of a message body (spec §3.2); every kind carries the common fields."""
+    """One element of a message body (docs/upstream-behaviour.md#actions-messages); every kind
+    carries the common fields."""
     body: dict[str, Any] = {
         "messageType": kind,
         "runnerRequestId": (

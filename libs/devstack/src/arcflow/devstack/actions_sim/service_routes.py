@@ -1,4 +1,5 @@
-"""GitHub REST and Actions service routes (spec §1-2): exact paths, statuses and bodies."""
+"""GitHub REST and Actions service routes (docs/upstream-behaviour.md#actions-auth): exact paths,
+statuses and bodies."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Credentials of the simulated GitHub: PATs, Apps, installation and registration tokens, JWTs.
 
-Each token kind is accepted only where GitHub accepts it (spec §6.8.6). Service JWTs are HS256
+Each token kind is accepted only where GitHub accepts it
+(docs/upstream-behaviour.md#actions-simulator). Service JWTs are HS256
 with a per-simulator secret and always carry ``exp``, because clients schedule refreshes from it.
 """
 

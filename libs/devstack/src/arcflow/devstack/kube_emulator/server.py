@@ -1,6 +1,7 @@
 """A stateful Kubernetes API server emulator over real HTTP (aiohttp).
 
-Why our own server and not kmock 0.8 plus a subclass (spec/toolchain.md §2.3): kmock answers
+Why our own server and not kmock 0.8 plus a subclass (docs/upstream-behaviour.md#toolchain-notes):
+kmock answers
 200 on create, ignores label selectors and resourceVersion preconditions, does not split the
 status subresource, breaks on ``watch=True``, has no watch resume/410, no ``timeoutSeconds``,
 no garbage collection and incomplete discovery for kubectl; the shim that fixed half of that

@@ -22,7 +22,8 @@ from arcflow.reconciler.workqueue import Key
 
 Manifest = dict[str, Any]
 
-# Upstream's runner pod failure backoff, indexed by the number of recorded failures (§3.6).
+# Upstream's runner pod failure backoff, indexed by the number of recorded failures
+# (docs/upstream-behaviour.md#runner-controller).
 FAILURE_BACKOFF_SECONDS: tuple[float, ...] = (0, 5, 10, 20, 40, 80)
 
 

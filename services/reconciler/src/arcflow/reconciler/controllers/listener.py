@@ -1,7 +1,9 @@
-"""AutoscalingListener controller (spec §3.3, §6.2): RBAC bundle, Secrets and listener Pod.
+"""AutoscalingListener controller (docs/upstream-behaviour.md#listener-controller,
+#runner-variants): RBAC bundle, Secrets and listener Pod.
 
 ServiceAccount, Role (over every variant's ERS), RoleBinding and proxy Secret are patched in
-place when they drift; the config Secret's *data* is refreshed too (§8.8); the listener Pod is
+place when they drift; the config Secret's *data* is refreshed too
+(docs/upstream-behaviour.md#traps); the listener Pod is
 recreated when its integrity hash changes (any input changed) or when it terminated or was
 evicted (``restartPolicy: Never``).
 """

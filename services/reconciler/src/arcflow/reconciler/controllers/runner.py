@@ -1,4 +1,5 @@
-"""EphemeralRunner controller (spec §3.6): JIT Secret via the registrar RPC, runner Pod.
+"""EphemeralRunner controller (docs/upstream-behaviour.md#runner-controller): JIT Secret via the
+registrar RPC, runner Pod.
 
 The JIT config travels only registrar -> reconciler (core NATS reply) -> Secret ``<er>``; it is
 never logged, audited or put on a stream (audit events carry names only).
@@ -65,7 +66,8 @@ def _stamp(now: datetime) -> str:
 
 @dataclass(frozen=True, slots=True)
 class PodCreateDecision:
-    """What to do after the API server refused a runner pod (§3.6 step 8)."""
+    """What to do after the API server refused a runner pod
+    (docs/upstream-behaviour.md#runner-controller)."""
 
     action: Literal["requeue", "mark_invalid", "delete_runner"]
     requeue_after: float | None = None

@@ -1,4 +1,5 @@
-"""EphemeralRunnerSet controller (spec §3.5): patchID-gated scaling of EphemeralRunners.
+"""EphemeralRunnerSet controller (docs/upstream-behaviour.md#ers-controller): patchID-gated scaling
+of EphemeralRunners.
 
 Scale only when ``spec.patchID`` is 0 (forced) or differs from the newest runner's
 ``patch-id`` (a new request): a stale or duplicate listener patch changes nothing. Busy runners
@@ -97,7 +98,8 @@ def latest_patch_id(runners: list[Manifest]) -> int:
 
 
 def should_scale(patch_id: int, latest: int) -> bool:
-    """§4.5: 0 forces; otherwise only a patch id no runner was created for yet."""
+    """docs/upstream-behaviour.md#scaling-and-patch-id: 0 forces; otherwise only a patch id no
+    runner was created for yet."""
     return patch_id == 0 or patch_id != latest
 
 
@@ -221,7 +223,8 @@ async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
     spec = ers.get("spec") or {}
     computed = ephemeral_runner_set_integrity_hash(spec.get("ephemeralRunnerSpec") or {})
     if annotations_of(ers).get(ANNOTATION_INTEGRITY_HASH) != computed:
-        # Someone edited the runner spec directly: runners of the old spec go (§3.5 step 3).
+        # Someone edited the runner spec directly: runners of the old spec go
+        # (docs/upstream-behaviour.md#ers-controller).
         await _remove_runners(ctx, ers, scope, await runners_of(ctx, ers))
         await ctx.writer.patch(
             EPHEMERAL_RUNNER_SET.kind,
