@@ -34,11 +34,18 @@ from types import SimpleNamespace
 from typing import Any
 
 import nats
+import nats.errors
 from nats.js import JetStreamContext
 
 from arcflow.common import subjects
 from arcflow.common.events import K8sObjectChanged
-from arcflow.common.nats import STREAM_K8S, NatsSettings, ensure_jetstream, publish_event
+from arcflow.common.nats import (
+    STREAM_K8S,
+    EventConsumer,
+    NatsSettings,
+    ensure_jetstream,
+    publish_event,
+)
 from arcflow.common.nats.jetstream import (
     CONSUMER_RECONCILER_K8S,
     CONSUMER_REGISTRAR_ARS,
@@ -88,47 +95,35 @@ async def _pending(js: JetStreamContext, spec: ConsumerSpec) -> tuple[int, int]:
     return int(info.num_pending or 0), int(info.num_ack_pending or 0)
 
 
-# --- before: the hand-written loops -----------------------------------------------------------
+# --- before: the hand-written loops ------------------------------------------------------------
+# The fetch loops the registrar (``ChangeConsumer._run``: fetch a batch, settle it with
+# ``gather``) and the reconciler (``ReconcilerApp._consume``: fetch a batch, settle one by one)
+# ran before issue 13 (commit 661bb54), kept here so before and after run under the same load.
 
 
-async def _loops_registrar(
-    url: str, n: int, handler_s: float, on_event: Callable[[], None]
+async def _loop(
+    url: str, spec: ConsumerSpec, handle: Any, *, batch: int, gather: bool
 ) -> Callable[[], Awaitable[None]]:
-    from arcflow.registrar.consumer import ChangeConsumer
-
-    class StubRegistrar:
-        async def converge(self, namespace: str, name: str, *, trigger: str) -> None:
-            await asyncio.sleep(handler_s)
-            on_event()
-
     nc = await nats.connect(url)
-    consumer = ChangeConsumer(nc.jetstream(), StubRegistrar(), CONSUMER_REGISTRAR_ARS)  # type: ignore[arg-type]
-    await consumer.start()
+    js = nc.jetstream()
+    settler = EventConsumer(
+        spec, handle, service="bench", event_types=(K8sObjectChanged,), dead_letter_target=js
+    )
+    subscription = await js.pull_subscribe_bind(durable=spec.durable, stream=spec.stream)
 
-    async def stop() -> None:
-        await consumer.stop()
-        await nc.drain()
+    async def run() -> None:
+        while True:
+            try:
+                messages = await subscription.fetch(batch, timeout=1.0)
+            except (nats.errors.TimeoutError, TimeoutError):
+                continue
+            if gather:
+                await asyncio.gather(*(settler.process(m) for m in messages))
+            else:
+                for message in messages:
+                    await settler.process(message)
 
-    return stop
-
-
-async def _loops_reconciler(
-    url: str, n: int, handler_s: float, on_event: Callable[[], None]
-) -> Callable[[], Awaitable[None]]:
-    from arcflow.reconciler.app import ReconcilerApp
-    from arcflow.reconciler.settings import ReconcilerSettings
-
-    nc = await nats.connect(url)
-    app = ReconcilerApp(nc, None, ReconcilerSettings())  # type: ignore[arg-type]
-    real = app._on_event
-
-    async def counted(event: Any, delivery: Any) -> None:
-        await real(event, delivery)
-        await asyncio.sleep(handler_s)
-        on_event()
-
-    app._on_event = counted  # type: ignore[method-assign]
-    task = asyncio.create_task(app._consume(CONSUMER_RECONCILER_K8S))
+    task = asyncio.create_task(run())
 
     async def stop() -> None:
         task.cancel()
@@ -136,6 +131,45 @@ async def _loops_reconciler(
         await nc.drain()
 
     return stop
+
+
+async def _loops_registrar(
+    url: str, n: int, handler_s: float, on_event: Callable[[], None]
+) -> Callable[[], Awaitable[None]]:
+    async def handle(event: Any, delivery: Any) -> None:
+        await asyncio.sleep(handler_s)  # the converge
+        on_event()
+
+    return await _loop(url, CONSUMER_REGISTRAR_ARS, handle, batch=16, gather=True)
+
+
+async def _loops_reconciler(
+    url: str, n: int, handler_s: float, on_event: Callable[[], None]
+) -> Callable[[], Awaitable[None]]:
+    real = _reconciler_state()
+
+    async def handle(event: Any, delivery: Any) -> None:
+        await real.on_event(event, delivery)
+        await asyncio.sleep(handler_s)
+        on_event()
+
+    return await _loop(url, CONSUMER_RECONCILER_K8S, handle, batch=32, gather=False)
+
+
+def _reconciler_state() -> Any:
+    """The reconciler's real event -> keys handler with a work queue that is not started."""
+    from arcflow.reconciler.settings import ReconcilerSettings
+    from arcflow.reconciler.state import ReconcilerState
+    from arcflow.reconciler.workqueue import WorkQueue
+
+    async def never(key: Any) -> Any:
+        raise AssertionError("the work queue is not started in this benchmark")
+
+    real = ReconcilerState.__new__(ReconcilerState)
+    real.settings = ReconcilerSettings()
+    real._trace_parents = {}
+    real.queue = WorkQueue(never)
+    return real
 
 
 # --- after: the service skeleton (FastStream subscribers declared by each spec) ------------
@@ -177,17 +211,8 @@ async def _skeleton_reconciler(
     url: str, n: int, handler_s: float, on_event: Callable[[], None]
 ) -> Callable[[], Awaitable[None]]:
     from arcflow.reconciler.service import SERVICE
-    from arcflow.reconciler.settings import ReconcilerSettings
-    from arcflow.reconciler.state import ReconcilerState
-    from arcflow.reconciler.workqueue import WorkQueue
 
-    async def never(key: Any) -> Any:
-        raise AssertionError("the work queue is not started in this benchmark")
-
-    real = ReconcilerState.__new__(ReconcilerState)
-    real.settings = ReconcilerSettings()
-    real._trace_parents = {}
-    real.queue = WorkQueue(never)
+    real = _reconciler_state()
 
     class Counted:
         async def on_event(self, event: Any, delivery: Any) -> None:

@@ -14,6 +14,7 @@ from arcflow.common.nats import NatsSettings, make_broker, publish_event
 from arcflow.common.service.subscribers import attach_subscription
 from arcflow.registrar.service import SERVICE
 from arcflow.registrar.settings import RegistrarSettings
+from tests.polling import eventually
 
 
 def _change(resource: str, name: str, change: str, **fields: object) -> K8sObjectChanged:
@@ -60,6 +61,11 @@ async def test_ars_and_deleted_ers_changes_converge_their_ars() -> None:
         for event in events:
             subject = subjects.k8s_subject(event.resource, event.namespace, event.name)
             await publish_event(test_broker, subject, event)
+
+        async def both_converged() -> bool:  # handled by the subscription's workers
+            return len(converged) == 2
+
+        await eventually(both_converged, within=5)
     assert converged == [
         ("arc", "big", "autoscalingrunnersets"),
         ("arc", "big", "ephemeralrunnersets"),

@@ -177,6 +177,7 @@ class EventConsumer:
         self.service = service
         self.event_types = event_types
         self.dead_letter_target = dead_letter_target
+        self._inflight: set[asyncio.Task[None]] = set()
 
     def attach(
         self,
@@ -190,38 +191,47 @@ class EventConsumer:
         """Register the durable pull subscriber on ``broker``; returns faststream's subscriber.
 
         The stream is referenced, not declared (``ensure_jetstream`` owns declarations); the
-        durable consumer is created from the spec if it does not exist yet. ``max_workers``
-        above 1 handles that many messages at once (faststream's concurrent pull subscriber);
-        ``inbox_prefix`` is the service's own inbox (``_INBOX_<service>``), which the pull
-        requests' replies must use under restricted NATS users.
+        durable consumer is created from the spec if it does not exist yet. FastStream hands
+        over each fetched batch at once (its per-message cost would otherwise cap a consumer
+        at a few thousand messages a second); ``max_workers`` messages are then handled at
+        once (1: one at a time, in stream order), each settled on its own, so one slow message
+        never holds back the others. ``inbox_prefix`` is the service's own inbox
+        (``_INBOX_<service>``), which pull requests' replies must use under restricted users.
         """
         from faststream import AckPolicy
         from faststream.nats import JStream, PullSub
         from faststream.nats.annotations import NatsMessage
 
-        if self.dead_letter_target is None:
-            self.dead_letter_target = broker
-
-        async def on_message(message: Any) -> None:
-            await self.process(message.raw_message)
-
-        # a real class, not a string: the annotation is resolved by faststream's injector
-        on_message.__annotations__ = {"message": NatsMessage, "return": None}
-        on_message.__name__ = f"consume_{self.spec.durable.replace('-', '_')}"
-        on_message.__doc__ = self.spec.description
-        options: dict[str, Any] = {}
-        if max_workers > 1:
-            options["max_workers"] = max_workers
-        if inbox_prefix:
-            options["inbox_prefix"] = (inbox_prefix.rstrip(".") + ".").encode()
         from arcflow.common.nats.pull import make_steady
 
+        if self.dead_letter_target is None:
+            self.dead_letter_target = broker
+        slots = asyncio.Semaphore(max(1, max_workers))
+
+        async def on_batch(message: Any) -> None:
+            raw = message.raw_message
+            for msg in raw if isinstance(raw, list) else [raw]:
+                if max_workers <= 1:
+                    await self.process(msg)
+                    continue
+                await slots.acquire()  # back-pressure: at most max_workers in flight
+                task = asyncio.create_task(self._process_and_release(msg, slots))
+                self._inflight.add(task)
+                task.add_done_callback(self._inflight.discard)
+
+        # a real class, not a string: the annotation is resolved by faststream's injector
+        on_batch.__annotations__ = {"message": NatsMessage, "return": None}
+        on_batch.__name__ = f"consume_{self.spec.durable.replace('-', '_')}"
+        on_batch.__doc__ = self.spec.description
+        options: dict[str, Any] = {}
+        if inbox_prefix:
+            options["inbox_prefix"] = (inbox_prefix.rstrip(".") + ".").encode()
         subscriber = broker.subscriber(
             self.spec.filter_subject,
             stream=JStream(self.spec.stream, declare=False),
             durable=self.spec.durable,
             config=self.spec.to_config(),
-            pull_sub=PullSub(batch_size=batch_size, timeout=fetch_timeout),
+            pull_sub=PullSub(batch_size=batch_size, timeout=fetch_timeout, batch=True),
             ack_policy=AckPolicy.MANUAL,
             # FastStream would json-decode the body before our handler runs; a body it cannot
             # decode (100,000 levels deep, a 5,000-digit number) would then never reach the
@@ -232,7 +242,20 @@ class EventConsumer:
             **options,
         )
         make_steady(subscriber)  # a fetch loop that never spins (arcflow.common.nats.pull)
-        return subscriber(on_message)
+        return subscriber(on_batch)
+
+    async def _process_and_release(self, msg: Msg, slots: asyncio.Semaphore) -> None:
+        try:
+            await self.process(msg)
+        finally:
+            slots.release()
+
+    async def stop(self) -> None:
+        """Cancel the messages still being handled (they are redelivered: never acked)."""
+        from arcflow.common.tasks import cancel_and_wait
+
+        await cancel_and_wait(list(self._inflight))
+        self._inflight.clear()
 
     async def process(self, msg: Msg) -> Outcome:
         """Handle one raw delivery end to end; never raises except on cancellation."""

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 from faststream.nats.subscriber.usecases.stream_pull_subscriber import (
+    BatchPullStreamSubscriber,
     ConcurrentPullStreamSubscriber,
     PullStreamSubscriber,
 )
@@ -28,8 +29,10 @@ log = logging.getLogger(__name__)
 
 
 async def _pull_forever(
-    sub: PullStreamSubscriber,
+    sub: PullStreamSubscriber | BatchPullStreamSubscriber,
     cb: Callable[[Any], Coroutine[Any, Any, Any]],
+    *,
+    as_batch: bool = False,
 ) -> None:
     assert sub.subscription is not None
     failing = False
@@ -54,6 +57,10 @@ async def _pull_forever(
         if failing:
             log.info("fetching again from %s", sub.subject.broker_address)
             failing = False
+        if as_batch:  # one FastStream call for the whole fetch (whatever its size)
+            if messages:
+                await cb(messages)
+            continue
         # In stream order: handled one at a time, or queued for the concurrent subscriber's
         # ``max_workers`` workers (its ``cb`` only puts the message on their queue).
         for msg in messages:
@@ -78,10 +85,22 @@ class SteadyConcurrentPullSubscriber(ConcurrentPullStreamSubscriber):
         await _pull_forever(self, cb)
 
 
+class SteadyBatchPullSubscriber(BatchPullStreamSubscriber):
+    """One fetch, however many messages it returned, is one batch: FastStream's own loop
+    keeps fetching until the batch is full or the timeout passes, delaying a lone event."""
+
+    __slots__ = ()
+
+    async def _consume_pull(self) -> None:
+        await _pull_forever(self, self.consume, as_batch=True)
+
+
 def make_steady(subscriber: Any) -> Any:
     """Install the steady fetch loop on a FastStream pull subscriber (others unchanged)."""
     if type(subscriber) is ConcurrentPullStreamSubscriber:
         subscriber.__class__ = SteadyConcurrentPullSubscriber
     elif type(subscriber) is PullStreamSubscriber:
         subscriber.__class__ = SteadyPullSubscriber
+    elif type(subscriber) is BatchPullStreamSubscriber:
+        subscriber.__class__ = SteadyBatchPullSubscriber
     return subscriber

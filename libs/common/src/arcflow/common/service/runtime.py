@@ -294,6 +294,8 @@ class ServiceRuntime:
         for subscriber in reversed(self._subscribers):
             with contextlib.suppress(Exception):
                 await subscriber.stop()
+        for consumer in self.consumers:
+            await consumer.stop()
 
     async def stop(self) -> None:
         """Stop everything that was started, in reverse order; safe to call twice."""
