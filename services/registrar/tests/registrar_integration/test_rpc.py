@@ -168,3 +168,14 @@ async def test_jit_answers_follow_the_credentials_secret(stack: Stack) -> None:
         return True
 
     await eventually(served, what="JIT requests served again once the Secret is back")
+
+
+async def test_jit_request_for_an_unknown_ars_on_a_fresh_bucket_is_not_found(
+    stack: Stack,
+) -> None:
+    """No ARS and no registration at all (an empty KV bucket): ``not_found``, not an
+    internal timeout."""
+    await stack.start_registrar(run_sweep=False)
+    client = RegistrarRpcClient(stack.nc, timeout=10)
+    with pytest.raises(NotFoundRpcError):
+        await client.generate_jit_config(stack.namespace, "ghost", 1, "ghost-runner")

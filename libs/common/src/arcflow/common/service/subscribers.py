@@ -104,7 +104,8 @@ def attach_subscription(
     )
     consumer.attach(
         broker,
-        batch_size=subscription.batch,
+        # a ``fetch_batch`` setting (ARCFLOW_<SERVICE>_FETCH_BATCH) overrides the declared batch
+        batch_size=int(getattr(settings, "fetch_batch", subscription.batch)),
         fetch_timeout=fetch_timeout,
         max_workers=subscription.concurrency,
         inbox_prefix=inbox_prefix,
