@@ -97,7 +97,7 @@ async def _pending(js: JetStreamContext, spec: ConsumerSpec) -> tuple[int, int]:
 
 # --- before: the hand-written loops ------------------------------------------------------------
 # The fetch loops the registrar (``ChangeConsumer._run``: fetch a batch, settle it with
-# ``gather``) and the reconciler (``ReconcilerApp._consume``: fetch a batch, settle one by one)
+# ``gather``) and the reconciler (its app's ``_consume``: fetch a batch, settle one by one)
 # ran before issue 13 (commit 661bb54), kept here so before and after run under the same load.
 
 

@@ -32,13 +32,13 @@ from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.nats import ensure_jetstream
 from arcflow.devstack.nats_server import NatsServer
-from arcflow.reconciler.app import ReconcilerApp
 from services.reconciler.tests.reconciler_integration.harness import (
     CONTROLLER_NS,
     SECRET_NAME,
     TOKEN,
     FakeRegistrarRpc,
     Stack,
+    reconciler_runtime,
     reconciler_test_settings,
 )
 from tests.polling import eventually
@@ -79,12 +79,12 @@ async def reconciler_stack(nats_url: str, kube: KubeClient, namespace: str) -> A
     )
     rpc = FakeRegistrarRpc(nc)
     await rpc.start()
-    app = ReconcilerApp(nc, kube, settings)
-    await app.start()
+    runtime = reconciler_runtime(nats_url, kube, settings)
+    await runtime.start()
     try:
-        yield Stack(nc, kube, namespace, app, rpc)
+        yield Stack(nc, kube, namespace, runtime.state, rpc)
     finally:
-        await app.stop()
+        await runtime.stop()
         await nc.drain()
 
 

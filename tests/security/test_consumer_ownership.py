@@ -31,7 +31,7 @@ from arcflow.common.nats import (
     listener_jobs_consumer,
 )
 from arcflow.common.nats.permissions import SERVICES, consumer_owner
-from arcflow.registrar.consumer import CONSUMER_REGISTRAR_ERS
+from arcflow.registrar.k8s_changes import CONSUMER_REGISTRAR_ERS
 
 from .conftest import SecuredNats
 
