@@ -28,7 +28,6 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -42,7 +41,6 @@ from arcflow.common.events import K8sObjectChanged
 from arcflow.common.nats import (
     STREAM_K8S,
     EventConsumer,
-    NatsSettings,
     ensure_jetstream,
     publish_event,
 )
@@ -52,7 +50,7 @@ from arcflow.common.nats.jetstream import (
     ConsumerSpec,
 )
 from arcflow.common.service import ServiceSpec
-from arcflow.common.service.runtime import ServiceRuntime
+from arcflow.common.service.inprocess import subscriptions_only
 from arcflow.devstack.nats_server import NatsServer
 
 NAMESPACE = "bench"
@@ -177,19 +175,7 @@ def _reconciler_state() -> Any:
 
 async def _run_spec(url: str, spec: ServiceSpec[Any], state: Any) -> Callable[[], Awaitable[None]]:
     """The spec's own subscriptions on the runtime, with ``state`` instead of its build."""
-
-    async def build(ctx: Any) -> Any:
-        return state
-
-    stub = replace(spec, build=build, components=None, kube_settings=None, periodic=(), buckets=())
-    runtime = ServiceRuntime(
-        stub,
-        spec.settings(),
-        nats_settings=NatsSettings(url=url),
-        serve_health=False,
-        serve_metrics=False,
-    )
-    await runtime.start()
+    runtime = await subscriptions_only(url, spec, state)
     return runtime.stop
 
 

@@ -8,23 +8,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from arcflow.common.actions import ActionsClient, RetryPolicy
 from arcflow.common.nats import NatsSettings
 from arcflow.common.service.connection import ErrorHook
 from arcflow.common.service.inprocess import ServiceRun
 from arcflow.reconciler.service import SERVICE as RECONCILER
 from arcflow.reconciler.settings import ReconcilerSettings
 from arcflow.registrar.service import SERVICE as REGISTRAR
-from arcflow.registrar.settings import RegistrarSettings
 from arcflow.watcher.service import SERVICE as WATCHER
 from arcflow.watcher.settings import WatcherSettings
-
-
-def fast_actions_client(config_url: str, credentials: Any) -> ActionsClient:
-    """The registrar's Actions client with retries that do not wait (tests use a simulator)."""
-    return ActionsClient(config_url, credentials, retry=RetryPolicy.fast())
+from services.registrar.tests.registrar_integration.harness import fast_client_factory
+from services.registrar.tests.registrar_integration.harness import (
+    test_settings as registrar_test_settings,
+)
 
 
 def control_plane(
@@ -44,22 +40,14 @@ def control_plane(
         backoff_max_seconds=0.5,
         publish_timeout_seconds=1.0,
     )
-    registrar = RegistrarSettings(
-        instance="r1",
-        fetch_timeout_seconds=0.2,
-        retry_delay_seconds=0.1,
-        retry_delay_cap_seconds=0.5,
-        resync_interval_seconds=0.5,
-        lock_wait_seconds=2.0,
-        lock_ttl_seconds=10.0,
-    )
+    registrar = registrar_test_settings("r1")
     return [
         ServiceRun(WATCHER, watcher, nats_for("watcher"), on_nats_error=errors_for("watcher")),
         ServiceRun(
             REGISTRAR,
             registrar,
             nats_for("registrar"),
-            overrides={"client_factory": fast_actions_client},
+            overrides={"client_factory": fast_client_factory},
             on_nats_error=errors_for("registrar"),
         ),
         ServiceRun(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,8 +14,9 @@ import pytest
 from nats.js import JetStreamContext
 
 from arcflow.common.events import DeadLetter, parse_event
-from arcflow.common.nats import STREAM_DLQ, NatsSettings
+from arcflow.common.nats import STREAM_DLQ
 from arcflow.common.service import ServiceSpec
+from arcflow.common.service.inprocess import subscriptions_only
 from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.reconciler.service import SERVICE as RECONCILER
@@ -66,19 +66,8 @@ async def js(private_nats_server: NatsServer) -> AsyncIterator[JetStreamContext]
 
 
 async def _run_with_untouchable_state(url: str, spec: ServiceSpec[Any]) -> ServiceRuntime:
-    async def build(_ctx: Any) -> Any:
-        return SimpleNamespace()  # a handler call would raise AttributeError (then retry)
-
-    stub = replace(spec, build=build, components=None, kube_settings=None, periodic=())
-    runtime = ServiceRuntime(
-        stub,
-        spec.settings(),
-        nats_settings=NatsSettings(url=url),
-        serve_health=False,
-        serve_metrics=False,
-    )
-    await runtime.start()
-    return runtime
+    # a handler call would raise AttributeError (then retry, not dead-letter)
+    return await subscriptions_only(url, spec, SimpleNamespace())
 
 
 @pytest.mark.parametrize("spec", [REGISTRAR, RECONCILER], ids=lambda s: s.name)

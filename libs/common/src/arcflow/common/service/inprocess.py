@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from arcflow.common.nats.settings import NatsSettings
@@ -65,3 +65,23 @@ async def running(
     finally:
         for runtime in reversed(started):
             await runtime.stop()
+
+
+async def subscriptions_only(url: str, spec: ServiceSpec[Any], state: Any) -> ServiceRuntime:
+    """A started runtime with only ``spec``'s subscriptions, handed ``state`` instead of what
+    its ``build`` makes (no components, Kubernetes client, periodic tasks or servers): for
+    tests and benchmarks of the consume path."""
+
+    async def build(_ctx: Any) -> Any:
+        return state
+
+    stub = replace(spec, build=build, components=None, kube_settings=None, periodic=())
+    runtime = ServiceRuntime(
+        stub,
+        spec.settings(),
+        nats_settings=NatsSettings(url=url),
+        serve_health=False,
+        serve_metrics=False,
+    )
+    await runtime.start()
+    return runtime
