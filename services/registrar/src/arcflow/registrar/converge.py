@@ -10,7 +10,6 @@ changes nothing the second time. Every pass for one ARS runs under the per-ARS l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -19,6 +18,7 @@ from enum import StrEnum
 from typing import Any, Final, TypedDict
 
 from nats.js import JetStreamContext
+from nats.js.errors import KeyDeletedError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from arcflow.common import subjects
@@ -51,7 +51,7 @@ from arcflow.common.kube import (
     NotFoundError,
 )
 from arcflow.common.models import AutoscalingRunnerSet
-from arcflow.common.nats import publish_event
+from arcflow.common.nats import KV_SCALESETS, publish_event
 from arcflow.common.scaleset_records import (
     ScaleSetRecord,
     ars_key_filter,
@@ -84,7 +84,6 @@ log = logging.getLogger(__name__)
 SOURCE: Final = "registrar"
 #: A failure already reported with the same reason is not re-published before this many seconds.
 REPORT_REPEAT_SECONDS: Final = 300.0
-_KV_READ_TIMEOUT: Final = 5.0
 #: Deadline of one KV snapshot read (a stuck read must not hold a converge forever).
 _KV_SNAPSHOT_DEADLINE: Final = 15.0
 
@@ -196,34 +195,32 @@ class Registrar:
     async def load_records(
         self, namespace: str | None = None, ars: str | None = None
     ) -> list[ScaleSetRecord]:
-        """Registrations of one ARS (or all of them), read through a KV watch snapshot.
+        """Registrations of one ARS (or all of them).
 
-        The whole read has a deadline (``TimeoutError`` past it) and the watch, an ephemeral
-        consumer on the bucket's stream, is stopped on every path, cancellation included.
+        The keys come from the bucket stream's subject list (one ``STREAM.INFO`` request with a
+        subject filter) and each value from a direct get: no consumer is created, so nothing
+        can be left behind, and every request has the client's timeout. A KV watch would
+        create an ephemeral consumer per read, which the server keeps for 5 minutes when the
+        read is interrupted (issue 12 item 6).
         """
-        pattern = ">" if namespace is None or ars is None else ars_key_filter(namespace, ars)
-        found: list[ScaleSetRecord] = []
-        watcher = None
-        try:
-            async with asyncio.timeout(_KV_SNAPSHOT_DEADLINE):
-                watcher = await self.records.watch(pattern, ignore_deletes=True)
-                while True:
-                    try:
-                        entry = await watcher.updates(timeout=_KV_READ_TIMEOUT)  # type: ignore[no-untyped-call]
-                    except TimeoutError:  # nats-py raises its own subclass or the builtin
-                        break
-                    if entry is None:
-                        break
-                    if not entry.value:
-                        continue
-                    try:
-                        found.append(ScaleSetRecord.decode(entry.value))
-                    except ValueError:
-                        log.error("ignoring a malformed scale set record", extra={"key": entry.key})
-        finally:
-            if watcher is not None:
-                with contextlib.suppress(Exception):
-                    await watcher.stop()  # type: ignore[no-untyped-call]
+        key_filter = ">" if namespace is None or ars is None else ars_key_filter(namespace, ars)
+        stream = f"KV_{KV_SCALESETS.bucket}"
+        prefix = f"$KV.{KV_SCALESETS.bucket}."
+        async with asyncio.timeout(_KV_SNAPSHOT_DEADLINE):
+            info = await self.js.stream_info(stream, subjects_filter=prefix + key_filter)
+            keys = sorted(s.removeprefix(prefix) for s in (info.state.subjects or {}))
+            found: list[ScaleSetRecord] = []
+            for key in keys:
+                try:
+                    entry = await self.records.get(key)
+                except (KeyNotFoundError, KeyDeletedError):
+                    continue  # deleted (a delete marker is the subject's last message)
+                if not entry.value:
+                    continue
+                try:
+                    found.append(ScaleSetRecord.decode(entry.value))
+                except ValueError:
+                    log.error("ignoring a malformed scale set record", extra={"key": key})
         return found
 
     async def records_by_variant(self, namespace: str, ars: str) -> dict[str, ScaleSetRecord]:
