@@ -1,4 +1,4 @@
-"""Write docs/asyncapi.json from the event models.
+"""Write docs/asyncapi.json from the event models and the services' declared specs.
 
 Run: ``.venv/bin/python scripts/generate_asyncapi.py``.
 
@@ -12,8 +12,24 @@ import sys
 from pathlib import Path
 
 from arcflow.common.events.asyncapi import render_asyncapi_json
+from arcflow.common.nats.jetstream import ConsumerSpec
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "asyncapi.json"
+
+
+def spec_consumers() -> list[ConsumerSpec]:
+    """Every durable consumer the watcher, registrar and reconciler specs subscribe with."""
+    from arcflow.reconciler.service import SERVICE as RECONCILER
+    from arcflow.registrar.service import SERVICE as REGISTRAR
+    from arcflow.watcher.service import SERVICE as WATCHER
+
+    specs = (WATCHER, REGISTRAR, RECONCILER)
+    return [s.consumer for spec in specs for s in spec.subscriptions]
+
+
+def render() -> str:
+    """docs/asyncapi.json as it should be."""
+    return render_asyncapi_json(spec_consumers())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--check", action="store_true", help="fail if the file is stale")
     args = parser.parse_args(argv)
-    text = render_asyncapi_json()
+    text = render()
     current = args.output.read_text() if args.output.exists() else None
     if args.check:
         if current != text:

@@ -98,3 +98,10 @@ def test_docs_events_md_shows_the_generated_table() -> None:
     if os.environ.get("ARCFLOW_UPDATE_DOCS") == "1":
         EVENTS_DOC.write_text(wanted)
     assert text == wanted, "run ARCFLOW_UPDATE_DOCS=1 pytest tests/flow to regenerate"
+
+
+def test_docs_asyncapi_json_is_generated_from_the_specs() -> None:
+    from scripts.generate_asyncapi import render
+
+    doc = Path(__file__).parents[2] / "docs" / "asyncapi.json"
+    assert doc.read_text() == render(), "run .venv/bin/python scripts/generate_asyncapi.py"

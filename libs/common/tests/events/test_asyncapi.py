@@ -17,12 +17,6 @@ ASYNCAPI = REPO / "docs" / "asyncapi.json"
 EVENTS_MD = REPO / "docs" / "events.md"
 
 
-def test_docs_asyncapi_json_is_up_to_date() -> None:
-    assert ASYNCAPI.read_text() == render_asyncapi_json(), (
-        "docs/asyncapi.json is stale: run .venv/bin/python scripts/generate_asyncapi.py"
-    )
-
-
 def _refs(node: Any) -> list[str]:
     if isinstance(node, dict):
         found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []

@@ -4,12 +4,14 @@ Built from the pydantic JSON schemas and the subject/stream table rather than fr
 generator: our consumers receive raw messages (to dead-letter malformed ones), so faststream
 sees no payload type on them, and producers publish through ``publish_event``. The table below
 is the single place that says which event types travel on which subject.
-``scripts/generate_asyncapi.py`` writes it to ``docs/asyncapi.json``; a test keeps it current.
+``scripts/generate_asyncapi.py`` writes it to ``docs/asyncapi.json`` with the durable consumers
+the services' specs declare; ``tests/flow`` keeps it current.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -29,7 +31,13 @@ from arcflow.common.events.catalog import (
     SpecInvalid,
 )
 from arcflow.common.events.envelope import EventBase
-from arcflow.common.nats.jetstream import CONSUMERS, KV_BUCKETS, STREAMS, stream_for_subject
+from arcflow.common.nats.jetstream import (
+    CONSUMERS,
+    KV_BUCKETS,
+    STREAMS,
+    ConsumerSpec,
+    stream_for_subject,
+)
 
 _TOKEN_NOTE: Final = "encoded token: '' -> '_', '.' -> '~'"
 
@@ -130,7 +138,7 @@ def _event_type(cls: type[EventBase]) -> str:
     return str(cls.model_fields["type"].default)
 
 
-def build_asyncapi_document() -> dict[str, Any]:
+def build_asyncapi_document(consumers: Sequence[ConsumerSpec] = CONSUMERS) -> dict[str, Any]:
     """The AsyncAPI 3.0.0 document (deterministic, JSON-serialisable)."""
     schemas, schema_names = _schemas()
     messages: dict[str, Any] = {}
@@ -180,7 +188,7 @@ def build_asyncapi_document() -> dict[str, Any]:
                 for cls in channel.events
             ],
         }
-    for consumer in CONSUMERS:
+    for consumer in consumers:
         key = consumer.filter_subject.split(".")[1]
         operations[f"consume_{consumer.durable.replace('-', '_')}"] = {
             "action": "receive",
@@ -211,6 +219,7 @@ def build_asyncapi_document() -> dict[str, Any]:
     }
 
 
-def render_asyncapi_json() -> str:
-    """The document as stable, pretty JSON text (what ``docs/asyncapi.json`` holds)."""
-    return json.dumps(build_asyncapi_document(), indent=2, sort_keys=True) + "\n"
+def render_asyncapi_json(consumers: Sequence[ConsumerSpec] = CONSUMERS) -> str:
+    """The document as stable, pretty JSON text. ``docs/asyncapi.json`` holds it with the
+    consumers the services' specs declare (``scripts/generate_asyncapi.py`` collects them)."""
+    return json.dumps(build_asyncapi_document(consumers), indent=2, sort_keys=True) + "\n"
