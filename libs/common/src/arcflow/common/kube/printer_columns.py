@@ -3,10 +3,11 @@
 The columns go into the generated CRDs (``scripts/generate_crds.py``, as
 ``additionalPrinterColumns``) and the Kubernetes API emulator serves the same columns in its
 Table responses when no CRD object was created in it. They are upstream's columns (minus those
-that point at status fields that do not exist, spec §1.1-1.2) plus arcflow's per-variant ones:
-the variant of an EphemeralRunnerSet and its GitHub scale set, and the scale set id of each
-variant on the AutoscalingRunnerSet. JSON paths are simple field paths (``\\.`` escapes a dot in
-a label or annotation key), as a real API server requires for printer columns.
+that point at status fields that do not exist, docs/upstream-behaviour.md#crds) plus
+arcflow's per-variant ones: the variant of an EphemeralRunnerSet and its GitHub scale set,
+and the scale set id of each variant on the AutoscalingRunnerSet. JSON paths are simple field
+paths (``\\.`` escapes a dot in a label or annotation key), as a real API server requires for
+printer columns.
 """
 
 from __future__ import annotations

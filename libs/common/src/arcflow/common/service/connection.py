@@ -12,10 +12,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from arcflow.common.nats.settings import NatsSettings
-
 if TYPE_CHECKING:
     from faststream.nats import NatsBroker
+
+    from arcflow.common.nats.settings import NatsSettings
 
 log = logging.getLogger("arcflow.service.nats")
 

@@ -18,13 +18,13 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from arcflow.common.nats.settings import NatsSettings
 from arcflow.common.service.connection import ErrorHook
 from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.common.service.spec import ServiceSpec
 
 if TYPE_CHECKING:
     from arcflow.common.kube import KubeClient
+    from arcflow.common.nats.settings import NatsSettings
 
 
 @dataclass
@@ -71,6 +71,8 @@ async def subscriptions_only(url: str, spec: ServiceSpec[Any], state: Any) -> Se
     """A started runtime with only ``spec``'s subscriptions, handed ``state`` instead of what
     its ``build`` makes (no components, Kubernetes client, periodic tasks or servers): for
     tests and benchmarks of the consume path."""
+
+    from arcflow.common.nats.settings import NatsSettings
 
     async def build(_ctx: Any) -> Any:
         return state

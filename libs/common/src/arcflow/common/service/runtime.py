@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from arcflow.common.nats.jetstream import ConsumerSpec, ensure_bucket, ensure_jetstream
-from arcflow.common.nats.settings import NatsSettings
 from arcflow.common.service.connection import (
     DependencyUnavailableError,
     ErrorHook,
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from arcflow.common.health import HealthServer
     from arcflow.common.kube import KubeClient
     from arcflow.common.nats.consume import EventConsumer
+    from arcflow.common.nats.settings import NatsSettings
     from arcflow.common.telemetry.metrics import MetricsServer
 
 log = logging.getLogger("arcflow.service")
@@ -155,7 +155,11 @@ class ServiceRuntime:
                 spec.name, host=settings.metrics_host, port=settings.metrics_port
             )
             meter = self._metrics.meter
-        nats_settings = self._nats_settings or getattr(settings, "nats", None) or NatsSettings()
+        nats_settings = self._nats_settings or getattr(settings, "nats", None)
+        if nats_settings is None:
+            from arcflow.common.nats.settings import NatsSettings
+
+            nats_settings = NatsSettings()
         if not nats_settings.name:
             nats_settings = nats_settings.model_copy(update={"name": f"arcflow-{spec.name}"})
         self.broker = make_service_broker(

@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from pydantic_settings import BaseSettings
-
 if TYPE_CHECKING:
+    from pydantic_settings import BaseSettings
+
     from arcflow.common.events import EventBase
     from arcflow.common.kube.settings import KubeSettings
     from arcflow.common.nats.consume import Delivery
