@@ -52,6 +52,18 @@ def connection_callbacks(
     async def error_cb(exc: Exception) -> None:
         if on_error is not None:
             await on_error(exc)
+        if _is_connection_error(exc):
+            if not state["disconnected"]:  # one line per outage, not one per attempt
+                state["disconnected"] = True
+                log.warning(
+                    "NATS disconnected; reconnecting",
+                    extra={
+                        "service": service,
+                        "error": type(exc).__name__,
+                        "reason": _one_line(exc),
+                    },
+                )
+            return
         if state["disconnected"] and not _is_permission_error(exc):
             return  # reconnect attempts: already reported by the disconnected line
         log.warning(
@@ -66,6 +78,13 @@ def connection_callbacks(
         "closed_cb": closed_cb,
         "error_cb": error_cb,
     }
+
+
+def _is_connection_error(exc: Exception) -> bool:
+    """A failed (re)connect attempt: the socket, TLS or the server refusing us."""
+    from nats.errors import NoServersError, StaleConnectionError
+
+    return isinstance(exc, OSError | TimeoutError | NoServersError | StaleConnectionError)
 
 
 def _is_permission_error(exc: Exception) -> bool:

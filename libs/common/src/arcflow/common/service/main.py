@@ -6,7 +6,8 @@ Exit codes (also in docs/operations.md):
 0     stopped by SIGTERM or SIGINT, cleanly
 1     failed while running: an unexpected error, or a loop that must run forever ended
 2     invalid settings (the message names the setting; nothing was started)
-3     a dependency was unreachable at start-up: NATS, or the Kubernetes API configuration
+3     a dependency was unreachable at start-up: NATS (within 30 s), or the Kubernetes client
+      configuration
 ====  ==================================================================================
 """
 

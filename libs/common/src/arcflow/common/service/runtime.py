@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("arcflow.service")
 
+#: How long the first NATS connection may take before the start counts as failed.
+STARTUP_CONNECT_SECONDS = 30.0
+
 
 class ServiceRuntime:
     """One running service. ``await start()``, then ``await stop()`` (or :meth:`run`).
@@ -166,7 +169,10 @@ class ServiceRuntime:
             nats_settings, spec.name, on_error=self._on_nats_error, closing=lambda: self._closing
         )
         try:
-            nc = await self.broker.connect()
+            # nats-py retries an unreachable server forever at start-up; a deadline turns that
+            # into exit code 3 so the orchestrator sees a failed start.
+            async with asyncio.timeout(STARTUP_CONNECT_SECONDS):
+                nc = await self.broker.connect()
         except Exception as exc:
             raise DependencyUnavailableError(
                 f"cannot connect to NATS at {nats_settings.url}: {type(exc).__name__}"
