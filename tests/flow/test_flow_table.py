@@ -18,6 +18,7 @@ from arcflow.common.service.flow import (
     node_of,
     render_markdown,
 )
+from arcflow.reconciler.cache import CACHED_KINDS
 from arcflow.reconciler.routing import ROUTED_RESOURCES
 from arcflow.reconciler.service import SERVICE as RECONCILER
 from arcflow.registrar.service import SERVICE as REGISTRAR
@@ -76,8 +77,11 @@ def test_a_consumer_without_producer_is_reported() -> None:
 
 
 def test_every_routed_resource_is_watched() -> None:
+    """The reconciler routes changes from the watcher's events and from its own watch-fed
+    cache (the listener's ServiceAccount, Role and RoleBinding come only from the cache)."""
+    cached = {kind.resource.plural for kind in CACHED_KINDS}
     registrar_routes = {AUTOSCALING_RUNNER_SET.plural, EPHEMERAL_RUNNER_SET.plural}
-    assert not ROUTED_RESOURCES - WATCHED_RESOURCES
+    assert not ROUTED_RESOURCES - (WATCHED_RESOURCES | cached)
     assert not registrar_routes - WATCHED_RESOURCES
 
 

@@ -1,4 +1,5 @@
-"""AutoscalingRunnerSet controller (spec §3.1, §3.4, §6.2, with the §8 traps fixed).
+"""AutoscalingRunnerSet controller (docs/upstream-behaviour.md#ars-controller, #deletion-order,
+#runner-variants, with the upstream traps of #traps fixed).
 
 One pass: validate (invalid -> status condition + Kubernetes Event, children untouched) ->
 finalizer -> scale set id annotations from the registrar's KV records -> one
@@ -78,14 +79,15 @@ REASON_VERSION = "VersionNotAllowed"
 REASON_OUTDATED = "RunnerImageOutdated"
 PHASE_OUTDATED = "Outdated"
 # Per variant: how often its outdated ERS was recreated, the last time, and which ERS (uid)
-# that attempt was about; the loop guard of §8.10.
+# that attempt was about; the loop guard of docs/upstream-behaviour.md#traps.
 ANNOTATION_OUTDATED_RECREATIONS = "arcflow.io/outdated-recreations"
 
 _SEMVER = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+].*)?$")
 
 
 def is_version_allowed(resource_version: str, build_version: str) -> bool:
-    """§3.1 step 3 (pure): ``dev`` and ``canary-*`` builds allow anything; else the label must
+    """docs/upstream-behaviour.md#ars-controller (pure): ``dev`` and ``canary-*`` builds allow
+    anything; else the label must
     equal the build or share its semver major.minor. No or garbage label: not allowed."""
     if build_version == "dev" or build_version.startswith("canary-"):
         return True
@@ -116,7 +118,8 @@ def outdated_records(doc: Manifest) -> dict[str, dict[str, Any]]:
     return value if isinstance(value, dict) else {}
 
 
-# cleanup-* annotation suffix -> kind of the Helm-created object it names (§3.4 step 4 order).
+# cleanup-* annotation suffix -> kind of the Helm-created object it names
+# (docs/upstream-behaviour.md#deletion-order order).
 _HELM_DEPENDENTS = (
     ("kubernetes-mode-role-binding-name", "RoleBinding"),
     ("kubernetes-mode-role-name", "Role"),
@@ -175,7 +178,8 @@ def variant_of(ers: Manifest, ars: AutoscalingRunnerSet) -> str:
 
 
 async def listeners_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:
-    """Every AutoscalingListener whose spec points back at this ARS (§8.6: not by name)."""
+    """Every AutoscalingListener whose spec points back at this ARS
+    (docs/upstream-behaviour.md#traps: not by name)."""
     listed = await read_list(ctx, AUTOSCALING_LISTENER, ctx.controller_namespace)
     return [
         al
@@ -186,7 +190,8 @@ async def listeners_of(ctx: Context, namespace: str, name: str) -> list[Manifest
 
 
 async def runner_sets_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:
-    """Every EphemeralRunnerSet of this ARS, all variants, found by labels (§8.9)."""
+    """Every EphemeralRunnerSet of this ARS, all variants, found by labels
+    (docs/upstream-behaviour.md#traps)."""
     return await read_list(
         ctx,
         EPHEMERAL_RUNNER_SET,
@@ -298,7 +303,8 @@ async def _delete_for_version(
 async def _handle_outdated(
     ctx: Context, doc: Manifest, ars: AutoscalingRunnerSet, scope: Scope
 ) -> Result | None:
-    """§3.1 step 10 / §8.10: an ``Outdated`` ERS (a runner exited 7) makes the ARS delete the
+    """docs/upstream-behaviour.md#ars-controller / #traps: an ``Outdated`` ERS (a runner exited 7)
+    makes the ARS delete the
     listener, then that ERS; the normal pass recreates both. Loop guard: each recreation is
     counted per variant in an annotation and announced by a Warning Event; a set that is
     outdated again waits ``outdated_recreate_delay`` (doubling) before the next one. Returns a
@@ -437,7 +443,8 @@ async def _converge_one_runner_set(
             status.get("pendingEphemeralRunners") or 0
         )
         if busy > 0:
-            # Drain gate (§3.1 step 10, §8.5): the listener goes (no new jobs) and idle
+            # Drain gate (docs/upstream-behaviour.md#ars-controller, #traps): the listener goes (no
+            # new jobs) and idle
             # runners are scaled away (patchID 0 forces it), then the spec is patched.
             if current_spec.get("replicas") or current_spec.get("patchID"):
                 patched = await ctx.writer.patch(
@@ -512,7 +519,8 @@ async def _converge_listener(
         return ready
     if await listeners_of(ctx, ars.namespace, ars.name):
         # The old listener (maybe under another name) is still going away: never two
-        # listeners, so never two message sessions for one scale set (§8.6).
+        # listeners, so never two message sessions for one scale set
+        # (docs/upstream-behaviour.md#traps).
         return False
     await ctx.writer.create(want, scope, "the AutoscalingListener of the set")
     ctx.enqueue(Key("al", ctx.controller_namespace, want_name))
@@ -645,7 +653,8 @@ async def _check_credentials_secret(
 
 
 async def _clean_up(ctx: Context, doc: Manifest, scope: Scope) -> Result:
-    """Deletion order (§3.4): listener, then every variant's ERS, then Helm dependents'
+    """Deletion order (docs/upstream-behaviour.md#deletion-order): listener, then every variant's
+    ERS, then Helm dependents'
     finalizers, then ours. Scale sets are the registrar's to delete."""
     if FINALIZER_ARS not in finalizers_of(doc):
         return Result.done()
