@@ -16,6 +16,7 @@ import nats
 import pytest
 
 from arcflow.common.events import DeadLetter, JobsBatch, parse_event
+from tests.flow.test_poison_messages import POISON
 
 from .helpers import ARS, ListenerRig, Variant, eventually, ready, stream_events
 from .test_crash_process import _env, _reap, _spawn
@@ -32,6 +33,14 @@ async def _publish(nats_url: str, subject: str, batch: JobsBatch, msg_id: str) -
         await nc.jetstream().publish(
             subject, batch.model_dump_json().encode(), headers={"Nats-Msg-Id": msg_id}
         )
+    finally:
+        await nc.close()
+
+
+async def _publish_raw(nats_url: str, subject: str, payload: bytes, msg_id: str) -> None:
+    nc = await nats.connect(nats_url)
+    try:
+        await nc.jetstream().publish(subject, payload, headers={"Nats-Msg-Id": msg_id})
     finally:
         await nc.close()
 
@@ -77,6 +86,13 @@ async def test_forged_batches_are_dead_lettered_and_never_stop_the_variant(
         await eventually(
             lambda: stream_events(rig.nats_url, dlq), lambda letters: len(letters) == 2
         )
+        # Unparseable payloads on the listener's own subject: dead-lettered on first delivery.
+        for case, (payload, _words) in POISON.items():
+            await _publish_raw(rig.nats_url, subject, payload, f"poison-{case}")
+        await eventually(
+            lambda: stream_events(rig.nats_url, dlq),
+            lambda letters: len(letters) == 2 + len(POISON),
+        )
 
         sim.enqueue_jobs(2, ["self-hosted-cpu"])
         await replicas_become(3)
@@ -96,9 +112,20 @@ async def test_forged_batches_are_dead_lettered_and_never_stop_the_variant(
 
     letters = [parse_event(d) for _h, d in await stream_events(rig.nats_url, dlq)]
     assert all(isinstance(letter, DeadLetter) for letter in letters)
-    reasons = sorted(letter.reason for letter in letters if isinstance(letter, DeadLetter))
+    forged = [letter for letter in letters if isinstance(letter, DeadLetter)][:2]
+    reasons = sorted(letter.reason for letter in forged)
     assert "claims the live session but this listener did not publish" in reasons[1]
     assert "batch of another session stored at sequence" in reasons[0]
+    poison = {
+        letter.original_msg_id: letter
+        for letter in letters[2:]
+        if isinstance(letter, DeadLetter) and letter.original_msg_id
+    }
+    assert set(poison) == {f"poison-{case}" for case in POISON}
+    for case, (_payload, words) in POISON.items():
+        letter = poison[f"poison-{case}"]
+        assert letter.delivery_count == 1, (case, letter.reason)
+        assert words in letter.reason, letter.reason
     # No decision was taken on a forged batch; the ERS ends on the real count.
     decisions = await stream_events(rig.nats_url, f"arc.scale.{rig.namespace}.{ARS}.cpu")
     assert not [h for h, _d in decisions if h.get("Arcflow-Github-Message-Id") == str(FORGED_ID)]
