@@ -116,6 +116,8 @@ and listener pod one URL that way), else nats.url.
   value: {{ include "arcflow-svc.natsUrl" . | quote }}
 - name: ARCFLOW_NATS_NAME
   value: {{ include "arcflow-svc.fullname" . | quote }}
+- name: ARCFLOW_NATS_REPLICAS
+  value: {{ .Values.nats.replicas | default 1 | quote }}
 {{- $auth := .Values.nats.auth }}
 {{- if eq $auth.mode "userPassword" }}
 - name: ARCFLOW_NATS_USER

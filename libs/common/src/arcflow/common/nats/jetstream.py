@@ -8,13 +8,21 @@ Redelivery bound: a :class:`ConsumerSpec` with ``max_deliver=N`` lets our consum
 the handler at most N times and then dead-letter the message. The server-side consumer gets
 ``max_deliver=N+1`` so that a process dying during the N-th attempt still gets the message
 back once more, sees it is over the limit and dead-letters it instead of losing it silently.
+
+Replicas (a NATS cluster): streams and KV buckets get ``replicas`` copies, from the caller or
+``ARCFLOW_NATS_REPLICAS`` (:func:`configured_replicas`).
+Consumers leave their replica count unset, so the server gives each the replica count of
+its stream. A caller that was told no count at all creates missing streams with one replica
+and never changes the count of an existing stream, so a process started without the setting
+(say a listener pod) cannot shrink a replicated stream (ADR 0022).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -30,6 +38,25 @@ log = logging.getLogger(__name__)
 DUPLICATE_WINDOW_SECONDS: Final = 120.0
 _DAY: Final = 86_400.0
 _STREAM_IN_USE: Final = 10058  # "stream name already in use with a different configuration"
+#: JetStream keeps at most five copies of a stream.
+MAX_REPLICAS: Final = 5
+REPLICAS_ENV: Final = "ARCFLOW_NATS_REPLICAS"
+
+
+def configured_replicas(environ: Mapping[str, str] | None = None) -> int | None:
+    """The stream/KV replica count from ``ARCFLOW_NATS_REPLICAS``, or ``None`` when unset.
+
+    ``None`` means "not told": missing streams are then created with one replica and the
+    replica count of an existing one is never changed. Read from the environment directly
+    (no pydantic-settings: the listener process imports this module). Raises ``ValueError``
+    for anything but a whole number from 1 to 5.
+    """
+    raw = (os.environ if environ is None else environ).get(REPLICAS_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_REPLICAS:
+        raise ValueError(f"{REPLICAS_ENV} must be a whole number from 1 to {MAX_REPLICAS}")
+    return int(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,20 +264,38 @@ class JetStreamLayout:
     streams: Sequence[StreamSpec] = STREAMS
     consumers: Sequence[ConsumerSpec] = CONSUMERS
     buckets: Sequence[KvBucketSpec] = KV_BUCKETS
-    replicas: int = 1
+    #: Stream and KV copies: ``ARCFLOW_NATS_REPLICAS`` when set, else 1.
+    replicas: int = field(default_factory=lambda: configured_replicas() or 1)
     extra_consumers: list[ConsumerSpec] = field(default_factory=list)
 
 
-async def ensure_stream(js: JetStreamContext, spec: StreamSpec, replicas: int = 1) -> None:
-    """Create the stream, or update it in place when its configuration changed."""
-    config = spec.to_config(replicas)
+def _replicas(replicas: int | None) -> int | None:
+    return configured_replicas() if replicas is None else replicas
+
+
+async def ensure_stream(
+    js: JetStreamContext, spec: StreamSpec, replicas: int | None = None
+) -> None:
+    """Create the stream, or update it in place when its configuration changed.
+
+    ``replicas`` ``None`` means ``ARCFLOW_NATS_REPLICAS``; when that is unset too, a missing
+    stream is created with one replica and an existing one is left as it is.
+    """
+    wanted = _replicas(replicas)
+    config = spec.to_config(wanted or 1)
     try:
         await js.add_stream(config)
     except BadRequestError as exc:
         if exc.err_code != _STREAM_IN_USE:
             raise
+        if wanted is None:
+            log.info(
+                "stream kept: its configuration differs, replicas not configured",
+                extra={"stream": spec.name},
+            )
+            return
         await js.update_stream(config)
-        log.info("stream updated", extra={"stream": spec.name})
+        log.info("stream updated", extra={"stream": spec.name, "replicas": wanted})
 
 
 async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> None:
@@ -258,14 +303,22 @@ async def ensure_consumer(js: JetStreamContext, spec: ConsumerSpec) -> None:
     await js.add_consumer(spec.stream, config=spec.to_config())
 
 
-async def ensure_bucket(js: JetStreamContext, spec: KvBucketSpec, replicas: int = 1) -> None:
-    """Create the KV bucket if missing; an existing one with another config is kept."""
+async def ensure_bucket(
+    js: JetStreamContext, spec: KvBucketSpec, replicas: int | None = None
+) -> None:
+    """Create the KV bucket if missing; an existing one keeps its configuration, except its
+    replica count when one is configured (``replicas`` or ``ARCFLOW_NATS_REPLICAS``)."""
+    wanted = _replicas(replicas)
     try:
-        await js.create_key_value(spec.to_config(replicas))
+        await js.create_key_value(spec.to_config(wanted or 1))
     except BadRequestError as exc:
         if exc.err_code != _STREAM_IN_USE:
             raise
-        await js.key_value(spec.bucket)
+        info = await js.stream_info(f"KV_{spec.bucket}")
+        if wanted is not None and info.config.num_replicas != wanted:
+            info.config.num_replicas = wanted
+            await js.update_stream(info.config)
+            log.info("bucket replicas updated", extra={"bucket": spec.bucket, "replicas": wanted})
 
 
 async def ensure_jetstream(

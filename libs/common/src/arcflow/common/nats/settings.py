@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nats.js import JetStreamContext
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from arcflow.common.nats.connection import (
@@ -23,6 +24,7 @@ from arcflow.common.nats.connection import (
     service_inbox_prefix,
     validate_inbox_prefix,
 )
+from arcflow.common.nats.jetstream import MAX_REPLICAS
 
 if TYPE_CHECKING:
     # faststream is imported where a broker is built, not by processes on plain nats-py.
@@ -31,9 +33,17 @@ if TYPE_CHECKING:
 
 class NatsSettings(NatsConnection, BaseSettings):
     """:class:`~arcflow.common.nats.connection.NatsConnection` read from
-    ``ARCFLOW_NATS_<FIELD>`` environment variables."""
+    ``ARCFLOW_NATS_<FIELD>`` environment variables.
+
+    ``replicas`` is how many servers of a NATS cluster keep a copy of each stream and KV
+    bucket the services declare (``ARCFLOW_NATS_REPLICAS``, 1 to 5; what declaring does with
+    it: :func:`arcflow.common.nats.jetstream.configured_replicas`, docs/operations.md
+    "Running on a NATS cluster").
+    """
 
     model_config = SettingsConfigDict(env_prefix="ARCFLOW_NATS_", extra="ignore")
+
+    replicas: int | None = Field(default=None, ge=1, le=MAX_REPLICAS)
 
     def security(self) -> NatsSecurity | None:
         """The faststream security object matching these settings."""
