@@ -1,6 +1,6 @@
-"""The broker goes away in the middle of a burst: a single nats-server restarts; one node
-of a 3-node JetStream cluster (streams and KV buckets with 3 replicas) is SIGKILLed and comes
-back, and its replicas catch up with the others."""
+"""One node of a 3-node JetStream cluster (streams and KV buckets with 3 replicas) is SIGKILLed
+in the middle of a burst, the burst goes on with two, the node comes back and its replicas
+catch up with the others. (A single nats-server's restart is in test_restarts.py.)"""
 
 from __future__ import annotations
 
@@ -15,24 +15,6 @@ from tests.chaos.outcome import figures_after, report, run_burst
 from tests.polling import eventually
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(300)]
-
-
-async def test_nats_server_restart_mid_burst(tmp_path: Path) -> None:
-    async with ChaosStack(tmp_path) as stack:
-        assert stack.nats is not None
-        server = stack.nats
-
-        async def restart() -> None:
-            await asyncio.to_thread(server.restart)
-            for service in stack.services.values():
-                await service.wait_healthy()
-
-        began = time.monotonic()
-        burst, back_after, last_event = await run_burst(stack, [("nats-server restart", restart)])
-        figures = await figures_after(burst, last_event=last_event)
-        report("nats-server restart", began, back_after, figures)
-        assert figures.restarts == {"watcher": 0, "registrar": 0, "reconciler": 0}
-        assert figures.problems() == []
 
 
 async def test_one_node_of_three_sigkilled_mid_burst(tmp_path: Path) -> None:
@@ -54,12 +36,17 @@ async def test_one_node_of_three_sigkilled_mid_burst(tmp_path: Path) -> None:
         )
 
         async def caught_up() -> bool:
+            """Every stream (KV buckets included) has three peers and the revived node holds
+            the same last sequence as the stream leader."""
+            leaders = {}
+            for index in range(cluster.size):
+                for name, state in cluster.stream_replicas(index).items():
+                    if state["leader"] == cluster.nodes[index].server_name:
+                        leaders[name] = state
             revived = cluster.stream_replicas(down)
-            others = cluster.stream_replicas((down + 1) % cluster.size)
-            assert others, "no streams reported"
-            for name, state in others.items():
+            assert leaders, "no stream leader reported"
+            for name, state in leaders.items():
                 assert len(state["replicas"]) == cluster.size - 1, f"{name}: {state}"
-                assert all(peer.get("current") for peer in state["replicas"]), f"{name}: {state}"
                 seen = revived.get(name, {}).get("last_seq")
                 assert seen == state["last_seq"], f"{name}: node {down} at {seen}, {state}"
             return True

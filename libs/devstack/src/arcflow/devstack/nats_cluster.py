@@ -25,8 +25,12 @@ from typing import Any
 from arcflow.devstack.nats_server import NatsServer, NatsServerError, free_port
 
 
+@dataclass
 class ClusterNode(NatsServer):
-    """One cluster member; adds what a crash test needs to :class:`NatsServer`."""
+    """One cluster member (``server_name`` is its name in the cluster); adds what a crash
+    test needs to :class:`NatsServer`."""
+
+    server_name: str = ""
 
     def kill(self) -> None:
         """SIGKILL the process (no shutdown, no flush): what a lost machine looks like."""
@@ -80,6 +84,7 @@ class NatsCluster:
             ]  # fmt: skip
             self.nodes.append(
                 ClusterNode(
+                    server_name=f"{self.name}-n{index}",
                     host=self.host,
                     store_dir=f"{self._store_root}/n{index}",
                     startup_timeout=self.startup_timeout,
