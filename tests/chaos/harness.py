@@ -222,6 +222,10 @@ class ChaosStack:
         return self.nats.url
 
     @property
+    def credentials_secret(self) -> str:
+        return SECRET_NAME
+
+    @property
     def logs_dir(self) -> Path:
         return self.work_dir / "logs"
 

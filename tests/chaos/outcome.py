@@ -240,12 +240,13 @@ async def run_burst(
     *,
     jobs: int = 300,
     within: float = 150.0,
+    burst: Burst | None = None,
 ) -> tuple[Burst, dict[str, float], float]:
     """Queue ``jobs``; run each fault once ``k/(len(faults)+1)`` of them completed (the fault
     coroutine returns once its part is back, e.g. a restarted process is healthy); wait for
     the rest. Returns the burst, seconds each fault took until back, and the monotonic time
-    the last one was back."""
-    burst = Burst(stack)
+    the last one was back. Pass ``burst`` when a fault needs to look at it."""
+    burst = burst or Burst(stack)
     burst.enqueue(jobs)
     back_after: dict[str, float] = {}
     for step, (name, fault) in enumerate(faults, start=1):

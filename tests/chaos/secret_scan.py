@@ -151,6 +151,7 @@ async def scan(stack: ChaosStack, recorder: SecretRecorder) -> ScanReport:
         found += _hits(needles, f"log {path.name}", path.read_bytes())
 
     objects = 0
+    canary: list[str] = []
     for resource in dict.fromkeys([*DEFAULT_RESOURCES, *ARC_RESOURCES]):
         if not resource.namespaced and resource.kind != "Namespace":
             continue
@@ -159,7 +160,12 @@ async def scan(stack: ChaosStack, recorder: SecretRecorder) -> ScanReport:
             shown = {"metadata": obj.get("metadata")} if resource is SECRET else obj
             where = f"{resource.kind} {obj['metadata'].get('name')}"
             found += _hits(needles, where, json.dumps(shown).encode())
+            if resource is SECRET and obj["metadata"].get("name") == stack.credentials_secret:
+                canary = _hits(needles, where, json.dumps(obj).encode())
     scanned["Kubernetes objects"] = objects
+    # Self-check: the scan must see the credential where it belongs, in its own Secret.
+    if not canary:
+        found.append("scan self-check: the credential was not found in its own Secret")
 
     pages = 0
     for service in stack.services.values():
@@ -171,5 +177,11 @@ async def scan(stack: ChaosStack, recorder: SecretRecorder) -> ScanReport:
             body = _http(f"http://127.0.0.1:{port}{path}")
             pages += 1
             found += _hits(needles, f"{service.name} {path}", body)
+    for config in sorted((stack.work_dir / "pods").glob("*/config.json")):
+        address = json.loads(config.read_text()).get("metrics_addr")
+        if address:  # the listener's own page, at the address the pod runner gave it
+            body = _http(f"http://{address}/metrics")
+            pages += 1
+            found += _hits(needles, f"listener /metrics ({config.parent.name})", body)
     scanned["metrics and health pages"] = pages
     return ScanReport(found=found, scanned=scanned)

@@ -3,6 +3,7 @@ watch dropped, history compacted so resumed watches get 410, and the API server 
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -18,6 +19,8 @@ async def test_kubernetes_faults_mid_burst(tmp_path: Path) -> None:
     async with ChaosStack(tmp_path, auth="app") as stack:
         emulator = stack.emulator
         assert emulator is not None
+        injected = []
+        dropped: list[int] = []
 
         async def write_errors() -> None:
             for verb, resource, status, reason in (
@@ -28,7 +31,7 @@ async def test_kubernetes_faults_mid_burst(tmp_path: Path) -> None:
                 ("patch", "ephemeralrunners", 409, "Conflict"),
                 ("delete", "ephemeralrunners", 500, "InternalError"),
             ):
-                emulator.inject_error(
+                handle = emulator.inject_error(
                     verb=verb,
                     resource=resource,
                     status=status,
@@ -36,13 +39,14 @@ async def test_kubernetes_faults_mid_burst(tmp_path: Path) -> None:
                     message=f"chaos: {verb} {resource} refused",
                     times=5,
                 )
+                injected.append(handle)
 
         async def dropped_watches() -> None:
-            emulator.drop_watches(abrupt=True)
+            dropped.append(emulator.drop_watches(abrupt=True))
 
         async def expired_history() -> None:
             emulator.expire_history()
-            emulator.drop_watches()
+            dropped.append(emulator.drop_watches())
 
         async def restart() -> None:
             await emulator.restart()
@@ -59,5 +63,9 @@ async def test_kubernetes_faults_mid_burst(tmp_path: Path) -> None:
         )
         figures = await figures_after(burst, last_event=last_event)
         report("Kubernetes faults", began, back_after, figures)
+        refused = {f"{i.verb} {i.resource} {i.status}": i.hits for i in injected}
+        print(json.dumps({"requests refused": refused, "watches dropped": dropped}))
+        assert all(refused.values()), f"a write fault was never hit: {refused}"
+        assert all(dropped), f"no watch was open to drop: {dropped}"
         assert figures.restarts == {"watcher": 0, "registrar": 0, "reconciler": 0}
         assert figures.problems() == []
