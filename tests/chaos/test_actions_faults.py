@@ -1,10 +1,11 @@
 """GitHub misbehaves for one variant in the middle of a burst while its siblings keep scaling:
-a 429 burst with Retry-After, a 5xx burst, message-queue tokens expiring (401), a session lost
-on refresh (404) whose re-creation first meets 409, then slow polls for the rest of the burst.
+a 429 burst with Retry-After, a 5xx burst, its message-queue token expiring (401), its session
+lost on refresh (404) with the re-creation first meeting 409, then slow polls for the rest of
+the burst.
 
-The route faults target only the gpu variant's scale set (its sessions, message polls and JIT
-configs); the token, session and poll faults are the simulator's global knobs, which hit
-whichever session asks next."""
+Every fault but the last targets only the gpu variant's scale set (its sessions, message polls
+and JIT configs), and the two sibling variants must complete jobs between every two faults.
+Slow polls are the simulator's global knob: all variants poll slowly, none may stop."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from arcflow.devstack.actions_sim import TypeNames
 from tests.chaos.harness import ChaosStack
 from tests.chaos.outcome import Burst, figures_after, report, run_burst
 
@@ -42,7 +44,8 @@ async def test_actions_faults_on_one_variant_while_siblings_scale(tmp_path: Path
         (scale_set_id,) = [
             s["id"] for s in stack.scale_sets() if s["name"] == target.scale_set_name
         ]
-        route = f"*/runnerscalesets/{scale_set_id}/*"
+        scale_set = f"*/runnerscalesets/{scale_set_id}"
+        route = scale_set + "/*"
         rules = []
         progress: list[dict[str, int]] = []
         burst = Burst(stack)
@@ -54,12 +57,25 @@ async def test_actions_faults_on_one_variant_while_siblings_scale(tmp_path: Path
 
             return run
 
+        def expire_token() -> None:
+            # What the message queue answers once the session's token expired.
+            rules.append(sim.inject_status(scale_set + "/messages*", 401, times=2))
+
         def lose_session() -> None:
-            # The next token expiry makes a listener refresh its session: the refresh finds it
+            # An expired token makes the listener refresh its session: the refresh finds it
             # gone (404), and the new session first meets 409 (the old one still "active").
-            rules.append(sim.fail_session_refresh(times=1))
-            rules.append(sim.conflict_session_create(times=2))
-            sim.expire_next_mq_token(times=1)
+            sessions = scale_set + "/sessions"
+            rules.append(
+                sim.inject_status(
+                    sessions + "/*", 404, method="PATCH", type_name=TypeNames.SESSION_NOT_FOUND
+                )
+            )
+            rules.append(
+                sim.inject_status(
+                    sessions, 409, method="POST", times=2, type_name=TypeNames.SESSION_CONFLICT
+                )
+            )
+            expire_token()
 
         faults = [
             (
@@ -67,7 +83,7 @@ async def test_actions_faults_on_one_variant_while_siblings_scale(tmp_path: Path
                 fault(lambda: rules.append(sim.inject_status(route, 429, times=6, retry_after=1))),
             ),
             ("5xx burst", fault(lambda: rules.append(sim.inject_status(route, 502, times=6)))),
-            ("401 token expiry", fault(lambda: sim.expire_next_mq_token(times=3))),
+            ("401 token expiry", fault(expire_token)),
             ("lost session, then 409", fault(lose_session)),
             ("slow polls", fault(lambda: sim.set_slow_polls(1.0))),
         ]
