@@ -7,9 +7,9 @@ and the Actions simulator in this process, the pod runner (listener pods become 
 registrar and reconciler as ``python -m arcflow.<service>`` subprocesses with the dev stack's
 environment (:func:`arcflow.devstack.stack.service_env`).
 
-Unlike ``arcflow dev``, each service is supervised the way a Deployment is: when its process
-dies (a test SIGKILLs it) it is started again after a short back-off, and the restarts are
-counted. The workload is one ARS with three variants and jobs spread round-robin over them.
+As in ``arcflow dev``, each service runs under the dev stack's supervisor: when its process
+dies (a test SIGKILLs it) it is started again after a back-off, and the restarts are counted.
+The workload is one ARS with three variants and jobs spread round-robin over them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import asyncio
 import base64
 import contextlib
 import signal
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -39,21 +38,15 @@ from arcflow.devstack.demo import VariantTarget, variant_targets
 from arcflow.devstack.kube_emulator import KubeEmulator
 from arcflow.devstack.nats_cluster import NatsCluster
 from arcflow.devstack.nats_server import NatsServer, free_port
-from arcflow.devstack.pod_runner import (
-    PodRunner,
-    SimulatedRunnerBackend,
-    set_parent_death_signal,
-)
-from arcflow.devstack.stack import SERVICES, service_env
+from arcflow.devstack.pod_runner import PodRunner, SimulatedRunnerBackend
+from arcflow.devstack.stack import SERVICES
+from arcflow.devstack.supervisor import ServiceProcess, Supervisor, service_env
 from tests.chaos.secret_scan import SecretRecorder
 
 NAMESPACE = "chaos"
 ARS_NAME = "burst"
 SECRET_NAME = "github-credentials"
 VARIANTS = ("small", "large", "gpu")
-#: How long a supervisor waits before starting a dead service again (a kubelet waits 10 s
-#: after the first crash; the tests only need "restarted", not the back-off curve).
-RESTART_BACKOFF_SECONDS = 0.5
 
 
 def burst_ars(config_url: str, *, max_runners: int = 40) -> dict[str, Any]:
@@ -91,51 +84,36 @@ def _http_ok(url: str) -> bool:
 
 @dataclass
 class SupervisedService:
-    """``python -m arcflow.<name>``, restarted when it dies, as a Deployment's pod would be."""
+    """One service under the dev stack's :class:`~arcflow.devstack.supervisor.Supervisor`,
+    which starts it again when it dies, as a Deployment's pod would be; adds what a chaos
+    test needs (SIGKILL, health polling)."""
 
-    name: str
-    env: dict[str, str]
-    log_path: Path
-    health_port: int
-    metrics_port: int
-    process: asyncio.subprocess.Process | None = None
-    restarts: int = 0
-    started_at: float = 0.0
-    _stopping: bool = False
-    _task: asyncio.Task[None] | None = None
+    process: ServiceProcess
+    supervisor: Supervisor
+
+    @property
+    def name(self) -> str:
+        return self.process.name
+
+    @property
+    def restarts(self) -> int:
+        return self.process.restarts
 
     @property
     def alive(self) -> bool:
-        return self.process is not None and self.process.returncode is None
+        return self.process.alive
 
-    async def _spawn(self) -> None:
-        with self.log_path.open("ab") as log_file:
-            self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", f"arcflow.{self.name}",
-                env=self.env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=set_parent_death_signal,
-            )  # fmt: skip
-        self.started_at = time.monotonic()
+    @property
+    def log_path(self) -> Path:
+        return self.process.log_path
 
-    async def start(self) -> None:
-        await self._spawn()
-        self._task = asyncio.create_task(self._supervise(), name=f"supervise-{self.name}")
+    @property
+    def health_port(self) -> int:
+        return self.process.health_port
 
-    async def _supervise(self) -> None:
-        while not self._stopping:
-            assert self.process is not None
-            await self.process.wait()
-            if self._stopping:
-                return
-            await asyncio.sleep(RESTART_BACKOFF_SECONDS)
-            if self._stopping:
-                return
-            self.restarts += 1
-            await self._spawn()
+    @property
+    def metrics_port(self) -> int:
+        return self.process.metrics_port
 
     def healthy(self) -> bool:
         return self.alive and _http_ok(f"http://127.0.0.1:{self.health_port}/healthz")
@@ -147,35 +125,14 @@ class SupervisedService:
             if await asyncio.to_thread(self.healthy):
                 return time.monotonic() - began
             await asyncio.sleep(0.1)
-        raise AssertionError(f"{self.name} not healthy within {within}s: {self.last_lines(5)}")
+        raise AssertionError(f"{self.name} not healthy within {within}s: {self.process.status}")
 
     def kill(self) -> None:
         """SIGKILL the current process; the supervisor starts a new one."""
-        assert self.process is not None
-        assert self.process.returncode is None
-        self.process.send_signal(signal.SIGKILL)
-
-    def last_lines(self, count: int) -> list[str]:
-        with contextlib.suppress(OSError):
-            return self.log_path.read_text(errors="replace").splitlines()[-count:]
-        return []
-
-    async def stop(self) -> None:
-        self._stopping = True
-        process = self.process
-        if process is not None and process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), 10)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        process = self.process.process
+        assert process is not None
+        assert process.returncode is None
+        process.send_signal(signal.SIGKILL)
 
 
 @dataclass
@@ -268,24 +225,22 @@ class ChaosStack:
         await self.pod_runner.wait_ready()
 
         for name in SERVICES:
+            health_port, metrics_port = free_port(), free_port()
             env = service_env(
                 name,
                 nats_url=self.nats_url,
                 kubeconfig=kubeconfig,
-                health_port=free_port(),
-                metrics_port=free_port(),
+                health_port=health_port,
+                metrics_port=metrics_port,
             )
             env.update(self.service_env_extra)
-            prefix = f"ARCFLOW_{name.upper()}_"
-            self.services[name] = SupervisedService(
-                name,
-                env,
-                self.logs_dir / f"{name}.log",
-                int(env[f"{prefix}HEALTH_PORT"]),
-                int(env[f"{prefix}METRICS_PORT"]),
+            process = ServiceProcess(
+                name, self.logs_dir / f"{name}.log", health_port, metrics_port, env=env
             )
+            supervisor = Supervisor(process, on_status=lambda _service: None)
+            self.services[name] = SupervisedService(process, supervisor)
         self._exit.push_async_callback(self._stop_services)
-        await asyncio.gather(*(s.start() for s in self.services.values()))
+        await asyncio.gather(*(s.supervisor.start() for s in self.services.values()))
         await asyncio.gather(*(s.wait_healthy() for s in self.services.values()))
 
         ars = burst_ars(self.sim.config_url())
@@ -319,7 +274,7 @@ class ChaosStack:
         }
 
     async def _stop_services(self) -> None:
-        await asyncio.gather(*(s.stop() for s in self.services.values()))
+        await asyncio.gather(*(s.supervisor.stop() for s in self.services.values()))
 
     async def _stop_emulator(self) -> None:
         if self.emulator is not None:
