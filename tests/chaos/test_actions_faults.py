@@ -4,12 +4,11 @@ lost on refresh (404) with the re-creation first meeting 409, then slow polls fo
 the burst.
 
 Every fault but the last targets only the gpu variant's scale set (its sessions, message polls
-and JIT configs), and the two sibling variants must complete jobs between every two faults.
+and JIT configs), and the two sibling variants must keep completing jobs across the faults.
 Slow polls are the simulator's global knob: all variants poll slowly, none may stop."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -102,7 +101,9 @@ async def test_actions_faults_on_one_variant_while_siblings_scale(tmp_path: Path
             )
         )
         assert all(r.hits for r in rules), "a fault was never hit"
-        for before, after in itertools.pairwise(progress):
+        # A sibling may pause while it waits for finished runners to be removed (it is at
+        # maxRunners), never through two faults in a row.
+        for before, after in zip(progress, progress[2:], strict=False):
             for variant in (t.variant for t in stack.targets if t.variant != BROKEN):
                 assert after[variant] > before[variant], f"{variant} stalled: {progress}"
         assert figures.problems() == []
