@@ -90,6 +90,7 @@ class SupervisedService:
 
     process: ServiceProcess
     supervisor: Supervisor
+    restarts_before: int = 0
 
     @property
     def name(self) -> str:
@@ -97,7 +98,8 @@ class SupervisedService:
 
     @property
     def restarts(self) -> int:
-        return self.process.restarts
+        """Restarts since the stack was up (the chaos test's own)."""
+        return self.process.restarts - self.restarts_before
 
     @property
     def alive(self) -> bool:
@@ -241,7 +243,9 @@ class ChaosStack:
             self.services[name] = SupervisedService(process, supervisor)
         self._exit.push_async_callback(self._stop_services)
         await asyncio.gather(*(s.supervisor.start() for s in self.services.values()))
-        await asyncio.gather(*(s.wait_healthy() for s in self.services.values()))
+        # Generous: a port another process took between free_port() and the bind makes a
+        # service crash-loop until the port is free again (a shared machine, not arcflow).
+        await asyncio.gather(*(s.wait_healthy(within=120) for s in self.services.values()))
 
         ars = burst_ars(self.sim.config_url())
         self.targets = variant_targets(ars)
@@ -258,6 +262,8 @@ class ChaosStack:
         )
         await self.kube.create(ars)
         await self.wait_sessions()
+        for service in self.services.values():  # restarts before any fault are not counted
+            service.restarts_before = service.restarts
 
     def _credentials(self) -> dict[str, str]:
         assert self.sim is not None

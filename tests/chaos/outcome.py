@@ -53,9 +53,35 @@ class Burst:
             if time.monotonic() - began > within:
                 raise AssertionError(
                     f"{self.completed()}/{len(self.jobs)} jobs completed after {within}s "
-                    f"(wanted {count}); services {self.stack.service_states()}"
+                    f"(wanted {count}); services {self.stack.service_states()}; "
+                    f"not completed: {self.stuck()[:5]}"
                 )
             await asyncio.sleep(0.1)
+
+    def stuck(self) -> list[dict[str, object]]:
+        """What the simulator and the pod runner know of each job not completed yet."""
+        assert self.stack.sim is not None
+        assert self.stack.pod_runner is not None
+        engine = self.stack.sim.engine
+        pods: dict[str, list[str]] = {}
+        for record in self.stack.pod_runner.records.values():
+            if record.job_id is not None:
+                pods.setdefault(record.job_id, []).append(record.name)
+        found: list[dict[str, object]] = []
+        for job_id, variant in self.jobs.items():
+            job = engine.job(job_id)
+            if job.state.value != "completed":
+                found.append(
+                    {
+                        "job": job_id,
+                        "variant": variant,
+                        "state": job.state.value,
+                        "scale_set": job.scale_set_id,
+                        "runner": job.runner_name or None,
+                        "pods": pods.get(job_id, []),
+                    }
+                )
+        return found
 
     def last_finish(self) -> float:
         """Wall-clock time the last job finished (``time.time()`` scale)."""
