@@ -219,7 +219,13 @@ KV_SCALESETS: Final = KvBucketSpec(
 KV_WATCH: Final = KvBucketSpec(
     "arcflow_watch", "Watcher resume points: last resourceVersion per watched resource"
 )
-KV_BUCKETS: Final[tuple[KvBucketSpec, ...]] = (KV_SCALESETS, KV_WATCH)
+#: Written by listener pods only, but declared with the layout so that on a NATS cluster it
+#: gets the configured replicas (listener pods are not told the count; ADR 0022).
+KV_LISTENER_SESSIONS: Final = KvBucketSpec(
+    "arcflow_listener_sessions",
+    "GitHub message session per scale set id, for a restarted listener to delete (listener-owned)",
+)
+KV_BUCKETS: Final[tuple[KvBucketSpec, ...]] = (KV_SCALESETS, KV_WATCH, KV_LISTENER_SESSIONS)
 
 
 def _durable_suffix(*keys: str) -> str:
