@@ -59,6 +59,9 @@ class Context:
     status_written: dict[tuple[str, str, str], float] = dataclass_field(default_factory=dict)
     # ERS uid -> the last (patchID, replicas) this replica evaluated a scale request for.
     scaled_for: dict[str, tuple[int, int]] = dataclass_field(default_factory=dict)
+    # ERS uid -> runner names this replica claimed but whose create failed (an API error):
+    # the next pass creates them, whether or not its scale request counts as served.
+    uncreated: dict[str, set[str]] = dataclass_field(default_factory=dict)
 
     def status_wait(self, kind: str, namespace: str, name: str) -> float:
         """Seconds before a counts-only status write for this object may go out (0: now)."""

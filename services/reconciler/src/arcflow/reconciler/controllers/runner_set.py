@@ -13,6 +13,7 @@ import asyncio
 import copy
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,20 +256,26 @@ async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
     served = patch_id != 0 and (
         patch_id == claim.patch_id or ctx.scaled_for.get(ers_uid) == (patch_id, replicas)
     )
+    live_names = {str(meta(er).get("name")) for er in runners}
+    # Runners claimed by an earlier pass whose create failed are owed whatever the request's
+    # state: without this, a served request would never get them and their jobs would wait.
+    owed = sorted(ctx.uncreated.pop(ers_uid, set()) - live_names)
+    if owed:
+        await _create_named(ctx, ers, scope, owed, f"retry runner creation (patchID {patch_id})")
     if should_scale(patch_id, latest_patch_id(runners)) and not served:
-        ctx.scaled_for[ers_uid] = (patch_id, replicas)
         for er in buckets["finished"]:
             await ctx.writer.delete(er, scope, "finished runner cleared on a new scale request")
             ctx.enqueue(Key("er", key.namespace, str(meta(er)["name"])))
-        live_names = {str(meta(er).get("name")) for er in runners}
         now = ctx.clock().timestamp()
-        in_flight = in_flight_runners(claim, live_names, ctx.instance, now)
+        in_flight = in_flight_runners(claim, live_names, ctx.instance, now) + len(owed)
         if total + in_flight < replicas:
             await _create_runners(
                 ctx, ers, scope, claim, replicas - total - in_flight, replicas, patch_id
             )
         elif patch_id == 0 and total > replicas:
             await _remove_idle(ctx, scope, buckets, total - replicas)
+        # Remembered only once the request's writes went through: a failed pass retries it.
+        ctx.scaled_for[ers_uid] = (patch_id, replicas)
     wait = await _update_status(ctx, ers, scope, bucket_runners(await runners_of(ctx, ers)))
     return Result.again(wait) if wait else Result.done()
 
@@ -304,13 +311,32 @@ async def _create_runners(
         scope,
         f"claim {count} runner name(s)",
     )
+    why = f"scale up to {replicas} (patchID {patch_id})"
+    await _create_named(ctx, ers, scope, names, why, template=template)
+
+
+async def _create_named(
+    ctx: Context,
+    ers: Manifest,
+    scope: Scope,
+    names: Sequence[str],
+    why: str,
+    *,
+    template: Manifest | None = None,
+) -> None:
+    """Creates the runners ``names`` of ``ers``, a bounded number at once; an existing one
+    counts as created. Names whose create failed are remembered in ``ctx.uncreated`` (the next
+    pass creates them) and the first error is raised."""
+    if template is None:
+        template = build_ephemeral_runner(ers, ctx.build)
+        template["metadata"].pop("generateName", None)
+    namespace = str(meta(ers)["namespace"])
     # Created with their finalizers and this replica's JIT claim (no patch for either
-    # afterwards), a bounded number at once.
+    # afterwards).
     template["metadata"]["finalizers"] = [FINALIZER_ER, FINALIZER_ER_REGISTRATION]
     annotations = template["metadata"].setdefault("annotations", {})
     annotations[ANNOTATION_JIT_CLAIM] = f"{ctx.instance}@{ctx.clock().timestamp()}"
     slots = asyncio.Semaphore(max(1, ctx.create_concurrency))
-    why = f"scale up to {replicas} (patchID {patch_id})"
 
     async def create(name: str) -> None:
         manifest = copy.deepcopy(template)
@@ -325,9 +351,14 @@ async def _create_runners(
         ctx.enqueue(Key("er", namespace, str(meta(created)["name"])))
 
     results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
+    failed = [
+        (name, result)
+        for name, result in zip(names, results, strict=True)
+        if isinstance(result, BaseException)
+    ]
+    if failed:
+        ctx.uncreated.setdefault(str(meta(ers).get("uid")), set()).update(n for n, _ in failed)
+        raise failed[0][1]
 
 
 async def _remove_idle(
