@@ -170,6 +170,9 @@ class Stack:
     #: False: no example ARS, and a kubelet stand-in that only marks pods Running (no
     #: listener processes): the scale benchmark applies its own ARSs.
     example: bool = True
+    #: With ``example=False``: run the real pod runner (listener processes) instead of the
+    #: stand-in, still without the example ARS (the scale benchmark's ``--real-listeners``).
+    real_listeners: bool = False
     temp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="arcflow-bench-")))
     nats: NatsServer | None = None
     emulator: KubeEmulator | None = None
@@ -231,7 +234,7 @@ class Stack:
             KubeSettings(kubeconfig=self.kubeconfig_for("kubelet"), qps=1000, burst=1000)
         )
         self._exit.push_async_callback(kubelet.close)
-        if not self.example:
+        if not self.example and not self.real_listeners:
             self.kubelet_task = asyncio.create_task(mark_pods_running(kubelet))
             self._exit.push_async_callback(_cancel, self.kubelet_task)
             for name in SERVICES:
@@ -251,7 +254,8 @@ class Stack:
         await self.pod_runner.wait_ready()
         for name in SERVICES:
             await self._spawn(name)
-        await self._apply()
+        if self.example:
+            await self._apply()
 
     async def _spawn(self, name: str) -> None:
         assert self.nats is not None

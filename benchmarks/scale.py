@@ -54,8 +54,15 @@ def ars_manifest(index: int, variants: int, config_url: str) -> dict[str, Any]:
     }
 
 
-async def one_run(ars: int, variants: int, idle: float) -> dict[str, Any]:
-    async with Stack(example=False) as stack:
+def live_sessions(snapshot: dict[str, Any]) -> int:
+    """Scale sets whose listener holds a live message session (simulator's view)."""
+    return sum(1 for scale_set in snapshot["scaleSets"] if scale_set.get("session"))
+
+
+async def one_run(
+    ars: int, variants: int, idle: float, *, real_listeners: bool = False
+) -> dict[str, Any]:
+    async with Stack(example=False, real_listeners=real_listeners) as stack:
         assert stack.kube is not None
         assert stack.simulator is not None
         kube = stack.kube
@@ -82,10 +89,14 @@ async def one_run(ars: int, variants: int, idle: float) -> dict[str, Any]:
         applied = time.monotonic() - started
         done: dict[str, float] = {}
         want = {"scale_sets": ars * variants, "ers": ars * variants, "al": ars, "pods": ars}
+        if real_listeners:
+            want["sessions"] = ars * variants
         deadline = time.monotonic() + 600
         while len(done) < len(want) and time.monotonic() < deadline:
+            snapshot = stack.simulator.snapshot()
             counts = {
-                "scale_sets": len(stack.simulator.snapshot()["scaleSets"]),
+                "sessions": live_sessions(snapshot),
+                "scale_sets": len(snapshot["scaleSets"]),
                 "ers": len((await kube.list(EPHEMERAL_RUNNER_SET, namespace=NAMESPACE)).items),
                 "al": len(
                     (await kube.list(AUTOSCALING_LISTENER, namespace=CONTROLLER_NAMESPACE)).items
@@ -112,6 +123,7 @@ async def one_run(ars: int, variants: int, idle: float) -> dict[str, Any]:
         return {
             "ars": ars,
             "variants": variants,
+            "real_listeners": real_listeners,
             "apply_seconds": round(applied, 2),
             "seconds_until": {k: round(v, 1) for k, v in done.items()},
             "all_objects_seconds": max(
@@ -137,11 +149,18 @@ async def main() -> int:
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--label", default="")
+    parser.add_argument(
+        "--real-listeners",
+        action="store_true",
+        help="run real listener processes (the dev stack's pod runner) and time every session",
+    )
     args = parser.parse_args()
     info = machine()
     runs = []
     for index in range(args.runs):
-        result = await one_run(args.ars, args.variants, args.idle)
+        result = await one_run(
+            args.ars, args.variants, args.idle, real_listeners=args.real_listeners
+        )
         runs.append(result)
         per_100 = result["idle_controller_calls_per_second_per_100_scale_sets"]
         print(
@@ -155,6 +174,9 @@ async def main() -> int:
         "all_objects_seconds": spread([r["all_objects_seconds"] for r in runs]),
         "listener_pods_running_seconds": spread(
             [r["seconds_until"].get("pods", float("nan")) for r in runs]
+        ),
+        "every_session_open_seconds": spread(
+            [r["seconds_until"].get("sessions", float("nan")) for r in runs]
         ),
         "reconciler_rss_mib": spread([r["services"]["reconciler"]["rss_mib"] for r in runs]),
         "idle_calls_per_second_per_100_scale_sets": spread(
