@@ -35,12 +35,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from listener_scale_sets import NAMESPACE, Bench, proc_usage, with_bytecode
+from listener_scale_sets import Bench, proc_usage, with_bytecode
 
-from arcflow.common.kube import KubeClient, KubeSettings
+from arcflow.common.kube import KubeClient
 from arcflow.devstack.actions_sim import ActionsSimulator
-from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.nats_server import NatsServer
 
 POLLS = "*/runnerscalesets/*/messages"
 
@@ -141,28 +139,14 @@ class Footprint(Bench):
 
     async def all_runs(self) -> list[Run]:
         runs: list[Run] = []
-        with NatsServer() as nats_server:
-            async with (
-                ActionsSimulator(poll_timeout=self.args.poll_timeout) as sim,
-                KubeEmulator(history_limit=100) as emulator,
-            ):
-                # JSON (valid YAML): in a pod (in-cluster) no YAML is parsed either.
-                kubeconfig = self.tmp / "kubeconfig.json"
-                kubeconfig.write_text(json.dumps(emulator.kubeconfig()))
-                kube = await KubeClient.from_settings(
-                    KubeSettings(kubeconfig=str(kubeconfig), qps=10_000, burst=10_000)
-                )
-                async with kube:
-                    await kube.create(
-                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-                    )
-                    # Warm-up (discarded): fills the bytecode cache, as an image build does.
-                    await self.one(1, 0, sim, kube, nats_server.url, kubeconfig)
-                    for n in self.args.n:
-                        for run in range(1, self.args.runs + 1):
-                            result = await self.one(n, run, sim, kube, nats_server.url, kubeconfig)
-                            print(f"  {asdict(result)}", file=sys.stderr, flush=True)
-                            runs.append(result)
+        async with self.world() as w:
+            # Warm-up (discarded): fills the bytecode cache, as an image build does.
+            await self.one(1, 0, w.sim, w.kube, w.nats_url, w.kubeconfig)
+            for n in self.args.n:
+                for run in range(1, self.args.runs + 1):
+                    result = await self.one(n, run, w.sim, w.kube, w.nats_url, w.kubeconfig)
+                    print(f"  {asdict(result)}", file=sys.stderr, flush=True)
+                    runs.append(result)
         return runs
 
 

@@ -39,10 +39,8 @@ import nats.errors
 from listener_scale_sets import NAMESPACE, Bench, with_bytecode
 
 from arcflow.common.events import JobsBatch, parse_event
-from arcflow.common.kube import KubeClient, KubeSettings
+from arcflow.common.kube import KubeClient
 from arcflow.devstack.actions_sim import ActionsSimulator
-from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.nats_server import NatsServer
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -157,24 +155,11 @@ class Latency(Bench):
 
     async def run_all(self) -> list[dict[str, Any]]:
         results = []
-        with NatsServer() as nats_server:
-            async with (
-                ActionsSimulator(poll_timeout=self.args.poll_timeout) as sim,
-                KubeEmulator(history_limit=1000) as emulator,
-            ):
-                kubeconfig = self.tmp / "kubeconfig.json"
-                kubeconfig.write_text(json.dumps(emulator.kubeconfig()))
-                kube = await KubeClient.from_settings(
-                    KubeSettings(kubeconfig=str(kubeconfig), qps=10_000, burst=10_000)
-                )
-                async with kube:
-                    await kube.create(
-                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-                    )
-                    for run in range(1, self.args.runs + 1):
-                        result = await self.measure(run, sim, kube, nats_server.url, kubeconfig)
-                        print(f"  run {run}: {result}", file=sys.stderr, flush=True)
-                        results.append(result)
+        async with self.world(history_limit=1000) as w:
+            for run in range(1, self.args.runs + 1):
+                result = await self.measure(run, w.sim, w.kube, w.nats_url, w.kubeconfig)
+                print(f"  run {run}: {result}", file=sys.stderr, flush=True)
+                results.append(result)
         return results
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -26,6 +27,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -118,10 +120,40 @@ async def wait_for(predicate: Any, within: float, what: str) -> float:
         await asyncio.sleep(0.2)
 
 
+@dataclass
+class World:
+    """What every listener benchmark runs against: a nats-server, the Actions simulator, the
+    Kubernetes API emulator (its namespace created) and a client with its kubeconfig."""
+
+    nats_url: str
+    sim: ActionsSimulator
+    kube: KubeClient
+    kubeconfig: Path
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.tmp = Path(tempfile.mkdtemp(prefix="listener-bench-"))
+
+    @contextlib.asynccontextmanager
+    async def world(self, *, history_limit: int = 100) -> AsyncIterator[World]:
+        with NatsServer() as nats_server:
+            async with (
+                ActionsSimulator(poll_timeout=self.args.poll_timeout) as sim,
+                KubeEmulator(history_limit=history_limit) as emulator,
+            ):
+                # JSON (valid YAML): in a pod (in-cluster) no YAML is parsed either.
+                kubeconfig = self.tmp / "kubeconfig.json"
+                kubeconfig.write_text(json.dumps(emulator.kubeconfig()))
+                kube = await KubeClient.from_settings(
+                    KubeSettings(kubeconfig=str(kubeconfig), qps=10_000, burst=10_000)
+                )
+                async with kube:
+                    await kube.create(
+                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+                    )
+                    yield World(nats_server.url, sim, kube, kubeconfig)
 
     async def prepare(
         self, sim: ActionsSimulator, kube: KubeClient, ars: str, n: int, token: str
@@ -268,29 +300,13 @@ class Bench:
 
     async def main(self) -> list[CaseResult]:
         results: list[CaseResult] = []
-        with NatsServer() as nats_server:
-            async with (
-                ActionsSimulator(poll_timeout=self.args.poll_timeout) as sim,
-                KubeEmulator(history_limit=100) as emulator,
-            ):
-                # JSON (valid YAML): in a pod (in-cluster) no YAML is parsed either.
-                kubeconfig = self.tmp / "kubeconfig.json"
-                kubeconfig.write_text(json.dumps(emulator.kubeconfig()))
-                kube = await KubeClient.from_settings(
-                    KubeSettings(kubeconfig=str(kubeconfig), qps=10_000, burst=10_000)
-                )
-                async with kube:
-                    await kube.create(
-                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-                    )
-                    for n in self.args.n:
-                        for mode in self.args.modes:
-                            print(f"running {mode} N={n} ...", file=sys.stderr, flush=True)
-                            result = await self.run_case(
-                                mode, n, sim, kube, nats_server.url, kubeconfig
-                            )
-                            print(f"  {asdict(result)}", file=sys.stderr, flush=True)
-                            results.append(result)
+        async with self.world() as w:
+            for n in self.args.n:
+                for mode in self.args.modes:
+                    print(f"running {mode} N={n} ...", file=sys.stderr, flush=True)
+                    result = await self.run_case(mode, n, w.sim, w.kube, w.nats_url, w.kubeconfig)
+                    print(f"  {asdict(result)}", file=sys.stderr, flush=True)
+                    results.append(result)
         return results
 
 

@@ -31,10 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from listener_scale_sets import NAMESPACE, Bench, with_bytecode
 
-from arcflow.common.kube import KubeClient, KubeSettings
+from arcflow.common.kube import KubeClient
 from arcflow.devstack.actions_sim import ActionsSimulator
-from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.nats_server import NatsServer
 
 
 @dataclass
@@ -134,24 +132,11 @@ class Takeover(Bench):
 
     async def all_runs(self) -> list[Run]:
         runs: list[Run] = []
-        with NatsServer() as nats_server:
-            async with (
-                ActionsSimulator(poll_timeout=self.args.poll_timeout) as sim,
-                KubeEmulator(history_limit=100) as emulator,
-            ):
-                kubeconfig = self.tmp / "kubeconfig.json"
-                kubeconfig.write_text(json.dumps(emulator.kubeconfig()))
-                kube = await KubeClient.from_settings(
-                    KubeSettings(kubeconfig=str(kubeconfig), qps=10_000, burst=10_000)
-                )
-                async with kube:
-                    await kube.create(
-                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-                    )
-                    for run in range(1, self.args.runs + 1):
-                        result = await self.one(run, sim, kube, nats_server.url, kubeconfig)
-                        print(f"  {asdict(result)}", file=sys.stderr, flush=True)
-                        runs.append(result)
+        async with self.world() as w:
+            for run in range(1, self.args.runs + 1):
+                result = await self.one(run, w.sim, w.kube, w.nats_url, w.kubeconfig)
+                print(f"  {asdict(result)}", file=sys.stderr, flush=True)
+                runs.append(result)
         return runs
 
 
