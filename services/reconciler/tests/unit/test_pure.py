@@ -134,6 +134,36 @@ async def test_work_queue_serialises_per_key_and_retries() -> None:
     assert calls[Key("ars", "ns", "flaky")] == 3
 
 
+async def test_work_queue_takes_listeners_before_a_backlog_of_runners() -> None:
+    order: list[Key] = []
+    release = asyncio.Event()
+
+    async def reconcile(key: Key) -> Result:
+        order.append(key)
+        if len(order) == 1:
+            await release.wait()  # the one worker is busy while the backlog builds up
+        return Result.done()
+
+    queue = WorkQueue(reconcile, workers=1)
+    queue.start()
+    try:
+        runners = [Key("er", "ns", f"runner-{i}") for i in range(5)]
+        queue.add(runners[0])
+        await asyncio.sleep(0)
+        for key in [*runners[1:], Key("ers", "ns", "set"), Key("al", "ns", "listener")]:
+            queue.add(key)
+        release.set()
+        await queue.wait_idle(5)
+    finally:
+        await queue.stop()
+    assert order == [
+        runners[0],
+        Key("al", "ns", "listener"),
+        Key("ers", "ns", "set"),
+        *runners[1:],
+    ]
+
+
 async def test_work_queue_drops_a_terminal_error_until_the_next_add() -> None:
     calls: dict[str, int] = {}
 

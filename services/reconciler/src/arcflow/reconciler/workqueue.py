@@ -4,6 +4,11 @@ Events only *enqueue* a key; a worker later reconciles it from current state. A 
 added again while it waits is stored once (events coalesce); a key added while it is being
 reconciled is reconciled once more afterwards, never twice at the same time. A failing key is
 retried with per-key exponential backoff; a key that succeeds has its backoff reset.
+
+Waiting keys are taken by kind, then in the order they came: AutoscalingRunnerSets and
+listeners first, then runner sets, then single runners. A burst queues hundreds of runner keys;
+a listener pod that died meanwhile must not wait behind them, since no job is scaled for until
+it is back (docs/reconciler.md).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ log = logging.getLogger(__name__)
 
 Kind = Literal["ars", "al", "ers", "er"]
 KINDS: tuple[Kind, ...] = ("ars", "al", "ers", "er")
+#: Lower is taken first; within a priority, first in first out.
+PRIORITY: dict[Kind, int] = {"ars": 0, "al": 0, "ers": 1, "er": 2}
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -82,7 +89,8 @@ class WorkQueue:
         self._retry_base = retry_base_seconds
         self._retry_cap = retry_cap_seconds
         self._on_error = on_error
-        self._ready: asyncio.Queue[Key] = asyncio.Queue()
+        self._ready: asyncio.PriorityQueue[tuple[int, int, Key]] = asyncio.PriorityQueue()
+        self._added = 0  # FIFO order within a priority
         self._queued: set[Key] = set()  # in _ready, not yet taken
         self._active: set[Key] = set()  # being reconciled now
         self._dirty: set[Key] = set()  # added while active: run again afterwards
@@ -107,7 +115,8 @@ class WorkQueue:
             return
         self._queued.add(key)
         self._idle.clear()
-        self._ready.put_nowait(key)
+        self._added += 1
+        self._ready.put_nowait((PRIORITY[key.kind], self._added, key))
 
     def add_after(self, key: Key, seconds: float) -> None:
         """Queue ``key`` after ``seconds`` (an earlier pending timer for the key wins)."""
@@ -158,7 +167,7 @@ class WorkQueue:
 
     async def _worker(self) -> None:
         while True:
-            key = await self._ready.get()
+            _priority, _order, key = await self._ready.get()
             self._queued.discard(key)
             self._active.add(key)
             try:
