@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from listener_scale_sets import Bench, proc_usage, with_bytecode
+from listener_scale_sets import Bench, proc_usage
 
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.actions_sim import ActionsSimulator
@@ -77,17 +77,7 @@ class Footprint(Bench):
         token = sim.add_pat()
         ids = await self.prepare(sim, kube, ars, n, token)
         (config,) = self.configs(sim, token, ars, ids, "multi" if n > 1 else "single")
-        path = self.tmp / f"{ars}.json"
-        path.write_text(config.to_json())
-        env = {
-            **os.environ,
-            "LISTENER_CONFIG_PATH": str(path),
-            "ARCFLOW_NATS_URL": nats_url,
-            "ARCFLOW_KUBE_KUBECONFIG": str(kubeconfig),
-        }
-        if self.args.pythonpath:
-            env["PYTHONPATH"] = os.pathsep.join(self.args.pythonpath)
-        env = with_bytecode(env)
+        env = self.listener_env(ars, config, nats_url, kubeconfig)
         wanted = {f"/runnerscalesets/{sid}/messages" for sid in ids.values()}
         before = len(sim.requests)
         with open(self.tmp / f"{ars}.log", "wb") as log:  # noqa: ASYNC230 - a log file, once

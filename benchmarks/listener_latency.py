@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nats
 import nats.errors
-from listener_scale_sets import NAMESPACE, Bench, with_bytecode
+from listener_scale_sets import NAMESPACE, Bench
 
 from arcflow.common.events import JobsBatch, parse_event
 from arcflow.common.kube import KubeClient
@@ -78,17 +78,7 @@ class Latency(Bench):
         ids = await self.prepare(sim, kube, ars, self.args.variants, token)
         (config,) = self.configs(sim, token, ars, ids, "multi")
         config = config.model_copy(update={"log_level": self.args.log_level})
-        path = self.tmp / f"{ars}.json"
-        path.write_text(config.to_json())
-        env = {
-            **os.environ,
-            "LISTENER_CONFIG_PATH": str(path),
-            "ARCFLOW_NATS_URL": nats_url,
-            "ARCFLOW_KUBE_KUBECONFIG": str(kubeconfig),
-        }
-        if self.args.pythonpath:
-            env["PYTHONPATH"] = os.pathsep.join(self.args.pythonpath)
-        env = with_bytecode(env)
+        env = self.listener_env(ars, config, nats_url, kubeconfig)
         seen: dict[tuple[str, int], float] = {}
 
         async def watch() -> None:

@@ -136,6 +136,24 @@ class Bench:
         self.args = args
         self.tmp = Path(tempfile.mkdtemp(prefix="listener-bench-"))
 
+    def listener_env(
+        self, name: str, config: ListenerConfig, nats_url: str, kubeconfig: Path
+    ) -> dict[str, str]:
+        """Writes ``config`` as ``<name>.json`` and returns the environment of a listener
+        process reading it (``--pythonpath`` first on the path, bytecode cached)."""
+        path = self.tmp / f"{name}.json"
+        path.write_text(config.to_json())
+        env = {
+            **os.environ,
+            "LISTENER_CONFIG_PATH": str(path),
+            "ARCFLOW_NATS_URL": nats_url,
+            "ARCFLOW_KUBE_KUBECONFIG": str(kubeconfig),
+        }
+        pythonpath = getattr(self.args, "pythonpath", None)
+        if pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join(pythonpath)
+        return with_bytecode(env)
+
     @contextlib.asynccontextmanager
     async def world(self, *, history_limit: int = 100) -> AsyncIterator[World]:
         with NatsServer() as nats_server:
@@ -226,16 +244,7 @@ class Bench:
         procs = []
         logs = []
         for index, config in enumerate(configs):
-            path = self.tmp / f"{ars}-{index}.json"
-            path.write_text(config.to_json())
-            env = with_bytecode(
-                {
-                    **os.environ,
-                    "LISTENER_CONFIG_PATH": str(path),
-                    "ARCFLOW_NATS_URL": nats_url,
-                    "ARCFLOW_KUBE_KUBECONFIG": str(kubeconfig),
-                }
-            )
+            env = self.listener_env(f"{ars}-{index}", config, nats_url, kubeconfig)
             log = open(self.tmp / f"{ars}-{index}.log", "wb")  # noqa: SIM115, ASYNC230 - closed below
             logs.append(log)
             procs.append(

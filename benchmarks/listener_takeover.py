@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from listener_scale_sets import NAMESPACE, Bench, with_bytecode
+from listener_scale_sets import NAMESPACE, Bench
 
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.actions_sim import ActionsSimulator
@@ -56,17 +56,7 @@ class Takeover(Bench):
         token = sim.add_pat()
         ids = await self.prepare(sim, kube, ars, self.args.variants, token)
         (config,) = self.configs(sim, token, ars, ids, "multi")
-        path = self.tmp / f"{ars}.json"
-        path.write_text(config.to_json())
-        env = {
-            **os.environ,
-            "LISTENER_CONFIG_PATH": str(path),
-            "ARCFLOW_NATS_URL": nats_url,
-            "ARCFLOW_KUBE_KUBECONFIG": str(kubeconfig),
-        }
-        if self.args.pythonpath:
-            env["PYTHONPATH"] = os.pathsep.join(self.args.pythonpath)
-        env = with_bytecode(env)
+        env = self.listener_env(ars, config, nats_url, kubeconfig)
         wanted = set(ids.values())
 
         def sessions() -> set[int]:
