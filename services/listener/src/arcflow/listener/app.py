@@ -39,12 +39,31 @@ from arcflow.common.nats import (
     ensure_stream,
 )
 from arcflow.common.telemetry import setup_tracing
-from arcflow.listener.config import ScaleSetTarget, hostname, nats_settings, scale_set_targets
+from arcflow.listener.config import (
+    ConfigError,
+    ScaleSetTarget,
+    hostname,
+    nats_settings,
+    scale_set_targets,
+)
+from arcflow.listener.lease import (
+    LeaseConfigError,
+    LeaseStore,
+    LeaseTiming,
+    ReplicaSettings,
+    ScaleSetLease,
+)
 from arcflow.listener.ledger import SessionLedger
-from arcflow.listener.metrics import ListenerMetrics, metric_specs_from_config
+from arcflow.listener.metrics import (
+    ListenerMetrics,
+    ScaleSetRecorder,
+    lease_metric_specs,
+    metric_specs_from_config,
+)
 from arcflow.listener.pump import AfterPublish, SessionPump
 from arcflow.listener.scaler import DesiredRunnerScaler
 from arcflow.listener.sessions import SessionStore
+from arcflow.listener.standby import run_standby
 from arcflow.listener.supervisor import Backoff, FatalError, SupervisorStats, supervise
 from arcflow.listener.worker import ScaleSetWorker
 
@@ -66,6 +85,9 @@ class ListenerOptions:
     #: Per scale set id: awaited right after the PubAck, before GitHub's ack (crash tests).
     after_publish: dict[int, AfterPublish] = field(default_factory=dict)
     shutdown_timeout: float = 15.0
+    #: Standby mode (ADR 0025); None reads ``ARCFLOW_LISTENER_REPLICAS``/``_REPLICA``.
+    replicas: ReplicaSettings | None = None
+    lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
 
 
 @dataclass
@@ -115,10 +137,18 @@ class Listener:
         self.options = options or ListenerOptions()
         self.multi = bool(config.scale_sets)
         self.targets = scale_set_targets(config, self.options.host or hostname())
-        self.metrics = ListenerMetrics(
-            metric_specs_from_config(config.metrics), enabled=bool(config.metrics_addr)
-        )
+        try:
+            self.replicas = self.options.replicas or ReplicaSettings.from_environ(
+                dict(os.environ if self.options.environ is None else self.options.environ)
+            )
+        except LeaseConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        specs = metric_specs_from_config(config.metrics)
+        if self.replicas.standby:
+            specs.update(lease_metric_specs())
+        self.metrics = ListenerMetrics(specs, enabled=bool(config.metrics_addr))
         self.units: list[ScaleSetUnit] = []
+        self.leases: dict[int, ScaleSetLease] = {}
         self._nc: NatsClient | None = None
 
     @property
@@ -145,7 +175,12 @@ class Listener:
         scale sets are restarted by their supervisor instead."""
         if self.options.retry_conflict is not None:
             return self.options.retry_conflict
-        return None if self.multi else ConflictRetry()
+        return None if self.multi or self.replicas.standby else ConflictRetry()
+
+    @property
+    def holder(self) -> str:
+        """This replica's name in the leases bucket (two replicas may share a host in tests)."""
+        return f"{self.options.host or hostname()}/{self.replicas.replica}"
 
     def _build_units(
         self,
@@ -154,36 +189,49 @@ class Listener:
         kube: LiteKubeClient,
         sessions: SessionStore,
     ) -> list[ScaleSetUnit]:
-        units = []
-        host = self.options.host or hostname()
-        for target in self.targets:
-            recorder = self.metrics.recorder_for(
-                self.config.configure_url, target.ephemeral_runner_set_name, target.namespace
-            )
-            recorder.record_static(target.min_runners, target.max_runners)
-            ledger = SessionLedger()
-            worker = ScaleSetWorker(
-                target,
-                js,
-                kube,
-                DesiredRunnerScaler(target.min_runners, target.max_runners),
-                recorder,
-                fetch_timeout=self.options.fetch_timeout,
-                ledger=ledger,
-            )
-            pump = SessionPump(
-                target,
-                client,
-                js,
-                on_tick=worker.post_tick,
-                after_publish=self.options.after_publish.get(target.scale_set_id),
-                retry_conflict=self._conflict_retry(),
-                ledger=ledger,
-                sessions=sessions,
-                host=host,
-            )
-            units.append(ScaleSetUnit(target, pump, worker))
-        return units
+        return [self.build_unit(t, client, js, kube, sessions) for t in self.targets]
+
+    def build_unit(
+        self,
+        target: ScaleSetTarget,
+        client: ActionsClient,
+        js: JetStreamContext,
+        kube: LiteKubeClient,
+        sessions: SessionStore,
+    ) -> ScaleSetUnit:
+        """A fresh pump and worker for ``target`` (standby mode: one per lease acquisition)."""
+        standby = self.replicas.standby
+        host = self.holder if standby else self.options.host or hostname()
+        recorder = self.recorder(target)
+        recorder.record_static(target.min_runners, target.max_runners)
+        ledger = SessionLedger()
+        worker = ScaleSetWorker(
+            target,
+            js,
+            kube,
+            DesiredRunnerScaler(target.min_runners, target.max_runners),
+            recorder,
+            fetch_timeout=self.options.fetch_timeout,
+            ledger=ledger,
+        )
+        pump = SessionPump(
+            target,
+            client,
+            js,
+            on_tick=worker.post_tick,
+            after_publish=self.options.after_publish.get(target.scale_set_id),
+            retry_conflict=self._conflict_retry(),
+            ledger=ledger,
+            sessions=sessions,
+            host=host,
+            lease_held=standby,
+        )
+        return ScaleSetUnit(target, pump, worker)
+
+    def recorder(self, target: ScaleSetTarget) -> ScaleSetRecorder:
+        return self.metrics.recorder_for(
+            self.config.configure_url, target.ephemeral_runner_set_name, target.namespace
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         environ = self.options.environ if self.options.environ is not None else os.environ
@@ -208,6 +256,18 @@ class Listener:
         try:
             await self.metrics.start(self.config.metrics_addr, self.config.metrics_endpoint)
             sessions = await self._session_store(js)
+            if self.replicas.standby:
+                log.info(
+                    "listener replica %d of %d contending for %d scale set(s)",
+                    self.replicas.replica,
+                    self.replicas.replicas,
+                    len(self.targets),
+                )
+                leases = await LeaseStore.open(js)
+                await run_standby(
+                    self, stop, leases, lambda t: self.build_unit(t, client, js, kube, sessions)
+                )
+                return
             self.units = self._build_units(client, js, kube, sessions)
             log.info(
                 "listener serving %d scale set(s) in %s mode",

@@ -84,6 +84,9 @@ COUNTER_STARTED_JOBS = "gha_started_jobs_total"
 COUNTER_COMPLETED_JOBS = "gha_completed_jobs_total"
 HISTOGRAM_STARTUP = "gha_job_startup_duration_seconds"
 HISTOGRAM_EXECUTION = "gha_job_execution_duration_seconds"
+#: arcflow's own, exported only by a standby-mode listener (ADR 0025); not in listenerMetrics.
+GAUGE_LEASE_HELD = "arcflow_listener_lease_held"
+COUNTER_TAKEOVERS = "arcflow_listener_takeovers_total"
 
 _DESCRIPTIONS = {
     GAUGE_ASSIGNED_JOBS: "Number of jobs assigned to this scale set.",
@@ -98,6 +101,8 @@ _DESCRIPTIONS = {
     COUNTER_COMPLETED_JOBS: "Total number of jobs completed.",
     HISTOGRAM_STARTUP: "Seconds from the scale set's assignment to the runner's.",
     HISTOGRAM_EXECUTION: "Seconds from the runner's assignment to the job's end.",
+    GAUGE_LEASE_HELD: "1 while this listener replica holds the scale set's lease, else 0.",
+    COUNTER_TAKEOVERS: "Leases this replica took over after the holder's lapsed.",
 }
 
 KNOWN_METRICS: dict[str, MetricKind] = {
@@ -141,6 +146,14 @@ def default_metric_specs() -> dict[str, MetricSpec]:
             buckets = DEFAULT_BUCKETS if kind == "histogram" else ()
             specs[name] = MetricSpec(name, kind, JOB_COMPLETED_LABELS, buckets)
     return specs
+
+
+def lease_metric_specs() -> dict[str, MetricSpec]:
+    """The standby-mode metrics, added to whatever ``listenerMetrics`` selects."""
+    return {
+        GAUGE_LEASE_HELD: MetricSpec(GAUGE_LEASE_HELD, "gauge", SCALE_SET_LABELS),
+        COUNTER_TAKEOVERS: MetricSpec(COUNTER_TAKEOVERS, "counter", SCALE_SET_LABELS),
+    }
 
 
 def metric_specs_from_config(config: Mapping[str, Any] | None) -> dict[str, MetricSpec]:
@@ -368,6 +381,11 @@ class ScaleSetRecorder:
 
     def record_desired(self, desired: int) -> None:
         self._metrics.set_gauge(GAUGE_DESIRED_RUNNERS, desired, self.labels)
+
+    def record_lease(self, held: bool, *, taken_over: bool = False) -> None:
+        self._metrics.set_gauge(GAUGE_LEASE_HELD, 1 if held else 0, self.labels)
+        if taken_over:
+            self._metrics.add_counter(COUNTER_TAKEOVERS, self.labels)
 
     def _job_labels(self, job: JobInfo) -> dict[str, str]:
         workflow_name, workflow_target = parse_workflow_ref(job.job_workflow_ref)

@@ -209,11 +209,15 @@ class SessionPump:
         ledger: SessionLedger | None = None,
         sessions: SessionStore | None = None,
         host: str = "",
+        lease_held: bool = False,
     ) -> None:
         self.target = target
         self.ledger = ledger if ledger is not None else SessionLedger()
         self._sessions = sessions if sessions is not None else SessionStore(None)
         self._host = host
+        #: Standby mode (ADR 0025): this process holds the scale set's lease, so a recorded
+        #: session of any host is a dead or fenced holder's and is deleted before the create.
+        self._lease_held = lease_held
         self.predecessors_deleted = 0
         self._client = client
         self._js = js
@@ -261,7 +265,7 @@ class SessionPump:
         previous = await self._kv_step("read", self._sessions.get(target.scale_set_id))
         if previous is None:
             return
-        if previous.host != self._host:
+        if previous.host != self._host and not self._lease_held:
             log.info(
                 "%s: session left by host %s kept (that listener may be alive)",
                 target.label,

@@ -1,0 +1,115 @@
+"""Standby mode (ADR 0025): serve a scale set only while holding its lease.
+
+Per scale set, forever until shutdown: wait for the lease (:class:`ScaleSetLease`), build a
+fresh pump and worker (the worker resumes from JetStream as after a restart), run both under
+the per-set supervisor while a renewal task keeps the lease, and stop them as soon as the lease
+is lost. The pump deletes the session recorded for the set before it creates its own (whoever
+recorded it no longer holds the lease), so a takeover meets no 409. On shutdown the pump
+deletes its session first and the lease is released after, so the other replica takes the set
+at once instead of after a TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from arcflow.listener.config import ScaleSetTarget
+from arcflow.listener.lease import LeaseStore, Presence, ScaleSetLease, preferred_replicas
+from arcflow.listener.supervisor import supervise
+
+if TYPE_CHECKING:
+    from arcflow.listener.app import Listener, ScaleSetUnit
+
+log = logging.getLogger("arcflow.listener.standby")
+
+UnitFactory = Callable[[ScaleSetTarget], "ScaleSetUnit"]
+
+
+async def run_standby(
+    listener: Listener, stop: asyncio.Event, store: LeaseStore, make_unit: UnitFactory
+) -> None:
+    preferred = preferred_replicas(
+        [t.scale_set_id for t in listener.targets], listener.replicas.replicas
+    )
+    listener.leases = {
+        t.scale_set_id: ScaleSetLease(
+            store,
+            t.scale_set_id,
+            listener.holder,
+            preferred=preferred[t.scale_set_id] == listener.replicas.replica,
+            timing=listener.options.lease_timing,
+        )
+        for t in listener.targets
+    }
+    listener.units = []
+    presence = Presence(
+        store, listener.replicas, listener.holder, timing=listener.options.lease_timing
+    )
+    announcer = asyncio.ensure_future(presence.run(stop))
+    try:
+        await asyncio.gather(
+            *(
+                _serve(
+                    listener,
+                    target,
+                    listener.leases[target.scale_set_id],
+                    stop,
+                    make_unit,
+                    lambda sid=target.scale_set_id: presence.alive(preferred[sid]),
+                )
+                for target in listener.targets
+            )
+        )
+    finally:
+        announcer.cancel()
+
+
+async def _serve(
+    listener: Listener,
+    target: ScaleSetTarget,
+    lease: ScaleSetLease,
+    stop: asyncio.Event,
+    make_unit: UnitFactory,
+    preferred_alive: Callable[[], bool],
+) -> None:
+    recorder = listener.recorder(target)
+    recorder.record_lease(False)
+    while not stop.is_set():
+        if not await lease.acquire(stop):
+            return
+        recorder.record_lease(True, taken_over=bool(lease.taken_from))
+        unit = make_unit(target)
+        listener.units = [u for u in listener.units if u.target is not target] + [unit]
+        inner = asyncio.Event()
+
+        async def keep(lease: ScaleSetLease = lease, inner: asyncio.Event = inner) -> None:
+            await lease.hold(stop, None if lease.preferred else preferred_alive)
+            inner.set()
+
+        keeper = asyncio.ensure_future(keep())
+        try:
+            await asyncio.gather(
+                supervise(
+                    f"session pump {target.label}",
+                    unit.pump.run,
+                    inner,
+                    backoff=listener.options.backoff,
+                    stats=unit.pump_stats,
+                ),
+                supervise(
+                    f"worker {target.label}",
+                    unit.worker.run,
+                    inner,
+                    backoff=listener.options.backoff,
+                    stats=unit.worker_stats,
+                ),
+            )
+        finally:
+            keeper.cancel()
+            recorder.record_lease(False)
+            await lease.release()
+        if not stop.is_set():
+            log.warning("%s: lease lost or handed back; standing by", target.label)
