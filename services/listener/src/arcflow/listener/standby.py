@@ -12,6 +12,7 @@ at once instead of after a TTL.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -58,7 +59,7 @@ async def run_standby(
                     listener.leases[target.scale_set_id],
                     stop,
                     make_unit,
-                    lambda sid=target.scale_set_id: presence.alive(preferred[sid]),
+                    functools.partial(presence.alive, preferred[target.scale_set_id]),
                 )
                 for target in listener.targets
             )
