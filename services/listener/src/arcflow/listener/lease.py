@@ -37,14 +37,11 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from arcflow.common.nats.jetstream import KvBucketSpec, ensure_bucket
+from arcflow.common.nats.jetstream import KV_LISTENER_LEASES, ensure_bucket
 
 log = logging.getLogger("arcflow.listener.lease")
 
-LEASES_BUCKET = KvBucketSpec(
-    "arcflow_listener_leases",
-    "Which standby-mode listener replica serves each scale set id (listener-owned)",
-)
+LEASES_BUCKET = KV_LISTENER_LEASES
 REPLICAS_ENV = "ARCFLOW_LISTENER_REPLICAS"
 REPLICA_ENV = "ARCFLOW_LISTENER_REPLICA"
 MAX_REPLICAS = 2

@@ -225,7 +225,17 @@ KV_LISTENER_SESSIONS: Final = KvBucketSpec(
     "arcflow_listener_sessions",
     "GitHub message session per scale set id, for a restarted listener to delete (listener-owned)",
 )
-KV_BUCKETS: Final[tuple[KvBucketSpec, ...]] = (KV_SCALESETS, KV_WATCH, KV_LISTENER_SESSIONS)
+#: Standby-mode listeners (ADR 0025): which replica serves each scale set id, and presence.
+KV_LISTENER_LEASES: Final = KvBucketSpec(
+    "arcflow_listener_leases",
+    "Which standby-mode listener replica serves each scale set id (listener-owned)",
+)
+KV_BUCKETS: Final[tuple[KvBucketSpec, ...]] = (
+    KV_SCALESETS,
+    KV_WATCH,
+    KV_LISTENER_SESSIONS,
+    KV_LISTENER_LEASES,
+)
 
 
 def _durable_suffix(*keys: str) -> str:

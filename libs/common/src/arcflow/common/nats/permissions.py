@@ -66,6 +66,7 @@ REGISTRAR_LOCKS_BUCKET: Final = "arcflow_registrar_locks"
 #: The listener's own bucket of open message sessions (declared in ``arcflow.listener.sessions``;
 #: ``tests/security`` checks the name).
 LISTENER_SESSIONS_BUCKET: Final = "arcflow_listener_sessions"
+LISTENER_LEASES_BUCKET: Final = "arcflow_listener_leases"
 #: Queue group the registrar replicas serve RPC in (``arcflow.common.rpc.registrar``).
 REGISTRAR_RPC_QUEUE: Final = "registrar"
 REGISTRAR_RPC_SUBJECTS: Final[tuple[str, ...]] = (
@@ -359,13 +360,17 @@ def listener_permissions() -> Permissions:
     sessions = kv_stream(LISTENER_SESSIONS_BUCKET)
     publish += stream_declare(sessions) + kv_read(LISTENER_SESSIONS_BUCKET)
     publish += kv_write(LISTENER_SESSIONS_BUCKET)
+    leases = kv_stream(LISTENER_LEASES_BUCKET)
+    publish += stream_declare(leases) + kv_read(LISTENER_LEASES_BUCKET)
+    publish += kv_write(LISTENER_LEASES_BUCKET)
     return _permissions(
         "listener",
         publish,
         [inbox_subscription("listener")],
         why="publishes arc.jobs.> (session pump) and arc.scale.> (worker); creates and consumes "
         "its listener-jobs-<hash> durable on ARC_JOBS; reads its last decision from ARC_SCALE; "
-        "alone writes arcflow_listener_sessions (open message sessions)",
+        "alone writes arcflow_listener_sessions (open message sessions) and "
+        "arcflow_listener_leases (standby mode: which replica serves a scale set)",
     )
 
 
@@ -472,6 +477,7 @@ def permissions_json(services: Iterable[str] | None = None) -> str:
 
 
 __all__ = [
+    "LISTENER_LEASES_BUCKET",
     "LISTENER_SESSIONS_BUCKET",
     "REGISTRAR_ERS_DURABLE",
     "REGISTRAR_LOCKS_BUCKET",
