@@ -501,3 +501,22 @@ def test_template_metadata_keeps_only_labels_and_annotations(helm: Helm) -> None
         "labels": {"team": "ci"},
         "annotations": {"a": "b"},
     }
+
+
+def test_listener_replicas_renders_the_standby_annotation(helm: Helm) -> None:
+    """ADR 0025: only ``listenerReplicas: 2`` adds the annotation; unset and 1 render nothing
+    new, so the default output stays as before."""
+    base = load_values("runner-set/minimal.yaml")
+    default = helm.render(CHART, values=base)
+    (ars_default,) = _by_kind(default)["AutoscalingRunnerSet"]
+    assert "actions.github.com/listener-replicas" not in ars_default["metadata"]["annotations"]
+    one = helm.render(CHART, values={**base, "listenerReplicas": 1})
+    (ars_one,) = _by_kind(one)["AutoscalingRunnerSet"]
+    assert "actions.github.com/listener-replicas" not in ars_one["metadata"]["annotations"]
+    docs = helm.render(CHART, values={**base, "listenerReplicas": 2})
+    _check_rendered(docs)
+    (ars,) = _by_kind(docs)["AutoscalingRunnerSet"]
+    assert ars["metadata"]["annotations"]["actions.github.com/listener-replicas"] == "2"
+    bad = helm.template(CHART, values={**base, "listenerReplicas": 3})
+    assert bad.returncode != 0
+    assert "listenerReplicas" in bad.stderr

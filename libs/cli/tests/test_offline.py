@@ -269,3 +269,29 @@ def test_plan_listener_nats_secret_without_url_is_an_error(
     )
     assert result.exit_code == 1
     assert "listener_nats_secret needs listener_nats_url" in result.stderr
+
+
+def _standby(replicas: str) -> str:
+    single = TWO_VARIANTS.split("  runnerVariants:")[0]
+    return single.replace(
+        "  namespace: ci\n",
+        f'  namespace: ci\n  annotations:\n    actions.github.com/listener-replicas: "{replicas}"\n',
+        1,
+    )
+
+
+def test_plan_shows_two_listener_pods_for_a_standby_listener(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    result = runner.invoke(cli, ["plan", str(_write(tmp_path, _standby("2"))), "--ids", "42"])
+    assert result.exit_code == 0, result.output
+    docs = list(yaml.safe_load_all(result.stdout))
+    (listener,) = _kinds(docs, "AutoscalingListener")
+    name = listener["metadata"]["name"]
+    assert [p["metadata"]["name"] for p in _kinds(docs, "Pod")] == [name, f"{name}-1"]
+
+
+def test_plan_refuses_a_bad_listener_replica_count(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["plan", str(_write(tmp_path, _standby("3"))), "--ids", "42"])
+    assert result.exit_code != 0
+    assert "listener-replicas must be 1 or 2" in result.output

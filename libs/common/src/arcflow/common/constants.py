@@ -58,6 +58,11 @@ ANNOTATION_INTEGRITY_HASH: Final = "actions.github.com/integrity-hash"
 ANNOTATION_PATCH_ID: Final = "actions.github.com/patch-id"
 ANNOTATION_VALUES_HASH: Final = "actions.github.com/values-hash"
 ANNOTATION_LISTENER_SCALE_SETS: Final = "actions.github.com/listener-scale-sets"
+#: arcflow's opt-in standby listener (ADR 0025): "2" on an ARS runs two listener pods.
+ANNOTATION_LISTENER_REPLICAS: Final = "actions.github.com/listener-replicas"
+MAX_LISTENER_REPLICAS: Final = 2
+ENV_LISTENER_REPLICAS: Final = "ARCFLOW_LISTENER_REPLICAS"
+ENV_LISTENER_REPLICA: Final = "ARCFLOW_LISTENER_REPLICA"
 ANNOTATION_CLEANUP_PREFIX: Final = "actions.github.com/cleanup-"
 
 # --- finalizers ---------------------------------------------------------------------------

@@ -35,9 +35,12 @@ from arcflow.common.builders.runner_set import ars_labels_for_child
 from arcflow.common.builders.settings import BuildSettings
 from arcflow.common.constants import (
     ANNOTATION_INTEGRITY_HASH,
+    ANNOTATION_LISTENER_REPLICAS,
     ANNOTATION_LISTENER_SCALE_SETS,
     API_VERSION,
     COMPONENT_LISTENER,
+    ENV_LISTENER_REPLICA,
+    ENV_LISTENER_REPLICAS,
     FINALIZER_AL,
     GROUP,
     KIND_AL,
@@ -51,6 +54,7 @@ from arcflow.common.constants import (
     LISTENER_CONFIG_VOLUME,
     LISTENER_CONTAINER,
     LISTENER_TERMINATION_GRACE_SECONDS,
+    MAX_LISTENER_REPLICAS,
     PLURAL_ER,
     PLURAL_ERS,
     UNBOUNDED_MAX_RUNNERS,
@@ -200,6 +204,26 @@ def listener_ephemeral_runner_set_names(al: Mapping[str, Any]) -> list[str]:
     return [(al.get("spec") or {}).get("ephemeralRunnerSetName", "")]
 
 
+def listener_replicas_of(obj: Mapping[str, Any]) -> int:
+    """The ``listener-replicas`` annotation of an ARS or listener: 1 when absent (the default,
+    byte-identical to upstream) or 2 (standby mode, ADR 0025); :class:`BuildError` otherwise."""
+    raw = (meta_of(obj).get("annotations") or {}).get(ANNOTATION_LISTENER_REPLICAS)
+    if raw is None:
+        return 1
+    text = str(raw).strip()
+    if text not in {str(n) for n in range(1, MAX_LISTENER_REPLICAS + 1)}:
+        raise BuildError(
+            f"annotation {ANNOTATION_LISTENER_REPLICAS} must be 1 or {MAX_LISTENER_REPLICAS}, "
+            f"got {str(raw)[:40]!r}"
+        )
+    return int(text)
+
+
+def listener_pod_name(listener: str, replica: int) -> str:
+    """``<listener>`` for replica 0 (as upstream), ``<listener>-<n>`` for the others."""
+    return listener if replica == 0 else f"{listener}-{replica}"
+
+
 def listener_name_for(ars: AutoscalingRunnerSet) -> str:
     spec = ars.spec
     return listener_name(ars.name, ars.namespace, spec.runner_group, spec.github_config_url)
@@ -252,6 +276,9 @@ def build_autoscaling_listener(
     )
     if scale_sets:
         annotations[ANNOTATION_LISTENER_SCALE_SETS] = encode_listener_scale_sets(scale_sets)
+    replicas = listener_replicas_of(ars_doc)
+    if replicas > 1:
+        annotations[ANNOTATION_LISTENER_REPLICAS] = str(replicas)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND_AL,
@@ -525,7 +552,9 @@ def _integrity_hash_of(obj: Mapping[str, Any], what: str) -> str:
     return str(value)
 
 
-def listener_pod_spec(al: Mapping[str, Any], settings: BuildSettings) -> dict[str, Any]:
+def listener_pod_spec(
+    al: Mapping[str, Any], settings: BuildSettings, replica: int = 0
+) -> dict[str, Any]:
     """The listener pod spec before the listenerTemplate merge (the hashed part)."""
     meta, spec, _ = _al_parts(al)
     name = meta["name"]
@@ -533,6 +562,10 @@ def listener_pod_spec(al: Mapping[str, Any], settings: BuildSettings) -> dict[st
     env.extend(proxy_env(spec.get("proxy"), listener_proxy_secret_name(name)))
     # After upstream's env, before a listenerTemplate's (appended later, so it can override).
     env.extend(listener_nats_env(settings))
+    replicas = listener_replicas_of(al)
+    if replicas > 1:
+        env.append({"name": ENV_LISTENER_REPLICAS, "value": str(replicas)})
+        env.append({"name": ENV_LISTENER_REPLICA, "value": str(replica)})
     container: dict[str, Any] = {
         "name": LISTENER_CONTAINER,
         "image": spec.get("image", ""),
@@ -639,11 +672,13 @@ def build_listener_pod(
     service_account: Mapping[str, Any],
     role: Mapping[str, Any],
     role_binding: Mapping[str, Any],
+    replica: int = 0,
 ) -> dict[str, Any]:
-    """Listener Pod ``<listener>``; its integrity hash changes whenever any input object's does,
-    which is what makes the reconciler recreate it."""
+    """Listener Pod ``<listener>`` (``<listener>-<n>`` for standby replica n); its integrity
+    hash changes whenever any input object's does, which is what makes the reconciler recreate
+    it."""
     meta, spec, al_labels = _al_parts(al)
-    pod_spec = listener_pod_spec(al, settings)
+    pod_spec = listener_pod_spec(al, settings, replica)
     pod_hash = listener_pod_hash(
         pod_spec=pod_spec,
         listener_hash=_integrity_hash_of(al, "the AutoscalingListener"),
@@ -657,7 +692,7 @@ def build_listener_pod(
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": meta["name"],
+            "name": listener_pod_name(meta["name"], replica),
             "namespace": meta.get("namespace", ""),
             "labels": dict(al_labels),
             "annotations": {ANNOTATION_INTEGRITY_HASH: pod_hash},
@@ -669,3 +704,27 @@ def build_listener_pod(
     if template is not None:
         pod = merge_listener_pod_with_template(pod, template)
     return pod
+
+
+def build_listener_pods(
+    al: Mapping[str, Any],
+    settings: BuildSettings,
+    *,
+    config_secret: Mapping[str, Any],
+    service_account: Mapping[str, Any],
+    role: Mapping[str, Any],
+    role_binding: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """One listener Pod per replica (``listener-replicas`` annotation; one by default)."""
+    return [
+        build_listener_pod(
+            al,
+            settings,
+            config_secret=config_secret,
+            service_account=service_account,
+            role=role,
+            role_binding=role_binding,
+            replica=replica,
+        )
+        for replica in range(listener_replicas_of(al))
+    ]

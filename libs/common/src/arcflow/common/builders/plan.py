@@ -14,7 +14,7 @@ from arcflow.common.builders.listener import (
     ListenerScaleSet,
     build_autoscaling_listener,
     build_listener_config_secret,
-    build_listener_pod,
+    build_listener_pods,
     build_listener_proxy_secret,
     build_listener_role,
     build_listener_role_binding,
@@ -78,7 +78,8 @@ def plan_objects(
     server_root_ca: str = "",
 ) -> list[dict[str, Any]]:
     """ERS per variant (+ their proxy Secrets), AutoscalingListener, ServiceAccount, Role,
-    RoleBinding, listener proxy Secret (when a proxy is set), config Secret, listener Pod.
+    RoleBinding, listener proxy Secret (when a proxy is set), config Secret, listener Pod (two
+    with the ``listener-replicas: "2"`` annotation, ADR 0025).
 
     ``ids`` maps variant name (``""`` for the default) to its scale set id. Without
     ``credentials`` the config Secret carries ``<redacted>`` instead of a token.
@@ -103,8 +104,8 @@ def plan_objects(
         listener, settings, credentials, server_root_ca=server_root_ca
     )
     objects.append(config_secret)
-    objects.append(
-        build_listener_pod(
+    objects.extend(
+        build_listener_pods(
             listener,
             settings,
             config_secret=config_secret,

@@ -14,16 +14,18 @@ from typing import Any
 
 from arcflow.common.builders import (
     build_listener_config_secret,
-    build_listener_pod,
+    build_listener_pods,
     build_listener_proxy_secret,
     build_listener_role,
     build_listener_role_binding,
     build_listener_service_account,
+    listener_pod_name,
 )
 from arcflow.common.constants import (
     ANNOTATION_INTEGRITY_HASH,
     FINALIZER_AL,
     LISTENER_CONTAINER,
+    MAX_LISTENER_REPLICAS,
 )
 from arcflow.common.kube import (
     AUTOSCALING_LISTENER,
@@ -120,7 +122,7 @@ async def reconcile_listener(ctx: Context, key: Key) -> Result:
     )
     await _ensure_secret(ctx, config_secret, scope, "listener config.json")
 
-    pod = build_listener_pod(
+    pods = build_listener_pods(
         al,
         ctx.build,
         config_secret=config_secret,
@@ -128,7 +130,38 @@ async def reconcile_listener(ctx: Context, key: Key) -> Result:
         role=role,
         role_binding=role_binding,
     )
-    return await _ensure_pod(ctx, al, pod, scope)
+    results = [await _ensure_pod(ctx, al, pod, scope) for pod in pods]
+    results.append(await _remove_surplus_pods(ctx, al, len(pods), scope))
+    return _soonest(results)
+
+
+async def _standby_pod(ctx: Context, name: str, namespace: str) -> Manifest | None:
+    """A standby replica's pod: from the cache only when it watches pods (our pods carry its
+    label), so the default single-pod path costs no extra read."""
+    if ctx.cache is not None and ctx.cache.caches(POD):
+        return ctx.cache.get(POD, name, namespace)
+    return await get_or_none(ctx.kube, POD, name, namespace)
+
+
+def _soonest(results: list[Result]) -> Result:
+    """Done when every part is; else the earliest requeue asked for."""
+    waiting = [r for r in results if r.requeue_after is not None]
+    return min(waiting, key=lambda r: r.requeue_after or 0.0) if waiting else Result.done()
+
+
+async def _remove_surplus_pods(ctx: Context, al: Manifest, replicas: int, scope: Scope) -> Result:
+    """Standby replica pods beyond the annotation's count (standby mode switched off)."""
+    name = str(meta(al)["name"])
+    namespace = str(meta(al)["namespace"])
+    remaining = False
+    for replica in range(replicas, MAX_LISTENER_REPLICAS):
+        live = await _standby_pod(ctx, listener_pod_name(name, replica), namespace)
+        if live is None:
+            continue
+        remaining = True
+        if not is_deleting(live):
+            await ctx.writer.delete(live, scope, "standby listener replica no longer wanted")
+    return Result.again(WAIT_SECONDS) if remaining else Result.done()
 
 
 async def _server_root_ca(ctx: Context, spec: dict[str, Any], scope: Scope) -> str:
@@ -248,6 +281,12 @@ async def _clean_up(ctx: Context, al: Manifest, scope: Scope) -> Result:
         (SERVICE_ACCOUNT, name, namespace),
     ]
     remaining = False
+    for replica in range(1, MAX_LISTENER_REPLICAS):
+        standby = await _standby_pod(ctx, listener_pod_name(name, replica), namespace)
+        if standby is not None:
+            remaining = True
+            if not is_deleting(standby):
+                await ctx.writer.delete(standby, scope, "AutoscalingListener deleted")
     for resource, obj_name, obj_namespace in targets:
         live = await _get(ctx, resource, obj_name, obj_namespace)
         if live is None:
