@@ -275,7 +275,8 @@ def _standby(replicas: str) -> str:
     single = TWO_VARIANTS.split("  runnerVariants:")[0]
     return single.replace(
         "  namespace: ci\n",
-        f'  namespace: ci\n  annotations:\n    actions.github.com/listener-replicas: "{replicas}"\n',
+        "  namespace: ci\n  annotations:\n"
+        f'    actions.github.com/listener-replicas: "{replicas}"\n',
         1,
     )
 
