@@ -179,7 +179,7 @@ class Presence:
     """This replica's presence key, renewed, and whether the other replicas renew theirs.
 
     A replica counts as alive once its key's revision has moved while we watched and the last
-    move was seen less than a TTL ago (a key left by a dead replica never counts).
+    move was seen recently (a key left by a dead replica never counts).
     """
 
     def __init__(
@@ -199,8 +199,10 @@ class Presence:
         self._seen: dict[int, tuple[int, float, bool]] = {}  # revision, since, moved
 
     def alive(self, replica: int) -> bool:
+        """Seen moving within ``ttl - renew_every``: shorter than a lease's TTL, so a replica
+        that just died is never "alive" when its leases are taken over."""
         revision, since, moved = self._seen.get(replica, (0, 0.0, False))
-        return moved and revision > 0 and self._clock() - since < self.timing.ttl
+        return moved and revision > 0 and self._clock() - since < self.timing.give_up_after
 
     async def run(self, stop: asyncio.Event) -> None:
         announced = -self.timing.renew_every
