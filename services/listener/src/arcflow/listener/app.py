@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import nats
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
@@ -38,6 +37,7 @@ from arcflow.common.nats import (
     NatsConnection,
     ensure_stream,
 )
+from arcflow.common.service.connection import connect_plain
 from arcflow.common.telemetry import setup_tracing
 from arcflow.listener.config import (
     ConfigError,
@@ -150,6 +150,7 @@ class Listener:
         self.units: list[ScaleSetUnit] = []
         self.leases: dict[int, ScaleSetLease] = {}
         self._nc: NatsClient | None = None
+        self._closing = False
 
     @property
     def metrics_port(self) -> int | None:
@@ -157,7 +158,7 @@ class Listener:
 
     async def _connect_nats(self) -> JetStreamContext:
         settings = self.options.nats or nats_settings(self.raw_config, self.options.environ)
-        self._nc = await nats.connect(**settings.connect_options("listener"))
+        self._nc = await connect_plain(settings, "listener", closing=lambda: self._closing)
         js = self._nc.jetstream(timeout=10.0)
         for spec in (STREAM_JOBS, STREAM_SCALE, STREAM_DLQ):
             await ensure_stream(js, spec)
@@ -283,6 +284,7 @@ class Listener:
             await kube.close()
             await self.metrics.stop()
             if self._nc is not None:
+                self._closing = True
                 with contextlib.suppress(Exception):
                     await self._nc.drain()
 

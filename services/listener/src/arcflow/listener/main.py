@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 
 from arcflow.common.listener_config import ListenerConfig
+from arcflow.common.service.signals import run_until_signalled as _run_until_signalled
 from arcflow.common.telemetry import setup_logging, setup_tracing
 from arcflow.listener.app import Listener
 from arcflow.listener.config import ConfigError, load_config
@@ -33,15 +33,8 @@ def configure_logging(config: ListenerConfig) -> None:
 
 
 async def run_until_signalled(listener: Listener) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await listener.run(stop)
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+    """SIGTERM/SIGINT handling comes from the service skeleton (light: nothing else of it)."""
+    await _run_until_signalled(listener.run)
 
 
 def main() -> int:

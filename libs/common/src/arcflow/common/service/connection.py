@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from faststream.nats import NatsBroker
+    from nats.aio.client import Client as NatsClient
 
+    from arcflow.common.nats.connection import NatsConnection
     from arcflow.common.nats.settings import NatsSettings
 
 log = logging.getLogger("arcflow.service.nats")
@@ -94,6 +96,23 @@ def _is_permission_error(exc: Exception) -> bool:
 def _one_line(exc: Exception) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text[:300]
+
+
+async def connect_plain(
+    settings: NatsConnection,
+    identity: str,
+    *,
+    on_error: ErrorHook | None = None,
+    closing: Callable[[], bool] = lambda: False,
+) -> NatsClient:
+    """A plain nats-py connection as ``identity`` (its inbox prefix) with the same state logs
+    as the broker's: for a light process that needs no FastStream (the listener, ADR 0016)."""
+    import nats
+
+    callbacks = connection_callbacks(identity, on_error, closing)
+    return await nats.connect(
+        **settings.connect_options(identity), reconnect_time_wait=0.5, **callbacks
+    )
 
 
 def make_service_broker(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 from typing import Any, Final
 
@@ -23,6 +22,7 @@ from pydantic import ValidationError
 
 from arcflow.common.service.connection import DependencyUnavailableError
 from arcflow.common.service.runtime import ServiceFailedError, ServiceRuntime
+from arcflow.common.service.signals import run_until_signalled
 from arcflow.common.service.spec import ServiceSpec
 
 EXIT_OK: Final = 0
@@ -35,11 +35,7 @@ log = logging.getLogger("arcflow.service")
 
 async def serve(spec: ServiceSpec[Any], settings: Any) -> None:
     """Run ``spec`` until SIGTERM/SIGINT (raises on failure, see :func:`main`)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await ServiceRuntime(spec, settings).run(stop)
+    await run_until_signalled(ServiceRuntime(spec, settings).run)
 
 
 def main(spec: ServiceSpec[Any]) -> int:
