@@ -80,7 +80,9 @@ async def test_poison_is_dead_lettered_on_first_delivery(
         for subscription in spec.subscriptions:
             for case, (payload, _) in POISON.items():
                 subject = _concrete(subscription.consumer.filter_subject, case)
-                await js.publish(subject, payload)
+                # The subscribers share this event loop and parse each poison as it lands, so
+                # a PubAck can wait behind a parse on a loaded machine: a generous timeout.
+                await js.publish(subject, payload, timeout=30)
                 sent[subject] = case
 
         async def letters() -> dict[str, DeadLetter] | None:
