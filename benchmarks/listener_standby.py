@@ -37,6 +37,7 @@ from listener_scale_sets import NAMESPACE, Bench
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.listener.lease import LEASES_BUCKET, LeaseRecord
+from arcflow.listener.sessions import SESSIONS_BUCKET
 
 
 @dataclass
@@ -77,6 +78,26 @@ async def lease_holders(nats_url: str) -> dict[int, str]:
         await nc.close()
 
 
+async def remembered(nats_url: str) -> dict[int, str]:
+    """Scale set id -> session id, as the sessions bucket records them."""
+    nc = await nats.connect(nats_url)
+    try:
+        try:
+            kv = await nc.jetstream().key_value(SESSIONS_BUCKET.bucket)
+            keys = await kv.keys()
+        except (nats.js.errors.BucketNotFoundError, nats.js.errors.NoKeysError):
+            return {}
+        out = {}
+        for key in keys:
+            try:
+                out[int(key)] = json.loads((await kv.get(key)).value or b"{}")["session_id"]
+            except (nats.js.errors.KeyNotFoundError, KeyError, ValueError):
+                continue
+        return out
+    finally:
+        await nc.close()
+
+
 class Standby(Bench):
     async def one(
         self, run: int, sim: ActionsSimulator, kube: KubeClient, nats_url: str, kubeconfig: Path
@@ -112,8 +133,10 @@ class Standby(Bench):
             while True:
                 holders = {k: v for k, v in (await lease_holders(nats_url)).items() if k in wanted}
                 owners = {h.rsplit("/", 1)[1] for h in holders.values()}
-                if set(sessions()) == wanted and set(holders) == wanted and owners == {"0", "1"}:
-                    break
+                ready = set(sessions()) == wanted and set(holders) == wanted
+                recorded = {k: v for k, v in (await remembered(nats_url)).items() if k in wanted}
+                if ready and owners == {"0", "1"} and recorded == sessions():
+                    break  # every session recorded: a kill before that is ADR 0015's window
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"sessions or spread leases not ready: {holders}")
                 await asyncio.sleep(0.1)
