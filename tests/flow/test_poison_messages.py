@@ -103,7 +103,14 @@ async def test_poison_is_dead_lettered_on_first_delivery(
             assert POISON[sent[subject]][1] in letter.reason, letter.reason
         for subscription in spec.subscriptions:
             consumer = subscription.consumer
-            info = await js.consumer_info(consumer.stream, consumer.durable)
-            assert (info.num_pending, info.num_ack_pending, info.num_redelivered) == (0, 0, 0)
+
+            async def settled(consumer: Any = consumer) -> bool:
+                # The ack follows the dead letter's publish: wait for it to land.
+                info = await js.consumer_info(consumer.stream, consumer.durable)
+                state = (info.num_pending, info.num_ack_pending, info.num_redelivered)
+                assert state == (0, 0, 0), state
+                return True
+
+            await eventually(settled, within=20)
     finally:
         await runtime.stop()
