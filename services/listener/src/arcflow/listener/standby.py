@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from arcflow.listener.config import ScaleSetTarget
-from arcflow.listener.lease import LeaseStore, Presence, ScaleSetLease, preferred_replicas
+from arcflow.listener.lease import LeaseStore, ScaleSetLease, preferred_replicas
+from arcflow.listener.presence import Presence
 from arcflow.listener.supervisor import supervise
 
 if TYPE_CHECKING:
