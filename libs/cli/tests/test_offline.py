@@ -295,4 +295,13 @@ def test_plan_shows_two_listener_pods_for_a_standby_listener(
 def test_plan_refuses_a_bad_listener_replica_count(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(cli, ["plan", str(_write(tmp_path, _standby("3"))), "--ids", "42"])
     assert result.exit_code != 0
-    assert "listener-replicas must be 1 or 2" in result.output
+    assert '["actions.github.com/listener-replicas"]: must be 1 or 2' in result.output
+
+
+def test_validate_names_a_bad_listener_replica_count(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["validate", str(_write(tmp_path, _standby("3")))])
+    assert result.exit_code != 0
+    assert 'metadata.annotations["actions.github.com/listener-replicas"]' in result.output
+    assert "must be 1 or 2, got '3'" in result.output
+    ok = runner.invoke(cli, ["validate", str(_write(tmp_path, _standby("2"), "ok.yaml"))])
+    assert ok.exit_code == 0, ok.output

@@ -25,7 +25,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from arcflow.common.constants import UNBOUNDED_MAX_RUNNERS
+from arcflow.common.constants import (
+    ANNOTATION_LISTENER_REPLICAS,
+    MAX_LISTENER_REPLICAS,
+    UNBOUNDED_MAX_RUNNERS,
+)
 from arcflow.common.github_url import InvalidGitHubConfigUrlError, parse_github_config_url
 from arcflow.common.models import KINDS, AutoscalingRunnerSet, InvalidManifestError, KubeModel
 from arcflow.common.naming import ephemeral_runner_set_name, scale_set_name
@@ -60,6 +64,7 @@ def validate_autoscaling_runner_set(ars: AutoscalingRunnerSet) -> list[FieldErro
     errors += _check_runner_counts(ars)
     errors += _check_variants(ars)
     errors += _check_templates(ars)
+    errors += _check_listener_replicas(ars)
     return errors
 
 
@@ -113,6 +118,20 @@ def _check_names(ars: AutoscalingRunnerSet) -> list[FieldError]:
             )
         )
     return errors
+
+
+def _check_listener_replicas(ars: AutoscalingRunnerSet) -> list[FieldError]:
+    """The standby listener's opt-in (ADR 0025): absent, "1" or "2"."""
+    raw = (ars.metadata.annotations or {}).get(ANNOTATION_LISTENER_REPLICAS)
+    allowed = {str(n) for n in range(1, MAX_LISTENER_REPLICAS + 1)}
+    if raw is None or str(raw).strip() in allowed:
+        return []
+    return [
+        FieldError(
+            f'metadata.annotations["{ANNOTATION_LISTENER_REPLICAS}"]',
+            f"must be 1 or {MAX_LISTENER_REPLICAS}, got {str(raw)[:40]!r}",
+        )
+    ]
 
 
 def _check_github(ars: AutoscalingRunnerSet) -> list[FieldError]:
