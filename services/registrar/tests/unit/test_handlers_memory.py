@@ -36,7 +36,9 @@ async def test_ars_and_deleted_ers_changes_converge_their_ars() -> None:
     converged: list[tuple[str, str, str]] = []
 
     class StubRegistrar:
-        async def converge(self, namespace: str, name: str, *, trigger: str) -> None:
+        async def converge(
+            self, namespace: str, name: str, *, trigger: str, seen_version: str = ""
+        ) -> None:
             converged.append((namespace, name, trigger))
 
     state = SimpleNamespace(registrar=StubRegistrar(), handled=0)

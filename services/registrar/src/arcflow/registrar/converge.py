@@ -28,6 +28,8 @@ from arcflow.common.actions.errors import (
     ScaleSetNotFoundError,
 )
 from arcflow.common.actions.models import DEFAULT_LABEL_TYPE, Label, RunnerScaleSet, RunnerSetting
+from arcflow.common.cache import ObjectCache
+from arcflow.common.cache.store import resource_version_of
 from arcflow.common.constants import (
     DEFAULT_RUNNER_GROUP_ID,
     LABEL_SCALE_SET_NAME,
@@ -174,8 +176,14 @@ class Registrar:
         clients: ActionsClientCache,
         metrics: RegistrarMetrics | None = None,
         source: str = SOURCE,
+        ars_cache: ObjectCache | None = None,
     ) -> None:
         self.kube = kube
+        #: The watch-fed ARS cache (the JIT lookup's): a converge reads from it when it holds
+        #: at least the version the triggering event saw (ADR 0031).
+        self.ars_cache = ars_cache
+        #: Converges that read the ARS over HTTP (tests and benchmarks read it).
+        self.ars_reads = 0
         self.js = js
         self.records = records
         self.locks = locks
@@ -186,11 +194,35 @@ class Registrar:
 
     # --- reads ----------------------------------------------------------------------------
 
-    async def get_ars_manifest(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def get_ars_manifest(
+        self, namespace: str, name: str, seen_version: str = ""
+    ) -> dict[str, Any] | None:
+        """The ARS: from the cache when it holds ``seen_version`` or newer, else one GET."""
+        cached = self._cached_ars(namespace, name, seen_version)
+        if cached is not None:
+            return cached
+        self.ars_reads += 1
         try:
             return await self.kube.get(AUTOSCALING_RUNNER_SET, name, namespace)
         except NotFoundError:
             return None
+
+    def _cached_ars(self, namespace: str, name: str, seen_version: str) -> dict[str, Any] | None:
+        """The cached ARS if it is at least as new as the version an event or list saw.
+
+        The cache and the event come over different watches, so the cache may lag the event:
+        then (and for an object the cache does not hold, a deletion included) the caller reads
+        over HTTP. Versions compare as integers only (the API server's are)."""
+        cache = self.ars_cache
+        if cache is None or not seen_version.isdigit() or not cache.is_synced:
+            return None
+        doc = cache.get(AUTOSCALING_RUNNER_SET, name, namespace)
+        if doc is None:
+            return None
+        held = resource_version_of(doc)
+        if not held.isdigit() or int(held) < int(seen_version):
+            return None
+        return doc
 
     async def load_records(
         self, namespace: str | None = None, ars: str | None = None
@@ -321,19 +353,24 @@ class Registrar:
     # --- convergence ----------------------------------------------------------------------
 
     async def converge(
-        self, namespace: str, name: str, *, trigger: str = "event"
+        self, namespace: str, name: str, *, trigger: str = "event", seen_version: str = ""
     ) -> ConvergeResult:
-        """Bring the scale sets of one ARS to its current spec (idempotent)."""
+        """Bring the scale sets of one ARS to its current spec (idempotent).
+
+        ``seen_version``: the ARS resourceVersion the trigger saw; a cached copy at least that
+        new is read instead of the API server."""
         started = time.perf_counter()
         self.metrics.converges.add(1, {"trigger": trigger})
         try:
             async with self.locks.hold(lock_key(namespace, name)):
-                return await self._converge_locked(namespace, name)
+                return await self._converge_locked(namespace, name, seen_version)
         finally:
             self.metrics.converge_duration.record(time.perf_counter() - started)
 
-    async def _converge_locked(self, namespace: str, name: str) -> ConvergeResult:
-        doc = await self.get_ars_manifest(namespace, name)
+    async def _converge_locked(
+        self, namespace: str, name: str, seen_version: str = ""
+    ) -> ConvergeResult:
+        doc = await self.get_ars_manifest(namespace, name, seen_version)
         ars: AutoscalingRunnerSet | None = None
         if doc is not None:
             deleting = bool((doc.get("metadata") or {}).get("deletionTimestamp"))
@@ -613,17 +650,26 @@ class Registrar:
         GitHub was down. Plans are mostly KEEP, which costs no Actions call.
         """
         keys: set[tuple[str, str]] = set()
+        versions: dict[tuple[str, str], str] = {}
         listed = await self.kube.list(AUTOSCALING_RUNNER_SET)
         for item in listed.items:
             meta = item.get("metadata") or {}
             if meta.get("namespace") and meta.get("name"):
                 keys.add((str(meta["namespace"]), str(meta["name"])))
+                versions[(str(meta["namespace"]), str(meta["name"]))] = resource_version_of(item)
         for record in await self.load_records():
             keys.add((record.namespace, record.ars))
         results: list[ConvergeResult] = []
         for namespace, name in sorted(keys):
             try:
-                results.append(await self.converge(namespace, name, trigger="sweep"))
+                results.append(
+                    await self.converge(
+                        namespace,
+                        name,
+                        trigger="sweep",
+                        seen_version=versions.get((namespace, name), ""),
+                    )
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -47,7 +47,10 @@ async def on_k8s_change(state: RegistrarState, event: EventBase, delivery: Deliv
     target = ars_of_event(event)
     if target is None:
         return
-    await state.registrar.converge(*target, trigger=event.resource)
+    # An ARS event names the version it saw: the converge reads the cached ARS when it holds
+    # that version (no GET per status change, ADR 0031); an ERS event's version is not the ARS's.
+    seen = event.resource_version if event.resource == AUTOSCALING_RUNNER_SET.plural else ""
+    await state.registrar.converge(*target, trigger=event.resource, seen_version=seen)
     state.handled += 1
 
 

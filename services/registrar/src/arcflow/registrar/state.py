@@ -61,8 +61,9 @@ async def build(ctx: ServiceContext) -> RegistrarState:
         clients=clients,
         metrics=metrics,
     )
-    # JIT requests answered from memory (ADR 0010)
+    # JIT requests answered from memory (ADR 0010); converges read the same ARS cache (0031)
     lookup = JitLookup(ctx.require_kube(), registrar.records, clients)
+    registrar.ars_cache = lookup.ars
     rpc = RegistrarRpcServer(ctx.nc, registrar, concurrency=settings.rpc_concurrency, lookup=lookup)
     return RegistrarState(
         registrar=registrar, clients=clients, rpc=rpc, lookup=lookup, instance=ctx.instance
