@@ -292,6 +292,10 @@ def reconciler_test_settings(**overrides: Any) -> ReconcilerSettings:
         "rpc_timeout_seconds": 2,
         "outdated_backoff_base_seconds": 2.0,
         "outdated_backoff_cap_seconds": 10.0,
+        # Registration and phase written at once (the tests read runnerId before any pod
+        # runs); test_status_writes.py covers the production delay.
+        "pending_status_delay_seconds": 0.0,
+        "status_interval_seconds": 1.0,  # counts seen sooner than in production (5 s)
     }
     values.update(overrides)
     return ReconcilerSettings(**values)

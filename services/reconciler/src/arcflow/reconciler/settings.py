@@ -62,6 +62,18 @@ class ReconcilerSettings(BaseSettings):
     create_concurrency: int = Field(
         default=16, ge=1, description="Runners of one EphemeralRunnerSet created at once"
     )
+    status_interval_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="Counts-only status writes (ERS runner counts, ARS sums) go out at most "
+        "this often per object; phase changes at once",
+    )
+    pending_status_delay_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="A new runner's first status write (registration and phase) waits this "
+        "long for its pod to run before it says Pending (0: at once)",
+    )
     cache_relist_seconds: float = Field(
         default=900.0, ge=0, description="Full relist of the cache guarding drift (0: never)"
     )

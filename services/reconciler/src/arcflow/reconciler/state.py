@@ -93,6 +93,8 @@ class ReconcilerState:
         )
         self.context.cache = self.context.writer.cache = self.cache
         self.context.create_concurrency = settings.create_concurrency
+        self.context.pending_status_delay = settings.pending_status_delay_seconds
+        self.context.status_interval = settings.status_interval_seconds
         self._cache_tasks: list[asyncio.Task[None]] = []
         # ---
         for name, value in dict(ctx.overrides.get("context", {})).items():

@@ -37,6 +37,7 @@ from arcflow.common.events import utc_now
 from arcflow.common.kube import (
     AUTOSCALING_LISTENER,
     AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER,
     EPHEMERAL_RUNNER_SET,
     SECRET,
     ForbiddenError,
@@ -61,6 +62,7 @@ from arcflow.reconciler.controllers.base import (
     read,
     read_list,
 )
+from arcflow.reconciler.controllers.runner_set import bucket_runners
 from arcflow.reconciler.scalesets import ScaleSetAssignment
 from arcflow.reconciler.workqueue import Key, Result
 
@@ -427,6 +429,22 @@ async def _converge_runner_sets(
     return waiting, draining, result
 
 
+def _active_runners(ctx: Context, ers: Manifest) -> int:
+    """Pending and running runners of a set: counted from the cache of its runners when there
+    is one (the set's status counts are written at most every ``status_interval``, ADR 0033),
+    else from its status."""
+    if ctx.cache is not None and ctx.cache.caches(EPHEMERAL_RUNNER):
+        runners = ctx.cache.list(
+            EPHEMERAL_RUNNER, str(meta(ers)["namespace"]), owner_uid=str(meta(ers).get("uid"))
+        )
+        buckets = bucket_runners(runners)
+        return len(buckets["pending"]) + len(buckets["running"])
+    status = ers.get("status") or {}
+    return int(status.get("runningEphemeralRunners") or 0) + int(
+        status.get("pendingEphemeralRunners") or 0
+    )
+
+
 async def _converge_one_runner_set(
     ctx: Context, scope: Scope, current: Manifest, want: Manifest
 ) -> tuple[Manifest | None, bool]:
@@ -437,26 +455,21 @@ async def _converge_one_runner_set(
     spec_drift = annotations_of(current).get(ANNOTATION_INTEGRITY_HASH) != annotations_of(want).get(
         ANNOTATION_INTEGRITY_HASH
     )
-    if spec_drift:
-        status = current.get("status") or {}
-        busy = int(status.get("runningEphemeralRunners") or 0) + int(
-            status.get("pendingEphemeralRunners") or 0
-        )
-        if busy > 0:
-            # Drain gate (docs/upstream-behaviour.md#ars-controller, #traps): the listener goes (no
-            # new jobs) and idle
-            # runners are scaled away (patchID 0 forces it), then the spec is patched.
-            if current_spec.get("replicas") or current_spec.get("patchID"):
-                patched = await ctx.writer.patch(
-                    EPHEMERAL_RUNNER_SET.kind,
-                    name,
-                    scope.namespace,
-                    {"spec": {"replicas": None, "patchID": 0}},
-                    scope,
-                    "drain before a runner spec change: scale idle runners to zero",
-                )
-                return patched, True
-            return None, True
+    if spec_drift and _active_runners(ctx, current) > 0:
+        # Drain gate (docs/upstream-behaviour.md#ars-controller, #traps): the listener goes (no
+        # new jobs) and idle
+        # runners are scaled away (patchID 0 forces it), then the spec is patched.
+        if current_spec.get("replicas") or current_spec.get("patchID"):
+            patched = await ctx.writer.patch(
+                EPHEMERAL_RUNNER_SET.kind,
+                name,
+                scope.namespace,
+                {"spec": {"replicas": None, "patchID": 0}},
+                scope,
+                "drain before a runner spec change: scale idle runners to zero",
+            )
+            return patched, True
+        return None, True
     metadata_drift = (
         not contains(labels_of(current), labels_of(want))
         or not contains(annotations_of(current), annotations_of(want))

@@ -54,8 +54,11 @@ class Context:
     # How many runners of one set are created at once.
     create_concurrency: int = 16
     # Counts-only status writes (ERS/ARS runner counts) go out at most this often per object;
-    # a phase change goes out at once (ADR 0011).
-    status_interval: float = 1.0
+    # a phase change goes out at once (ADR 0011, ADR 0033).
+    status_interval: float = 5.0
+    # A new runner's first status write (registration and phase in one) waits this long for
+    # its pod to run before it says Pending (ADR 0032).
+    pending_status_delay: float = 5.0
     status_written: dict[tuple[str, str, str], float] = dataclass_field(default_factory=dict)
     # ERS uid -> the last (patchID, replicas) this replica evaluated a scale request for.
     scaled_for: dict[str, tuple[int, int]] = dataclass_field(default_factory=dict)

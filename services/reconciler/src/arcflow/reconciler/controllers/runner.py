@@ -44,6 +44,7 @@ from arcflow.reconciler.controllers.base import (
     get_or_none,
     is_deleting,
     meta,
+    utc_clock,
 )
 from arcflow.reconciler.controllers.runner_set import ANNOTATION_JIT_CLAIM, scope_of
 from arcflow.reconciler.workqueue import Key, Result
@@ -210,21 +211,19 @@ async def reconcile_runner(ctx: Context, key: Key) -> Result:
             return Result.again(WAIT_SECONDS)
     jit_data = decode_secret_data(secret.get("data"))
 
+    # The registration goes into the ER status with the runner's first pod-driven status
+    # write, not in a write of its own (ADR 0032); until then the JIT Secret says it.
+    registration: dict[str, Any] = {}
     if int(status.get("runnerId") or 0) == 0:
         try:
             registered_id = int(jit_data.get("runnerId", ""))
         except ValueError:
             await ctx.writer.delete(secret, scope, "JIT Secret has no usable runnerId")
             return Result.again(WAIT_SECONDS)
-        er = await ctx.writer.patch_status(
-            EPHEMERAL_RUNNER.kind,
-            key.name,
-            key.namespace,
-            {"runnerId": registered_id, "runnerName": jit_data.get("runnerName", key.name)},
-            scope,
-            "runner registered",
-        )
-        status = er.get("status") or {}
+        registration = {
+            "runnerId": registered_id,
+            "runnerName": jit_data.get("runnerName", key.name),
+        }
 
     failures: dict[str, str] = dict(status.get("failures") or {})
     if len(failures) > MAX_FAILURES:
@@ -242,15 +241,23 @@ async def reconcile_runner(ctx: Context, key: Key) -> Result:
         except (ConflictError, InvalidError, ForbiddenError) as exc:
             created = meta(er).get("creationTimestamp")
             age = now.timestamp() - _parse_time(str(created)).timestamp() if created else 0.0
-            return await _pod_refused(ctx, er, scope, pod_create_decision(exc, age))
-        return Result.done()
-    return await _follow_pod(ctx, er, pod, scope)
+            return await _pod_refused(ctx, er, scope, pod_create_decision(exc, age), registration)
+        # The pod's own events bring the runner back; the registration is written with the
+        # pod's first status, or after ``pending_status_delay`` if the pod never starts.
+        return Result.again(ctx.pending_status_delay)
+    return await _follow_pod(ctx, er, pod, scope, registration)
 
 
 async def _pod_refused(
-    ctx: Context, er: Manifest, scope: Scope, decision: PodCreateDecision
+    ctx: Context,
+    er: Manifest,
+    scope: Scope,
+    decision: PodCreateDecision,
+    registration: dict[str, Any],
 ) -> Result:
     if decision.action == "requeue":
+        if registration:  # no pod status will carry it while the pod is refused
+            await set_runner_status(ctx, er, scope, registration, "runner registered")
         return Result.again(decision.requeue_after or WAIT_SECONDS)
     if decision.action == "delete_runner":
         await _delete_runner(ctx, er, scope, "runner pod refused by quota for over 10 minutes")
@@ -259,10 +266,10 @@ async def _pod_refused(
         ctx,
         er,
         scope,
-        {"phase": "Failed", "reason": "InvalidPod", "message": decision.message},
+        {**registration, "phase": "Failed", "reason": "InvalidPod", "message": decision.message},
         "runner pod is invalid",
     )
-    runner = int((er.get("status") or {}).get("runnerId") or 0)
+    runner = _runner_id(er, registration)
     if decision.remove_runner and runner > 0:
         await _registrar(ctx).remove_runner(scope.namespace, scope.ars, runner)
     return Result.done()
@@ -323,13 +330,25 @@ async def _claim_jit(ctx: Context, er: Manifest, scope: Scope, name: str) -> Non
     )
 
 
-async def _follow_pod(ctx: Context, er: Manifest, pod: Manifest, scope: Scope) -> Result:
+def _runner_id(er: Manifest, registration: dict[str, Any]) -> int:
+    """The runner's id: from its status, or from a registration not written there yet."""
+    return int((er.get("status") or {}).get("runnerId") or registration.get("runnerId") or 0)
+
+
+def _age_seconds(obj: Manifest, now: datetime) -> float:
+    created = meta(obj).get("creationTimestamp")
+    return now.timestamp() - _parse_time(str(created)).timestamp() if created else 0.0
+
+
+async def _follow_pod(
+    ctx: Context, er: Manifest, pod: Manifest, scope: Scope, registration: dict[str, Any]
+) -> Result:
     namespace = str(meta(er)["namespace"])
     pod_status = pod.get("status") or {}
     state = runner_container_state(pod)
     terminated = (state or {}).get("terminated")
     if pod_status.get("phase") == "Failed" and terminated is None:
-        return await _pod_failed(ctx, er, pod, scope)
+        return await _pod_failed(ctx, er, pod, scope, registration)
     if terminated is not None:
         exit_code = int(terminated.get("exitCode") or 0)
         if exit_code == 0:
@@ -340,26 +359,46 @@ async def _follow_pod(ctx: Context, er: Manifest, pod: Manifest, scope: Scope) -
                 ctx,
                 er,
                 scope,
-                {"phase": "Outdated", "reason": "Outdated", "message": "Runner is deprecated"},
+                {
+                    **registration,
+                    "phase": "Outdated",
+                    "reason": "Outdated",
+                    "message": "Runner is deprecated",
+                },
                 "runner image is outdated",
             )
-            runner = int((er.get("status") or {}).get("runnerId") or 0)
+            runner = _runner_id(er, registration)
             if runner > 0:  # markAsOutdated also removes it from the service
                 await _registrar(ctx).remove_runner(scope.namespace, scope.ars, runner)
             owner = controller_owner(er, KIND_ERS)
             if owner:
                 ctx.enqueue(Key("ers", namespace, str(owner)))
             return Result.done()
-        return await _pod_failed(ctx, er, pod, scope)
-    if state is None:
-        return Result.done()
+        return await _pod_failed(ctx, er, pod, scope, registration)
     phase = pod_status.get("phase") or "Pending"
+    status = er.get("status") or {}
+    if not status.get("phase") and (state is None or phase != "Running"):
+        # A new runner's pod that is not running yet: its first status write (phase and
+        # registration in one) waits for it to run, or for ``pending_status_delay`` to pass
+        # (ADR 0032). An empty phase already counts as pending for its set.
+        # Real time against the API server's timestamp (not the injectable clock); bounded by
+        # the delay whatever the clocks' skew.
+        age = max(0.0, _age_seconds(pod, utc_clock()))
+        wait = ctx.pending_status_delay - age
+        if wait > 0:
+            return Result.again(wait)
+    if state is None:
+        if not registration and status.get("phase"):
+            return Result.done()
+        wanted: dict[str, Any] = {**registration, "phase": status.get("phase") or "Pending"}
+        await set_runner_status(ctx, er, scope, wanted, "runner pod is not started yet")
+        return Result.done()
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in pod_status.get("conditions") or []
     )
-    status = er.get("status") or {}
     wanted = {
+        **registration,
         "phase": phase if phase in ("Pending", "Running") else status.get("phase", "Pending"),
         "ready": ready,
         "reason": str(pod_status.get("reason") or ""),
@@ -373,7 +412,9 @@ async def _follow_pod(ctx: Context, er: Manifest, pod: Manifest, scope: Scope) -
     return Result.done()
 
 
-async def _pod_failed(ctx: Context, er: Manifest, pod: Manifest, scope: Scope) -> Result:
+async def _pod_failed(
+    ctx: Context, er: Manifest, pod: Manifest, scope: Scope, registration: dict[str, Any]
+) -> Result:
     """``deleteEphemeralRunnerOrPod``: a runner with a job goes; otherwise retry its pod."""
     name = str(meta(er)["name"])
     namespace = str(meta(er)["namespace"])
@@ -389,6 +430,7 @@ async def _pod_failed(ctx: Context, er: Manifest, pod: Manifest, scope: Scope) -
         name,
         namespace,
         {
+            **registration,
             "failures": failures,
             "ready": False,
             "reason": str(pod_status.get("reason") or ""),
