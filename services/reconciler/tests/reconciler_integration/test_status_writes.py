@@ -121,6 +121,14 @@ async def test_registration_and_running_phase_in_one_write_then_nothing_left(
 
     await eventually(gone)
     assert runner_id in stack.rpc.removed
+
+    # The counts-only change that follows is held at most ``status_interval``, not dropped.
+    async def idle() -> bool:
+        ers = await stack.kube.get("EphemeralRunnerSet", "solo", stack.namespace)
+        status = ers.get("status") or {}
+        return status.get("runningEphemeralRunners") == 0 and status.get("currentReplicas") == 0
+
+    await eventually(idle, within=20)
     deletes = [
         r.path
         for r in kube_emulator.requests
