@@ -46,6 +46,7 @@ async def restricted_stack(
             resync_interval_seconds=3600,
             fetch_timeout_seconds=0.2,
             rpc_timeout_seconds=2,
+            pending_status_delay_seconds=0,  # runnerId in the status at once (ADR 0032)
         ),
     )
     async with running(*runs, kube=kube_client):
