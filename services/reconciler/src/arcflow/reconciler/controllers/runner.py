@@ -242,9 +242,9 @@ async def reconcile_runner(ctx: Context, key: Key) -> Result:
             created = meta(er).get("creationTimestamp")
             age = now.timestamp() - _parse_time(str(created)).timestamp() if created else 0.0
             return await _pod_refused(ctx, er, scope, pod_create_decision(exc, age), registration)
-        # The pod's own events bring the runner back; the registration is written with the
-        # pod's first status, or after ``pending_status_delay`` if the pod never starts.
-        return Result.again(ctx.pending_status_delay)
+        # The created pod re-queues the runner (cache routing by owner); the registration is
+        # written with the pod's first status, or after ``pending_status_delay`` (ADR 0032).
+        return Result.done()
     return await _follow_pod(ctx, er, pod, scope, registration)
 
 
