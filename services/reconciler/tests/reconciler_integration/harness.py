@@ -20,7 +20,7 @@ from nats.aio.msg import Msg
 
 from arcflow.common import subjects
 from arcflow.common.events import K8sObjectChanged, ObjectWritten, OwnerRef, parse_event
-from arcflow.common.kube import KubeClient, NotFoundError
+from arcflow.common.kube import ConflictError, KubeClient, NotFoundError
 from arcflow.common.nats import KV_SCALESETS, NatsSettings, ensure_jetstream, publish_event
 from arcflow.common.scaleset_records import record_key
 from arcflow.common.service.runtime import ServiceRuntime
@@ -235,18 +235,26 @@ class Stack:
 
     async def apply_ars(self, manifest: dict[str, Any]) -> None:
         name = manifest["metadata"]["name"]
-        try:
-            current = await self.kube.get("AutoscalingRunnerSet", name, self.namespace)
-        except Exception:
-            await self.kube.create(manifest)
-        else:
+        for attempt in range(5):
+            try:
+                current = await self.kube.get("AutoscalingRunnerSet", name, self.namespace)
+            except Exception:
+                await self.kube.create(manifest)
+                break
             patch = {
                 "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
                 "spec": {**dict.fromkeys(current["spec"]), **manifest["spec"]},
             }
-            await self.kube.patch_merge(
-                "AutoscalingRunnerSet", name, patch, namespace=self.namespace
-            )
+            try:
+                await self.kube.patch_merge(
+                    "AutoscalingRunnerSet", name, patch, namespace=self.namespace
+                )
+                break
+            except ConflictError:
+                # The reconciler wrote the ARS (its status) between our read and our write:
+                # read again, as kubectl apply would.
+                if attempt == 4:
+                    raise
         await self.publish_change("autoscalingrunnersets", name)
 
     async def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ set status writes are coalesced, and the drain gate counts runners from the cach
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -155,3 +156,44 @@ async def test_a_pod_that_does_not_start_gets_its_registration_after_the_delay(
         status = await eventually(pending)
         assert status["phase"] == "Pending"
         assert status["runnerName"] == name
+
+
+async def test_two_replicas_scale_up_under_one_lease_without_a_claim_each_time(
+    private_nats_server: NatsServer, kube_client: KubeClient, kube_namespace: str
+) -> None:
+    """ADR 0033: the replica holding a set's creation lease creates from its block of names;
+    the other creates nothing for the set meanwhile; every runner exists once."""
+    settings = reconciler_test_settings(resync_interval_seconds=0.2)
+    async with build_stack(
+        private_nats_server.url, kube_client, kube_namespace, replicas=2, settings=settings
+    ) as stack:
+        await stack.register("solo", "", 7)
+        await stack.apply_ars(ars_manifest(stack.namespace, "solo"))
+
+        async def has_ers() -> bool:
+            return bool(await stack.list("EphemeralRunnerSet"))
+
+        await eventually(has_ers)
+        for replicas in (1, 2, 3, 4):
+            await stack.scale("solo", replicas, replicas)
+
+            async def runners(n: int = replicas) -> bool:
+                return len(await stack.list("EphemeralRunner")) == n
+
+            await eventually(runners)
+        await stack.wait_idle()
+        names = [r["metadata"]["name"] for r in await stack.list("EphemeralRunner")]
+        assert len(names) == 4
+        asked = [r["runner_name"] for r in stack.rpc.jit_requests]
+        assert sorted(asked) == sorted(names)  # one JIT request per runner, none twice
+        claims = [
+            e
+            for e in await stack.audit_events()
+            if e.kind == "EphemeralRunnerSet" and e.why.startswith("claim ")
+        ]
+        assert 1 <= len(claims) < 4  # scale-ups inside the lease need no claim
+        ers = await stack.kube.get("EphemeralRunnerSet", "solo", stack.namespace)
+        claim = json.loads(ers["metadata"]["annotations"]["arcflow.io/runner-claim"])
+        assert claim["by"] in {app.context.instance for app in stack.apps}
+        assert claim["until"] > claim["at"]
+        assert claim["next"] >= 4

@@ -62,6 +62,8 @@ class Context:
     status_written: dict[tuple[str, str, str], float] = dataclass_field(default_factory=dict)
     # ERS uid -> the last (patchID, replicas) this replica evaluated a scale request for.
     scaled_for: dict[str, tuple[int, int]] = dataclass_field(default_factory=dict)
+    # ERS uid -> (next name index, end of the block) of this replica's creation lease (ADR 0033).
+    name_blocks: dict[str, tuple[int, int]] = dataclass_field(default_factory=dict)
     # ERS uid -> runner names this replica claimed but whose create failed (an API error):
     # the next pass creates them, whether or not its scale request counts as served.
     uncreated: dict[str, set[str]] = dataclass_field(default_factory=dict)

@@ -114,6 +114,12 @@ _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # The ERS's runner-name claim: a counter of names handed out, the last batch, who and when.
 ANNOTATION_RUNNER_CLAIM = "arcflow.io/runner-claim"
 RUNNER_CLAIM_TTL_SECONDS = 10.0
+# A claim is also a short lease on creating the set's runners (ADR 0033): its holder reserves a
+# block of names and creates from it without a new claim until the block is used up or the
+# lease is about to end; another replica creates nothing for the set while the lease lives.
+RUNNER_LEASE_SECONDS = 10.0
+RUNNER_LEASE_RENEW_SECONDS = 4.0
+RUNNER_NAME_BLOCK = 16
 
 
 def runner_name(generate_name: str, ers_uid: str, index: int) -> str:
@@ -136,6 +142,9 @@ class RunnerClaim:
     # The patchID these names were created for: a scale request is served once, even after
     # its runners finished and were deleted before the listener lowered the replicas.
     patch_id: int = 0
+    # End of the creation lease of ``by`` (wall-clock seconds; 0: no lease). ``next_index`` is
+    # then the end of the block of names it reserved.
+    until: float = 0.0
 
     def encode(self) -> str:
         return json.dumps(
@@ -145,8 +154,13 @@ class RunnerClaim:
                 "by": self.by,
                 "at": self.at,
                 "patch": self.patch_id,
+                "until": self.until,
             }
         )
+
+    def leased_to_another(self, me: str, now: float) -> bool:
+        """Another replica holds a live creation lease on the set (pure)."""
+        return bool(self.by) and self.by != me and now < self.until
 
 
 def parse_runner_claim(ers: Manifest) -> RunnerClaim:
@@ -159,6 +173,7 @@ def parse_runner_claim(ers: Manifest) -> RunnerClaim:
             str(value.get("by", "")),
             float(value.get("at", 0.0)),
             int(value.get("patch", 0)),
+            float(value.get("until", 0.0)),
         )
     except (ValueError, TypeError, AttributeError):
         return RunnerClaim()
@@ -268,6 +283,11 @@ async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
             ctx.enqueue(Key("er", key.namespace, str(meta(er)["name"])))
         now = ctx.clock().timestamp()
         in_flight = in_flight_runners(claim, live_names, ctx.instance, now) + len(owed)
+        if total + in_flight < replicas and claim.leased_to_another(ctx.instance, now):
+            # The lease holder creates this set's runners; look again when its lease ends (a
+            # holder that died is taken over then). Not remembered as served.
+            wait = await _update_status(ctx, ers, scope, buckets)
+            return Result.again(max(wait, claim.until - now + WAIT_SECONDS))
         if total + in_flight < replicas:
             await _create_runners(
                 ctx, ers, scope, claim, replicas - total - in_flight, replicas, patch_id
@@ -292,25 +312,42 @@ async def _create_runners(
     template = build_ephemeral_runner(ers, ctx.build)
     generate_name = str(template["metadata"].pop("generateName"))
     uid = str(meta(ers).get("uid"))
-    names = tuple(runner_name(generate_name, uid, claim.next_index + i) for i in range(count))
-    new_claim = RunnerClaim(
-        claim.next_index + count, names, ctx.instance, ctx.clock().timestamp(), patch_id
-    )
     namespace = str(meta(ers)["namespace"])
-    # Conditional on the read resourceVersion: a racing replica's claim makes this one 409.
-    await ctx.writer.patch(
-        EPHEMERAL_RUNNER_SET.kind,
-        str(meta(ers)["name"]),
-        namespace,
-        {
-            "metadata": {
-                "annotations": {ANNOTATION_RUNNER_CLAIM: new_claim.encode()},
-                "resourceVersion": meta(ers).get("resourceVersion"),
-            }
-        },
-        scope,
-        f"claim {count} runner name(s)",
-    )
+    now = ctx.clock().timestamp()
+    block = ctx.name_blocks.get(uid)
+    if (
+        block is not None
+        and claim.by == ctx.instance
+        and claim.next_index == block[1]
+        and now < claim.until - RUNNER_LEASE_RENEW_SECONDS
+        and block[1] - block[0] >= count
+    ):
+        # This replica's lease and block: names without a new claim (ADR 0033).
+        start = block[0]
+    else:
+        start = claim.next_index
+        reserved = max(count, RUNNER_NAME_BLOCK)
+        names = tuple(runner_name(generate_name, uid, start + i) for i in range(count))
+        new_claim = RunnerClaim(
+            start + reserved, names, ctx.instance, now, patch_id, now + RUNNER_LEASE_SECONDS
+        )
+        # Conditional on the read resourceVersion: a racing replica's claim makes this one 409.
+        await ctx.writer.patch(
+            EPHEMERAL_RUNNER_SET.kind,
+            str(meta(ers)["name"]),
+            namespace,
+            {
+                "metadata": {
+                    "annotations": {ANNOTATION_RUNNER_CLAIM: new_claim.encode()},
+                    "resourceVersion": meta(ers).get("resourceVersion"),
+                }
+            },
+            scope,
+            f"claim {count} runner name(s) and the set's creation lease",
+        )
+        block = (start, start + reserved)
+    ctx.name_blocks[uid] = (start + count, block[1])
+    names = tuple(runner_name(generate_name, uid, start + i) for i in range(count))
     why = f"scale up to {replicas} (patchID {patch_id})"
     await _create_named(ctx, ers, scope, names, why, template=template)
 
