@@ -105,6 +105,9 @@ async def test_work_queue_serialises_per_key_and_retries() -> None:
     running: set[Key] = set()
     overlaps = 0
     calls: dict[Key, int] = {}
+    a = Key("ars", "ns", "a")
+    first_run_of_a = asyncio.Event()
+    release_a = asyncio.Event()
 
     async def reconcile(key: Key) -> Result:
         nonlocal overlaps
@@ -112,7 +115,10 @@ async def test_work_queue_serialises_per_key_and_retries() -> None:
             overlaps += 1
         running.add(key)
         calls[key] = calls.get(key, 0) + 1
-        await asyncio.sleep(0.01)
+        if key == a and calls[key] == 1:
+            first_run_of_a.set()
+            await release_a.wait()  # in flight while the same key is added again
+        await asyncio.sleep(0)
         running.discard(key)
         if key.name == "flaky" and calls[key] < 3:
             raise RuntimeError("boom")
@@ -121,16 +127,17 @@ async def test_work_queue_serialises_per_key_and_retries() -> None:
     queue = WorkQueue(reconcile, workers=4, retry_base_seconds=0.01, retry_cap_seconds=0.02)
     queue.start()
     try:
-        a = Key("ars", "ns", "a")
-        for _ in range(5):
+        queue.add(a)
+        await asyncio.wait_for(first_run_of_a.wait(), 5)
+        for _ in range(4):
             queue.add(a)
-            await asyncio.sleep(0.003)
         queue.add(Key("ars", "ns", "flaky"))
+        release_a.set()
         await queue.wait_idle(5)
     finally:
         await queue.stop()
     assert overlaps == 0
-    assert 1 <= calls[a] <= 3  # coalesced, and re-run once if added while in flight
+    assert calls[a] == 2  # four adds while in flight coalesce into one more run
     assert calls[Key("ars", "ns", "flaky")] == 3
 
 
