@@ -55,6 +55,8 @@ ANNOTATION_SCALE_SET_IDS: Final = "actions.github.com/runner-scale-set-ids"
 ANNOTATION_SCALE_SET_NAME: Final = "actions.github.com/runner-scale-set-name"
 ANNOTATION_RUNNER_GROUP_NAME: Final = "actions.github.com/runner-group-name"
 ANNOTATION_INTEGRITY_HASH: Final = "actions.github.com/integrity-hash"
+# On an ERS: the hash of the runner spec the ARS controller last wrote there (ADR 0037).
+ANNOTATION_APPLIED_RUNNER_SPEC: Final = "arcflow.io/applied-runner-spec-hash"
 ANNOTATION_PATCH_ID: Final = "actions.github.com/patch-id"
 ANNOTATION_VALUES_HASH: Final = "actions.github.com/values-hash"
 ANNOTATION_LISTENER_SCALE_SETS: Final = "actions.github.com/listener-scale-sets"

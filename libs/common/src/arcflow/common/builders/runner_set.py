@@ -25,6 +25,7 @@ from arcflow.common.builders.common import (
 from arcflow.common.builders.proxy import ProxyCredentials, proxy_env, proxy_secret_data
 from arcflow.common.builders.settings import BuildSettings
 from arcflow.common.constants import (
+    ANNOTATION_APPLIED_RUNNER_SPEC,
     ANNOTATION_INTEGRITY_HASH,
     ANNOTATION_PATCH_ID,
     ANNOTATION_RUNNER_GROUP_NAME,
@@ -158,6 +159,9 @@ def build_ephemeral_runner_set(
         },
     )
     annotations[ANNOTATION_INTEGRITY_HASH] = ephemeral_runner_set_integrity_hash(runner_spec)
+    # The same hash again, as "what the ARS wrote": the integrity hash follows direct edits of
+    # the ERS, this one does not (ADR 0037).
+    annotations[ANNOTATION_APPLIED_RUNNER_SPEC] = annotations[ANNOTATION_INTEGRITY_HASH]
 
     # No ``replicas``: it is Go ``int,omitempty``, so 0 is never serialised (nor read back).
     spec: dict[str, Any] = {"patchID": 0, "ephemeralRunnerSpec": runner_spec}

@@ -63,6 +63,10 @@ from arcflow.reconciler.controllers.base import (
     read_list,
 )
 from arcflow.reconciler.controllers.runner_set import bucket_runners
+from arcflow.reconciler.controllers.runner_spec_drift import (
+    runner_spec_drift,
+    wanted_annotations,
+)
 from arcflow.reconciler.scalesets import ScaleSetAssignment
 from arcflow.reconciler.workqueue import Key, Result
 
@@ -452,9 +456,12 @@ async def _converge_one_runner_set(
     name = str(meta(current)["name"])
     current_spec = current.get("spec") or {}
     want_spec = want.get("spec") or {}
-    spec_drift = annotations_of(current).get(ANNOTATION_INTEGRITY_HASH) != annotations_of(want).get(
-        ANNOTATION_INTEGRITY_HASH
-    )
+    want_hash = annotations_of(want)[ANNOTATION_INTEGRITY_HASH]
+    # A direct edit of the ERS's runner spec stands until the ARS's own template changes (ADR
+    # 0037); only a change of the ARS's template is patched in (after the drain gate).
+    drift = runner_spec_drift(annotations_of(current), want_hash)
+    spec_drift = drift.changed
+    wanted = wanted_annotations(annotations_of(want), want_hash, drift)
     if spec_drift and _active_runners(ctx, current) > 0:
         # Drain gate (docs/upstream-behaviour.md#ars-controller, #traps): the listener goes (no
         # new jobs) and idle
@@ -472,7 +479,7 @@ async def _converge_one_runner_set(
         return None, True
     metadata_drift = (
         not contains(labels_of(current), labels_of(want))
-        or not contains(annotations_of(current), annotations_of(want))
+        or not contains(annotations_of(current), wanted)
         or current_spec.get("ephemeralRunnerMetadata") != want_spec.get("ephemeralRunnerMetadata")
     )
     if not spec_drift and not metadata_drift:
@@ -480,7 +487,7 @@ async def _converge_one_runner_set(
     patch: dict[str, Any] = {
         "metadata": {
             "labels": labels_of(want),
-            "annotations": annotations_of(want),
+            "annotations": wanted,
             "resourceVersion": meta(current).get("resourceVersion"),
         },
         "spec": {

@@ -35,6 +35,7 @@ from arcflow.common.kube import (
     SECRET,
     ConflictError,
     NotFoundError,
+    build_event,
 )
 from arcflow.common.naming import runner_proxy_secret_name
 from arcflow.reconciler.audit import Scope
@@ -55,6 +56,7 @@ from arcflow.reconciler.workqueue import Key, Result
 
 WAIT_SECONDS = 1.0
 BUSY_RECHECK_SECONDS = 5.0
+REASON_SPEC_EDITED = "RunnerSpecEdited"
 
 
 def scope_of(obj: Manifest) -> Scope:
@@ -239,18 +241,7 @@ async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
     spec = ers.get("spec") or {}
     computed = ephemeral_runner_set_integrity_hash(spec.get("ephemeralRunnerSpec") or {})
     if annotations_of(ers).get(ANNOTATION_INTEGRITY_HASH) != computed:
-        # Someone edited the runner spec directly: runners of the old spec go
-        # (docs/upstream-behaviour.md#ers-controller).
-        await _remove_runners(ctx, ers, scope, await runners_of(ctx, ers))
-        await ctx.writer.patch(
-            EPHEMERAL_RUNNER_SET.kind,
-            key.name,
-            key.namespace,
-            {"metadata": {"annotations": {ANNOTATION_INTEGRITY_HASH: computed}}},
-            scope,
-            "runner spec edited in place: record its hash",
-        )
-        return Result.again(WAIT_SECONDS)
+        return Result.again(await _replace_for_new_spec(ctx, ers, scope, computed))
     if (ers.get("status") or {}).get("phase") == "Outdated":
         await _remove_runners(ctx, ers, scope, await runners_of(ctx, ers))
         return Result.done()
@@ -298,6 +289,60 @@ async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
         ctx.scaled_for[ers_uid] = (patch_id, replicas)
     wait = await _update_status(ctx, ers, scope, bucket_runners(await runners_of(ctx, ers)))
     return Result.again(wait) if wait else Result.done()
+
+
+def runner_template_hash(er: Manifest) -> str:
+    """The ERS integrity hash of the runner spec an EphemeralRunner was built from (pure)."""
+    spec = dict(er.get("spec") or {})
+    spec.pop("proxySecretRef", None)  # set on runners only (build_ephemeral_runner)
+    return ephemeral_runner_set_integrity_hash(spec)
+
+
+async def _replace_for_new_spec(ctx: Context, ers: Manifest, scope: Scope, computed: str) -> float:
+    """The runner spec was edited directly (the ARS controller writes spec and hash together):
+    idle runners of the old spec are replaced with the new one at once, up to ``replicas``,
+    and busy ones finish their job first (ADR 0037, docs/upstream-behaviour.md#direct-ers-edits).
+    Returns the seconds to look again. Runners are told apart by the spec they were built from,
+    so a pass that fails before the hash is recorded is simply done again: replacements already
+    made are of the new spec and are kept."""
+    runners = await runners_of(ctx, ers)
+    old = [er for er in runners if runner_template_hash(er) != computed]
+    await _remove_runners(ctx, ers, scope, old)
+    left = bucket_runners(await runners_of(ctx, ers))
+    spec = ers.get("spec") or {}
+    replicas = int(spec.get("replicas") or 0)
+    claim = parse_runner_claim(ers)
+    now = ctx.clock().timestamp()
+    live_names = {str(meta(er).get("name")) for er in runners}
+    in_flight = in_flight_runners(claim, live_names, ctx.instance, now)
+    live = len(left["pending"]) + len(left["running"]) + len(left["failed"])
+    count = max(0, replicas - live - in_flight)
+    if count and claim.leased_to_another(ctx.instance, now):
+        # The creation lease holder replaces them (ADR 0033); look again when it ends.
+        return claim.until - now + WAIT_SECONDS
+    busy = sum(1 for er in old if has_job(er) and not is_deleting(er))
+    record = {ANNOTATION_INTEGRITY_HASH: computed}
+    if count:
+        patch_id = int(spec.get("patchID") or 0)
+        built = copy.deepcopy(ers)  # the new runners copy the hash of the spec they are built from
+        built["metadata"].setdefault("annotations", {}).update(record)
+        await _create_runners(ctx, built, scope, claim, count, replicas, patch_id)
+    await ctx.writer.patch(
+        EPHEMERAL_RUNNER_SET.kind,
+        str(meta(ers)["name"]),
+        str(meta(ers)["namespace"]),
+        {"metadata": {"annotations": record}},
+        scope,
+        "runner spec edited in place: record its hash",
+    )
+    message = (
+        f"runner spec edited directly: {count} runner(s) created with the new spec, "
+        f"{busy} busy runner(s) of the old spec finish their job first"
+    )
+    event = build_event(ers, REASON_SPEC_EDITED, message, component="arcflow-reconciler")
+    created = await ctx.kube.create(event)
+    await ctx.writer.audit("created", created, scope, "Kubernetes Event about a direct edit")
+    return WAIT_SECONDS
 
 
 async def _create_runners(
