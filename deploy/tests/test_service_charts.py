@@ -225,13 +225,16 @@ def test_watcher_rbac_is_read_only(helm: Helm) -> None:
     assert {r for g, r, _ in grants if g == ""} == {"pods", "secrets"}
 
 
-def test_registrar_rbac_reads_secrets_and_sets_only(helm: Helm) -> None:
+def test_registrar_rbac_reads_secrets_ca_and_sets_only(helm: Helm) -> None:
     role = _one(helm.render("arcflow-registrar"), "ClusterRole")
     grants = _grants(role["rules"])
     assert {(r, v) for g, r, v in grants if g == ""} == {
         ("secrets", "get"),
         ("secrets", "list"),  # the JIT path watches the credentials Secret (ADR 0010)
         ("secrets", "watch"),
+        ("configmaps", "get"),  # the GitHub server CA (githubServerTLS), watched as Secrets are
+        ("configmaps", "list"),
+        ("configmaps", "watch"),
     }
     assert {r for g, r, _ in grants if g == "actions.github.com"} == {
         "autoscalingrunnersets",

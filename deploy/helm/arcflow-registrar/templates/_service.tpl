@@ -9,7 +9,8 @@
 
 {{- define "arcflow-registrar.extraRbacNamespaces" -}}{{- end -}}
 
-{{/* Reads the sets it registers and the GitHub credentials they name; writes nothing. */}}
+{{/* Reads the sets it registers and the GitHub credentials, CA and proxy credentials they
+name; writes nothing. */}}
 {{- define "arcflow-registrar.rules" -}}
 - apiGroups: [actions.github.com]
   resources: [autoscalingrunnersets, ephemeralrunnersets, ephemeralrunners]
@@ -18,5 +19,9 @@
   Secret (a metadata.name field selector), not a GET per request (ADR 0010). */}}
 - apiGroups: [""]
   resources: [secrets]
+  verbs: [get, list, watch]
+{{- /* The GitHub server CA an ARS names (githubServerTLS), read the same way (ADR 0038). */}}
+- apiGroups: [""]
+  resources: [configmaps]
   verbs: [get, list, watch]
 {{- end -}}

@@ -18,6 +18,7 @@ from nats.js.errors import NotFoundError as JsNotFoundError
 
 from arcflow.common import subjects
 from arcflow.common.actions import ActionsClient, RetryPolicy
+from arcflow.common.actions.connection import ServerConnection
 from arcflow.common.events import K8sChange, K8sObjectChanged, encode_event, parse_event
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, KubeClient
 from arcflow.common.nats import STREAMS, NatsSettings
@@ -46,8 +47,10 @@ def test_settings(instance: str) -> RegistrarSettings:
     )
 
 
-def fast_client_factory(config_url: str, credentials: Credentials) -> ActionsClient:
-    return ActionsClient(config_url, credentials, retry=RetryPolicy.fast())
+def fast_client_factory(
+    config_url: str, credentials: Credentials, connection: ServerConnection | None = None
+) -> ActionsClient:
+    return ActionsClient(config_url, credentials, retry=RetryPolicy.fast(), connection=connection)
 
 
 class LogCapture(logging.Handler):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from arcflow.common.actions.connection import ServerConnection
 from arcflow.common.events import K8sChange, K8sObjectChanged
 from arcflow.registrar.credentials import (
     ActionsClientCache,
@@ -60,7 +61,7 @@ async def test_client_cache_reuses_per_fingerprint_and_url_and_evicts() -> None:
         async def aclose(self) -> None:
             closed.append(self.url)
 
-    def factory(url: str, creds: Any) -> Any:
+    def factory(url: str, creds: Any, connection: ServerConnection) -> Any:
         built.append((url, creds))
         return FakeClient(url)
 
@@ -74,8 +75,12 @@ async def test_client_cache_reuses_per_fingerprint_and_url_and_evicts() -> None:
     assert len(built) == 3
     assert closed == ["https://github.com/a"]
     assert TOKEN not in repr(built[0][1])
+    # Another CA or proxy for the same credentials and URL is another client.
+    with_ca = ServerConnection(root_ca_pem="-----BEGIN CERTIFICATE-----")
+    assert await cache.client_for("https://github.com/a", data, "ns/s", with_ca) is not a
+    assert len(built) == 4
     await cache.aclose()
-    assert len(closed) == 3
+    assert len(closed) == 4
 
 
 def _change(resource: str, change: K8sChange = "MODIFIED", **kw: Any) -> K8sObjectChanged:

@@ -51,6 +51,7 @@ from arcflow.common.kube import (
     EPHEMERAL_RUNNER_SET,
     KubeClient,
     NotFoundError,
+    Resource,
 )
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.nats import KV_SCALESETS, publish_event
@@ -62,6 +63,11 @@ from arcflow.common.scaleset_records import (
 )
 from arcflow.common.telemetry import redact_text
 from arcflow.common.validation import validate_manifest
+from arcflow.registrar.connection import (
+    Manifest,
+    ServerConnectionError,
+    read_server_connection,
+)
 from arcflow.registrar.credentials import (
     ActionsClientCache,
     CredentialsUnavailableError,
@@ -268,17 +274,35 @@ class Registrar:
 
     # --- clients --------------------------------------------------------------------------
 
-    async def client_for(self, namespace: str, config_url: str, secret_name: str) -> ActionsClient:
-        """The cached Actions client for these credentials; raises
-        :class:`CredentialsUnavailableError` when the Secret is missing or malformed."""
+    async def client_for(
+        self,
+        namespace: str,
+        config_url: str,
+        secret_name: str,
+        spec: Mapping[str, Any] | None = None,
+    ) -> ActionsClient:
+        """The cached Actions client for these credentials and the CA and proxy the ARS
+        ``spec`` names; raises :class:`CredentialsUnavailableError` when the Secret is missing
+        or malformed (:class:`ServerConnectionError` for the CA ConfigMap or a proxy
+        Secret)."""
         data = await read_secret_data(self.kube, namespace, secret_name)
-        return await self.clients.client_for(config_url, data, f"{namespace}/{secret_name}")
+        connection = await read_server_connection(self._get_or_none, namespace, spec or {})
+        return await self.clients.client_for(
+            config_url, data, f"{namespace}/{secret_name}", connection
+        )
+
+    async def _get_or_none(self, resource: Resource, namespace: str, name: str) -> Manifest | None:
+        try:
+            return await self.kube.get(resource, name, namespace)
+        except NotFoundError:
+            return None
 
     async def client_for_ars(self, namespace: str, name: str) -> tuple[ActionsClient, int]:
         """Client of an ARS (from its spec, or from a registration when the ARS is gone) and
         its registration count; raises ``LookupError`` when neither exists."""
         doc = await self.get_ars_manifest(namespace, name)
         records = await self.load_records(namespace, name)
+        spec: Mapping[str, Any] = {}
         if doc is not None:
             spec = doc.get("spec") or {}
             url, secret = (
@@ -291,7 +315,7 @@ class Registrar:
             raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} not found")
         if not url:
             raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} has no githubConfigUrl")
-        return await self.client_for(namespace, url, secret), len(records)
+        return await self.client_for(namespace, url, secret, spec), len(records)
 
     # --- publishing -----------------------------------------------------------------------
 
@@ -423,17 +447,18 @@ class Registrar:
         result = ConvergeResult(namespace, name, Outcome.CONVERGED, plan)
         client: ActionsClient | None = None
         if plan.needs_actions_service:
+            spec: dict[str, Any] = {}
             if ars is not None:
                 url, secret = ars.spec.github_config_url, ars.spec.github_config_secret
+                spec = ars.spec.model_dump(by_alias=True, exclude_none=True)
             else:
                 first = next(a.record for a in plan.actions if a.record is not None)
                 url, secret = first.github_config_url, first.github_config_secret
             try:
-                client = await self.client_for(namespace, url, secret)
+                client = await self.client_for(namespace, url, secret, spec)
             except CredentialsUnavailableError as exc:
-                await self._report_failure(
-                    namespace, name, "", str(exc), retryable=True, kind="credentials"
-                )
+                kind = "connection" if isinstance(exc, ServerConnectionError) else "credentials"
+                await self._report_failure(namespace, name, "", str(exc), retryable=True, kind=kind)
                 result.outcome = Outcome.CREDENTIALS
                 result.failures.append(str(exc))
                 return result

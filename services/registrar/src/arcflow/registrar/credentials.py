@@ -24,13 +24,15 @@ from arcflow.common.actions.auth import (
     credentials_from_secret_data,
 )
 from arcflow.common.actions.client import ActionsClient
+from arcflow.common.actions.connection import ServerConnection
 from arcflow.common.actions.errors import CredentialsError
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError
 
 CREDENTIAL_KEYS: Final = (KEY_TOKEN, *APP_KEYS)
 
 Credentials = PatCredentials | AppCredentials
-ClientFactory = Callable[[str, Credentials], ActionsClient]
+#: ``(config URL, credentials, server connection) -> client``.
+ClientFactory = Callable[[str, Credentials, ServerConnection], ActionsClient]
 
 
 class CredentialsUnavailableError(Exception):
@@ -93,27 +95,37 @@ def parse_credentials(data: Mapping[str, bytes], where: str) -> Credentials:
 
 
 class ActionsClientCache:
-    """An LRU of Actions clients keyed by (credentials fingerprint, config URL)."""
+    """An LRU of Actions clients keyed by (credentials fingerprint, config URL, connection
+    fingerprint): a changed CA or proxy gets a new client, as rotated credentials do."""
 
     def __init__(self, factory: ClientFactory, *, max_size: int = 64) -> None:
         self._factory = factory
         self._max_size = max_size
-        self._clients: OrderedDict[tuple[str, str], ActionsClient] = OrderedDict()
+        self._clients: OrderedDict[tuple[str, str, str], ActionsClient] = OrderedDict()
         self.created = 0
 
     def __len__(self) -> int:
         return len(self._clients)
 
     async def client_for(
-        self, config_url: str, secret_data: Mapping[str, bytes], where: str
+        self,
+        config_url: str,
+        secret_data: Mapping[str, bytes],
+        where: str,
+        connection: ServerConnection | None = None,
     ) -> ActionsClient:
-        key = (credentials_fingerprint(secret_data), config_url.rstrip("/"))
+        connection = connection or ServerConnection()
+        key = (
+            credentials_fingerprint(secret_data),
+            config_url.rstrip("/"),
+            connection.fingerprint(),
+        )
         client = self._clients.get(key)
         if client is not None:
             self._clients.move_to_end(key)
             return client
         credentials = parse_credentials(secret_data, where)
-        client = self._factory(config_url, credentials)
+        client = self._factory(config_url, credentials, connection)
         self.created += 1
         self._clients[key] = client
         while len(self._clients) > self._max_size:

@@ -6,7 +6,8 @@ throwaway KV watchers for the scale set records. :class:`JitLookup` keeps instea
 * every AutoscalingRunnerSet, from one watch (``arcflow.common.cache``);
 * each credentials Secret an ARS names, from one watch per Secret (a field selector on its
   name), started the first time a request needs it; its data stays in this process's memory
-  only, never in a stream, bucket, log or event;
+  only, never in a stream, bucket, log or event; the same for the CA ConfigMap
+  (``githubServerTLS``) and the proxy credential Secrets (``proxy``) an ARS names;
 * the scale set records, from **one** live watch of the ``arcflow_scalesets`` KV bucket.
 
 Requests are served concurrently by the RPC server; nothing here blocks another request.
@@ -17,14 +18,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 import nats.errors
 from nats.js.kv import KeyValue
 
 from arcflow.common.actions.client import ActionsClient
 from arcflow.common.cache import CachedKind, Informer, KindStore, ObjectCache
-from arcflow.common.kube import AUTOSCALING_RUNNER_SET, SECRET, KubeClient
+from arcflow.common.kube import AUTOSCALING_RUNNER_SET, SECRET, KubeClient, Resource
 from arcflow.common.scaleset_records import ScaleSetRecord
+from arcflow.registrar.connection import Manifest, read_server_connection
 from arcflow.registrar.credentials import (
     ActionsClientCache,
     CredentialsUnavailableError,
@@ -44,8 +48,8 @@ class JitLookup:
         self.clients = clients
         self._records_kv = records
         self.ars = ObjectCache(kube, [CachedKind(AUTOSCALING_RUNNER_SET)])
-        self._secrets: dict[tuple[str, str], Informer] = {}
-        self._secret_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._secrets: dict[tuple[str, str, str], Informer] = {}
+        self._secret_locks: dict[tuple[str, str, str], asyncio.Lock] = {}
         self._records: dict[str, ScaleSetRecord] = {}
         self._records_synced = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -109,7 +113,15 @@ class JitLookup:
         where = f"{namespace}/{name}"
         if not name:
             raise CredentialsUnavailableError("spec.githubConfigSecret is empty")
-        key = (namespace, name)
+        secret = await self._watched(SECRET, namespace, name)
+        if secret is None:
+            raise CredentialsUnavailableError(f"secret {where} not found")
+        return decode_secret_data(secret, where)
+
+    async def _watched(self, resource: Resource, namespace: str, name: str) -> Manifest | None:
+        """One object from a watch of it alone (a ``metadata.name`` field selector), started
+        on first use: credentials Secrets, the CA ConfigMap and proxy credential Secrets."""
+        key = (resource.kind, namespace, name)
         informer = self._secrets.get(key)
         if informer is None:
             lock = self._secret_locks.setdefault(key, asyncio.Lock())
@@ -118,18 +130,15 @@ class JitLookup:
                 if informer is None:
                     informer = Informer(
                         self.kube,
-                        SECRET,
-                        KindStore(SECRET.kind),
+                        resource,
+                        KindStore(resource.kind),
                         namespace=namespace,
                         field_selector=f"metadata.name={name}",
                     )
                     informer.start()
                     self._secrets[key] = informer
         await asyncio.wait_for(informer.synced(), _SYNC_SECONDS)
-        secret = informer.store.get(namespace, name)
-        if secret is None:
-            raise CredentialsUnavailableError(f"secret {where} not found")
-        return decode_secret_data(secret, where)
+        return informer.store.get(namespace, name)
 
     # --- the answer -------------------------------------------------------------------------
 
@@ -139,6 +148,7 @@ class JitLookup:
         await self.synced()
         doc = self.ars.get(AUTOSCALING_RUNNER_SET, name, namespace)
         records = self.records_of(namespace, name)
+        spec: Mapping[str, Any] = {}
         if doc is not None:
             spec = doc.get("spec") or {}
             url = str(spec.get("githubConfigUrl") or "")
@@ -150,5 +160,6 @@ class JitLookup:
         if not url:
             raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} has no githubConfigUrl")
         data = await self._secret_data(namespace, secret)
-        client = await self.clients.client_for(url, data, f"{namespace}/{secret}")
+        connection = await read_server_connection(self._watched, namespace, spec)
+        client = await self.clients.client_for(url, data, f"{namespace}/{secret}", connection)
         return client, len(records)

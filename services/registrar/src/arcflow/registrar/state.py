@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from arcflow.common.actions.client import ActionsClient
+from arcflow.common.actions.connection import ServerConnection
 from arcflow.common.actions.retry import RetryPolicy
 from arcflow.common.nats.jetstream import KV_SCALESETS
 from arcflow.common.service import Component, Part, ServiceContext
@@ -25,8 +26,10 @@ def default_client_factory(settings: RegistrarSettings) -> ClientFactory:
         backoff_max=settings.actions_retry_wait_max_seconds,
     )
 
-    def build(config_url: str, credentials: Credentials) -> ActionsClient:
-        return ActionsClient(config_url, credentials, retry=retry)
+    def build(
+        config_url: str, credentials: Credentials, connection: ServerConnection
+    ) -> ActionsClient:
+        return ActionsClient(config_url, credentials, retry=retry, connection=connection)
 
     return build
 

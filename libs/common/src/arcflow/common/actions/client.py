@@ -35,6 +35,7 @@ from arcflow.common.actions.auth import (
     create_app_jwt,
     read_jwt_expiry,
 )
+from arcflow.common.actions.connection import ServerConnection
 from arcflow.common.actions.errors import (
     ActionsError,
     AmbiguousResultError,
@@ -164,6 +165,7 @@ class ActionsClient:
         retry: RetryPolicy | None = None,
         proxy: str | None = None,
         root_ca_pem: str | None = None,
+        connection: ServerConnection | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         environ: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -184,12 +186,21 @@ class ActionsClient:
             self._remember_secret(credentials.token.get_secret_value())
         else:
             self._remember_secret(credentials.private_key.get_secret_value())
-        verify: ssl.SSLContext | bool = server_ssl_context(root_ca_pem) if root_ca_pem else True
+        # The GitHub server's CA and proxy (``connection``: an ARS's githubServerTLS and
+        # proxy) win over the environment, as upstream's controllers do
+        # (docs/upstream-behaviour.md#actions-connection).
+        connection = connection or ServerConnection()
+        ca = connection.root_ca_pem or root_ca_pem
+        verify: ssl.SSLContext | bool = server_ssl_context(ca) if ca else True
+        for password in connection.proxy_passwords():
+            self._remember_secret(password)
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(timeout),
             proxy=proxy,
             verify=verify,
             transport=transport,
+            mounts=connection.proxy_mounts(verify) or None,
+            trust_env=not connection.has_proxy,
             follow_redirects=False,
         )
         # Upstream sends no Accept header except on GET {mq}; httpx would add "*/*".

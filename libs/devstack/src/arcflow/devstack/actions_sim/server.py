@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import uuid
 from collections import deque
 from dataclasses import dataclass
@@ -66,11 +67,14 @@ class ActionsSimulator:
         admin_token_ttl: float = 3600.0,
         mq_token_ttl: float = 3600.0,
         assign_timeout: float | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if poll_timeout < 0:
             raise ValueError("poll_timeout must not be negative")
         self.host = host
         self.port = port
+        # Served over TLS with this context (a GHES behind a private CA), else plain HTTP.
+        self.ssl_context = ssl_context
         self.poll_timeout = poll_timeout
         self.faults = FaultBook()
         self.tokens = TokenAuthority(admin_token_ttl, mq_token_ttl)
@@ -97,7 +101,7 @@ class ActionsSimulator:
         ControlRoutes(self).register(app)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
+        site = web.TCPSite(runner, self.host, self.port, ssl_context=self.ssl_context)
         await site.start()
         self._runner = runner
         self.port = int(runner.addresses[0][1])
@@ -125,7 +129,8 @@ class ActionsSimulator:
     # --- URLs ----------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     @property
     def api_url(self) -> str:

@@ -67,6 +67,7 @@ from arcflow.reconciler.controllers.runner_spec_drift import (
     runner_spec_drift,
     wanted_annotations,
 )
+from arcflow.reconciler.controllers.server_tls import check_server_tls
 from arcflow.reconciler.scalesets import ScaleSetAssignment
 from arcflow.reconciler.workqueue import Key, Result
 
@@ -236,6 +237,7 @@ async def reconcile_ars(ctx: Context, key: Key) -> Result:
             scope,
             "add the AutoscalingRunnerSet finalizer",
         )
+    doc = await check_server_tls(ctx, doc, scope)
     ars = AutoscalingRunnerSet.from_manifest(doc)
 
     variants = [v.name for v in ars.spec.effective_variants()]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from arcflow.common.actions.tls import ca_bundle_from_config_map, ca_config_map_ref
 from arcflow.common.builders import (
     build_listener_config_secret,
     build_listener_pods,
@@ -165,18 +166,14 @@ async def _remove_surplus_pods(ctx: Context, al: Manifest, replicas: int, scope:
 
 
 async def _server_root_ca(ctx: Context, spec: dict[str, Any], scope: Scope) -> str:
-    ref = (
-        ((spec.get("githubServerTLS") or {}).get("certificateFrom") or {}).get("configMapKeyRef")
-    ) or {}
-    if not ref.get("name"):
+    tls = spec.get("githubServerTLS") or {}
+    name, _ = ca_config_map_ref(tls)
+    if not name:
         return ""
-    config_map = await ctx.kube.get(CONFIG_MAP, str(ref["name"]), scope.namespace)
-    value = (config_map.get("data") or {}).get(str(ref.get("key", "")))
-    if value is None:
-        raise RuntimeError(
-            f"ConfigMap {scope.namespace}/{ref['name']} has no key {ref.get('key')!r}"
-        )
-    return str(value)
+    config_map = await get_or_none(ctx.kube, CONFIG_MAP, name, scope.namespace)
+    # A CABundleError names the ConfigMap and key; the ARS carries the condition
+    # (controllers/server_tls.py).
+    return ca_bundle_from_config_map(config_map, scope.namespace, tls)
 
 
 async def _ensure_metadata_object(

@@ -1,0 +1,68 @@
+"""The ``GitHubServerTLSValid`` condition of an AutoscalingRunnerSet (ADR 0038): a CA ConfigMap
+(``githubServerTLS``) that is missing, lacks its key or holds no PEM certificate stops the
+registrar (it cannot reach the server) and the listener's config; ``kubectl describe`` shows
+why, with a Warning Event when it turns bad and a Normal one when it is fixed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arcflow.common.actions.tls import CABundleError, ca_bundle_from_config_map, ca_config_map_ref
+from arcflow.common.events import utc_now
+from arcflow.common.kube import AUTOSCALING_RUNNER_SET, CONFIG_MAP, build_event
+from arcflow.reconciler.audit import Scope
+from arcflow.reconciler.controllers.base import Context, Manifest, get_or_none, meta
+
+CONDITION_SERVER_TLS = "GitHubServerTLSValid"
+REASON_CA_VALID = "CACertificateFound"
+REASON_CA_INVALID = "CACertificateUnusable"
+
+
+async def check_server_tls(ctx: Context, doc: Manifest, scope: Scope) -> Manifest:
+    """Keep the condition current: one ConfigMap GET per pass of an ARS that names a CA
+    (none otherwise); a status patch and an Event only when the verdict changes."""
+    tls: dict[str, Any] = (doc.get("spec") or {}).get("githubServerTLS") or {}
+    conditions: list[dict[str, Any]] = list((doc.get("status") or {}).get("conditions") or [])
+    current = next((c for c in conditions if c.get("type") == CONDITION_SERVER_TLS), None)
+    if not tls:
+        return doc  # a condition left from an earlier CA stays until it is set again
+    name, _ = ca_config_map_ref(tls)
+    config_map = await get_or_none(ctx.kube, CONFIG_MAP, name, scope.namespace) if name else None
+    try:
+        ca_bundle_from_config_map(config_map, scope.namespace, tls)
+    except CABundleError as exc:
+        ok, message = False, f"{exc}: no runner scale set can be registered or listened to"
+    else:
+        ok, message = True, f"CA certificate of ConfigMap {scope.namespace}/{name} is usable"
+    if current is None and ok:
+        return doc
+    was = current or {}
+    if (
+        current is not None
+        and (was.get("status") == "True") == ok
+        and (ok or was.get("message") == message)
+    ):
+        return doc
+    reason = REASON_CA_VALID if ok else REASON_CA_INVALID
+    event = build_event(
+        doc, reason, message, type="Normal" if ok else "Warning", component="arcflow-reconciler"
+    )
+    created = await ctx.kube.create(event)
+    await ctx.writer.audit("created", created, scope, "Kubernetes Event about the server CA")
+    condition = {
+        "type": CONDITION_SERVER_TLS,
+        "status": "True" if ok else "False",
+        "reason": reason,
+        "message": message,
+        "observedGeneration": meta(doc).get("generation"),
+        "lastTransitionTime": utc_now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    others = [c for c in conditions if c.get("type") != CONDITION_SERVER_TLS]
+    return await ctx.writer.patch_status(
+        AUTOSCALING_RUNNER_SET.kind,
+        scope.ars,
+        scope.namespace,
+        {"conditions": [*others, condition]},
+        scope,
+        "server CA usable" if ok else "server CA unusable",
+    )
