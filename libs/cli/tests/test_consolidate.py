@@ -195,8 +195,6 @@ def test_refuses_inputs_with_variants_chart_container_mode_and_bad_merges() -> N
     with_variants = _ars("ci-a", runnerVariants=[{"name": "x"}])
     with pytest.raises(ConsolidationError, match="already has runnerVariants"):
         _inputs(with_variants)
-    with pytest.raises(ConsolidationError, match=r"containerMode\.type='dind'"):
-        _inputs({"githubConfigUrl": "https://github.com/o", "containerMode": {"type": "dind"}})
     with pytest.raises(ConsolidationError, match="kind is 'ConfigMap'"):
         _inputs({"apiVersion": "v1", "kind": "ConfigMap"})
     with pytest.raises(ConsolidationError, match="at least two"):
@@ -207,6 +205,51 @@ def test_refuses_inputs_with_variants_chart_container_mode_and_bad_merges() -> N
     long_docs = [_ars("x" * 40 + "-aa"), _ars("x" * 40 + "-bb")]
     with pytest.raises(ConsolidationError, match="does not validate"):
         consolidate(_inputs(*long_docs), name="y" * 50)
+
+
+@pytest.mark.parametrize("mode", ["dind", "kubernetes", "kubernetes-novolume"])
+def test_a_container_mode_values_file_is_refused_with_what_to_run_instead(mode: str) -> None:
+    values = {"githubConfigUrl": "https://github.com/o", "containerMode": {"type": mode}}
+    with pytest.raises(ConsolidationError) as caught:
+        input_from_document(values, "values-gpu.yaml")
+    message = str(caught.value)
+    assert f"containerMode.type={mode!r} cannot be merged from a values file" in message
+    assert "helm template values-gpu deploy/helm/arcflow-runner-set -f values-gpu.yaml" in message
+    assert "| arcflow consolidate -" in message
+    assert ("ServiceAccount, Role and RoleBinding" in message) is (mode != "dind")
+
+
+def test_a_container_mode_type_the_chart_ignores_is_no_mode_with_a_note() -> None:
+    def values(name: str, mode: str) -> dict[str, Any]:
+        return {
+            "githubConfigUrl": "https://github.com/o",
+            "githubConfigSecret": "gh",
+            "runnerScaleSetName": name,
+            "containerMode": {"type": mode},
+        }
+
+    result = consolidate(_inputs(values("ci-a", "none"), values("ci-b", "")))
+    assert [v.name for v in result.ars.spec.runner_variants or []] == ["a", "b"]
+    assert any("containerMode.type='none' is not a container mode" in n for n in result.notes)
+
+
+def test_runner_accounts_of_old_releases_are_named_in_the_notes() -> None:
+    def rendered(name: str, account: str, key: str) -> dict[str, Any]:
+        doc = _ars(name)
+        doc["spec"]["template"]["spec"]["serviceAccountName"] = account
+        doc["metadata"]["annotations"] = {f"actions.github.com/cleanup-{key}": account}
+        return doc
+
+    result = consolidate(
+        _inputs(
+            rendered("ci-a", "ci-a-gha-rs-kube-mode", "kubernetes-mode-service-account-name"),
+            rendered("ci-b", "ci-b-gha-rs-no-permission", "no-permission-service-account-name"),
+        )
+    )
+    notes = "\n".join(result.notes)
+    assert "variant a: runner pods run as ServiceAccount 'ci-a-gha-rs-kube-mode'" in notes
+    assert "with its Role and RoleBinding" in notes
+    assert "variant b: runner pods run as ServiceAccount 'ci-b-gha-rs-no-permission'" in notes
 
 
 def test_inputs_are_not_mutated() -> None:

@@ -60,8 +60,14 @@ _CHART_PASSTHROUGH: Final = {
 }
 #: Chart values that only shape Helm-rendered objects (not the ARS spec) but still must agree.
 _CHART_COMPARED_ONLY: Final = ("controllerServiceAccount", "resourceMeta")
-#: Chart values the chart renders *into* the runner template; merged output would lose them.
-_CHART_RENDERED_INTO_TEMPLATE: Final = ("containerMode",)
+#: Container modes the chart renders into the runner template (any other type is ignored by
+#: the chart, as upstream's, and means no container mode; ADR 0020, ADR 0039).
+CONTAINER_MODES: Final = ("dind", "kubernetes", "kubernetes-novolume")
+#: ARS annotations (set by the chart) naming the ServiceAccounts it creates for runner pods.
+_RUNNER_ACCOUNT_ANNOTATIONS: Final = {
+    "actions.github.com/cleanup-kubernetes-mode-service-account-name": "kubernetes-mode",
+    "actions.github.com/cleanup-no-permission-service-account-name": "no-permission",
+}
 
 
 class ConsolidationError(ValueError):
@@ -78,6 +84,8 @@ class ConsolidationInput:
     #: Values compared across inputs that the manifest does not carry verbatim (the chart's
     #: githubConfigSecret map, controllerServiceAccount, resourceMeta).
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What the user should know about this input (printed with the merge's notes).
+    notes: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -129,13 +137,17 @@ def chart_values_to_input(
     know: ``release`` (``release=file`` on the command line), else the file name (without
     extension).
     """
-    for key in _CHART_RENDERED_INTO_TEMPLATE:
-        mode = values.get(key)
-        if isinstance(mode, Mapping) and mode.get("type"):
-            raise ConsolidationError(
-                f"{source}: {key}.type={mode.get('type')!r} is rendered into the runner template "
-                "by the chart; run `helm template` and consolidate the rendered ARS manifests"
-            )
+    notes: list[str] = []
+    mode = values.get("containerMode")
+    mode_type = str(mode.get("type") or "") if isinstance(mode, Mapping) else ""
+    if mode_type in CONTAINER_MODES:
+        raise ConsolidationError(container_mode_refusal(source, mode_type, release))
+    if mode_type:
+        notes.append(
+            f"{source}: containerMode.type={mode_type!r} is not a container mode the chart "
+            f"knows ({', '.join(CONTAINER_MODES)}); the chart ignores it, as upstream's does, "
+            "so the runner template is used as written"
+        )
     tls = values.get("githubServerTLS")
     if isinstance(tls, Mapping) and tls.get("runnerMountPath"):
         raise ConsolidationError(
@@ -174,7 +186,51 @@ def chart_values_to_input(
     if values.get("namespaceOverride"):
         metadata["namespace"] = values["namespaceOverride"]
     manifest = {"apiVersion": API_VERSION, "kind": KIND_ARS, "metadata": metadata, "spec": spec}
-    return ConsolidationInput(source, manifest, from_chart=True, extra=extra)
+    return ConsolidationInput(source, manifest, from_chart=True, extra=extra, notes=tuple(notes))
+
+
+def container_mode_refusal(source: str, mode: str, release: str | None) -> str:
+    """Why a values file with a container mode is refused, and what to run instead (pure)."""
+    renders = {
+        "dind": "an init container copying the runner's externals, a privileged docker:dind "
+        "container, their volumes and DOCKER_HOST",
+        "kubernetes": "the container hooks' environment and the work volume claim",
+        "kubernetes-novolume": "the container hooks' environment and an init container "
+        "copying the runner's externals",
+    }[mode]
+    text = (
+        f"{source}: containerMode.type={mode!r} cannot be merged from a values file: the chart "
+        f"renders it into the runner pod template ({renders}), and a variant's template is "
+        "used as written"
+    )
+    if mode != "dind":
+        text += (
+            ", and it creates a ServiceAccount, Role and RoleBinding named after the release "
+            "that the runner pods run as"
+        )
+    name = release or _stem(source)
+    return (
+        f"{text}. Merge the rendered set instead: `helm template {name} "
+        f"deploy/helm/arcflow-runner-set -f {source} | arcflow consolidate - ...` "
+        '(docs/migrating-from-arc.md, "Container modes")'
+    )
+
+
+def runner_account_notes(item: ConsolidationInput, variant: str) -> list[str]:
+    """A note when the input's runner pods run as a ServiceAccount its Helm release created:
+    uninstalling that release deletes it (pure)."""
+    spec = item.manifest.get("spec") or {}
+    account = ((spec.get("template") or {}).get("spec") or {}).get("serviceAccountName")
+    annotations = (item.manifest.get("metadata") or {}).get("annotations") or {}
+    for key, kind in _RUNNER_ACCOUNT_ANNOTATIONS.items():
+        if account and annotations.get(key) == account:
+            extra = " with its Role and RoleBinding" if kind == "kubernetes-mode" else ""
+            return [
+                f"variant {variant}: runner pods run as ServiceAccount {account!r}, the "
+                f"{kind} account the Helm release of {item.name} created; uninstalling that "
+                f"release deletes it{extra}: keep it, or create it before the switch"
+            ]
+    return []
 
 
 def _stem(source: str) -> str:
@@ -388,6 +444,10 @@ def consolidate(inputs: Sequence[ConsolidationInput], name: str | None = None) -
             f"GitHub scale set names become '{merged_name}-<variant>': new scale sets are "
             "registered; remove the old ones after the switch"
         )
+
+    for item, variant_name in zip(inputs, names, strict=True):
+        notes.extend(item.notes)
+        notes.extend(runner_account_notes(item, variant_name))
 
     first = inputs[0]
     spec = {
