@@ -15,6 +15,7 @@ import nats
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError as JsNotFoundError
+from opentelemetry.metrics import Meter
 
 from arcflow.common import subjects
 from arcflow.common.actions import ActionsClient, RetryPolicy
@@ -92,7 +93,12 @@ class Stack:
         return self.sim.config_url("my-org")
 
     async def start_registrar(
-        self, instance: str = "r1", *, run_sweep: bool = True, **settings: Any
+        self,
+        instance: str = "r1",
+        *,
+        run_sweep: bool = True,
+        meter: Meter | None = None,
+        **settings: Any,
     ) -> ServiceRuntime:
         """One registrar replica through the service runtime (its own NATS connection)."""
         app = ServiceRuntime(
@@ -100,6 +106,7 @@ class Stack:
             test_settings(instance).model_copy(update=settings),
             nats_settings=NatsSettings(url=self.nats_url),
             kube=self.kube,
+            meter=meter,
             overrides={"client_factory": fast_client_factory},
             serve_metrics=False,
             run_periodic=run_sweep,

@@ -51,6 +51,9 @@ from arcflow.registrar.metrics import RegistrarMetrics
 
 log = logging.getLogger(__name__)
 
+#: Invalid requests are logged at most once per op in this many seconds (then with a count).
+REJECTION_LOG_SECONDS = 10.0
+
 
 class RpcFailureError(Exception):
     def __init__(self, code: RpcErrorCode, reason: str) -> None:
@@ -81,6 +84,8 @@ class RegistrarRpcServer:
         self._slots = asyncio.Semaphore(concurrency)
         self._subs: list[Subscription] = []
         self._tasks: set[asyncio.Task[None]] = set()
+        # op -> (when the last rejection was logged, rejections not logged since)
+        self._rejections: dict[str, tuple[float, int]] = {}
 
     async def start(self) -> None:
         routes: list[tuple[str, str, Callable[[bytes], Awaitable[BaseModel]]]] = [
@@ -126,6 +131,8 @@ class RegistrarRpcServer:
             except RpcFailureError as exc:
                 outcome = exc.code.value
                 reply = RpcReply[Any].failure(exc.code, exc.reason)
+                if exc.code is RpcErrorCode.INVALID_REQUEST:
+                    self._log_rejection(op, exc.reason, len(msg.data))
             except Exception as exc:
                 outcome = RpcErrorCode.INTERNAL.value
                 log.exception("RPC handler failed", extra={"op": op})
@@ -141,6 +148,22 @@ class RegistrarRpcServer:
         self._metrics.rpc_requests.add(1, {"op": op, "outcome": outcome})
         self._metrics.rpc_duration.record(elapsed, {"op": op})
         log.info("rpc served", extra={"op": op, "outcome": outcome, "seconds": round(elapsed, 4)})
+
+    def _log_rejection(self, op: str, reason: str, size: int) -> None:
+        """One warning per op per :data:`REJECTION_LOG_SECONDS`, counting the ones it stands
+        for: a caller sending garbage in a loop gets a clear line, not a flood. The reason
+        names fields, never values (``parse_request``); every rejection is counted in
+        ``arcflow_registrar_rpc_requests_total{outcome="invalid_request"}``."""
+        now = time.monotonic()
+        last, held = self._rejections.get(op, (float("-inf"), 0))
+        if now - last < REJECTION_LOG_SECONDS:
+            self._rejections[op] = (last, held + 1)
+            return
+        self._rejections[op] = (now, 0)
+        log.warning(
+            "rejected an invalid RPC request",
+            extra={"op": op, "reason": reason[:500], "bytes": size, "rejected_since_last": held},
+        )
 
     async def _client(self, namespace: str, ars: str) -> Any:
         try:

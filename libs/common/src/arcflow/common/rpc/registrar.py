@@ -57,15 +57,30 @@ class RpcError(_Model):
 # --- requests and results -------------------------------------------------------------------
 
 
+#: Largest request accepted, in bytes: real ones are under 1 KiB (docs/registrar.md, "Bad
+#: requests"); anything bigger is refused before it is parsed.
+MAX_REQUEST_BYTES: Final = 64 * 1024
+_DNS_LABEL: Final = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_DNS_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+
+
 class _ArsScoped(_Model):
-    namespace: str = Field(min_length=1)
-    ars: str = Field(min_length=1, description="AutoscalingRunnerSet name")
+    # Strict: a request says what it means ("12" or true is not a runner id).
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    namespace: str = Field(min_length=1, max_length=63, pattern=_DNS_LABEL)
+    ars: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=_DNS_SUBDOMAIN,
+        description="AutoscalingRunnerSet name",
+    )
 
 
 class JitConfigRequest(_ArsScoped):
-    scale_set_id: int = Field(gt=0)
+    scale_set_id: int = Field(gt=0, lt=2**63)
     runner_name: str = Field(min_length=1, max_length=253)
-    work_folder: str = ""
+    work_folder: str = Field(default="", max_length=4096)
 
 
 class JitConfigResult(_Model):
@@ -81,7 +96,7 @@ class JitConfigResult(_Model):
 
 
 class RemoveRunnerRequest(_ArsScoped):
-    runner_id: int = Field(gt=0)
+    runner_id: int = Field(gt=0, lt=2**63)
 
 
 RemoveOutcome = Literal["ok", "job_still_running", "not_found"]
@@ -92,7 +107,7 @@ class RemoveRunnerResult(_Model):
 
 
 class GetRunnerRequest(_ArsScoped):
-    runner_name: str = Field(min_length=1)
+    runner_name: str = Field(min_length=1, max_length=253)
 
 
 class RunnerInfo(_Model):
@@ -248,7 +263,13 @@ class RegistrarRpcClient:
 
 
 def parse_request(model: type[_ArsScoped], data: bytes) -> _ArsScoped:
-    """Parse a request; raises ``ValueError`` with field names (never values)."""
+    """Parse a request; raises ``ValueError`` with field names (never values). Oversized,
+    non-JSON, too deep (the parser's recursion limit), out-of-range or wrong-typed input all
+    end here, never in another exception."""
+    if len(data) > MAX_REQUEST_BYTES:
+        raise ValueError(
+            f"invalid {model.__name__}: request of {len(data)} bytes, over {MAX_REQUEST_BYTES}"
+        )
     try:
         return model.model_validate_json(data)
     except ValidationError as exc:
@@ -262,6 +283,7 @@ def parse_request(model: type[_ArsScoped], data: bytes) -> _ArsScoped:
 __all__ = [
     "GET_RUNNER_SUBJECT",
     "JITCONFIG_SUBJECT",
+    "MAX_REQUEST_BYTES",
     "REMOVE_RUNNER_SUBJECT",
     "RPC_QUEUE_GROUP",
     "CredentialsRpcError",

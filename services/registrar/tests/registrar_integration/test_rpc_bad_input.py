@@ -1,0 +1,101 @@
+"""Bad input on the registrar's RPC subjects, against the real nats-server (issue 12): every
+malformed, oversized, too deep or wrong-typed request gets an ``invalid_request`` reply that
+names fields (never values), is counted and logged (rate-limited), reaches no stream, and the
+registrar keeps answering good requests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from arcflow.common.rpc.registrar import (
+    GET_RUNNER_SUBJECT,
+    JITCONFIG_SUBJECT,
+    REMOVE_RUNNER_SUBJECT,
+    RegistrarRpcClient,
+)
+from tests.polling import eventually
+
+from .harness import LogCapture, Stack, all_stored_messages
+from .test_lifecycle import apply_ars, registered
+
+pytestmark = pytest.mark.integration
+
+LONG = "a" * 200_000
+#: Sent on every RPC subject.
+COMMON: dict[str, bytes] = {
+    "garbage": b"not json",
+    "empty": b"",
+    "binary": b"\xff\xfe\x00\x01",
+    "array": b"[1, 2]",
+    "null": b"null",
+    "deep": b'{"namespace": ' + b"[" * 10_000 + b"]" * 10_000 + b"}",
+    "huge integer": b'{"namespace": "ns", "ars": "a", "runner_id": ' + b"9" * 5000 + b"}",
+    "oversized": json.dumps({"namespace": LONG, "ars": "a"}).encode(),
+    "not a namespace": b'{"namespace": "../Etc", "ars": "a", "runner_id": 1}',
+    "unknown field": b'{"namespace": "ns", "ars": "a", "runner_id": 1, "x": 1}',
+}
+#: Right fields, wrong types.
+WRONG_TYPES: dict[str, list[bytes]] = {
+    JITCONFIG_SUBJECT: [
+        b'{"namespace": "ns", "ars": "a", "scale_set_id": "7", "runner_name": "r"}',
+        b'{"namespace": "ns", "ars": "a", "scale_set_id": 7.5, "runner_name": "r"}',
+    ],
+    REMOVE_RUNNER_SUBJECT: [
+        b'{"namespace": "ns", "ars": "a", "runner_id": true}',
+        b'{"namespace": "ns", "ars": "a", "runner_id": "12"}',
+    ],
+    GET_RUNNER_SUBJECT: [b'{"namespace": "ns", "ars": "a", "runner_name": 12}'],
+}
+
+
+def _invalid_requests(reader: InMemoryMetricReader) -> int:
+    data = reader.get_metrics_data()
+    total = 0
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name != "arcflow_registrar_rpc_requests":
+                    continue
+                for point in metric.data.data_points:
+                    if point.attributes.get("outcome") == "invalid_request":
+                        total += int(point.value)
+    return total
+
+
+async def test_bad_requests_get_clear_errors_and_break_nothing(
+    stack: Stack, captured_logs: LogCapture
+) -> None:
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    await stack.create_secret({"github_token": stack.pat})
+    await stack.start_registrar(meter=meter)
+    await apply_ars(stack, stack.ars_manifest("bad"))
+    sets = await eventually(lambda: registered(stack, {"bad"}))
+
+    sent = 0
+    for subject in (JITCONFIG_SUBJECT, REMOVE_RUNNER_SUBJECT, GET_RUNNER_SUBJECT):
+        for what, payload in [*COMMON.items(), *(("wrong type", p) for p in WRONG_TYPES[subject])]:
+            reply = await stack.nc.request(subject, payload, timeout=5)
+            sent += 1
+            body = json.loads(reply.data)
+            assert body["ok"] is False, (subject, what)
+            assert body["error"]["code"] == "invalid_request", (subject, what, body)
+            assert body["error"]["reason"].startswith("invalid "), (subject, what, body)
+            assert len(reply.data) < 2048, (subject, what)  # never an echo of the input
+            assert LONG[:100] not in body["error"]["reason"]
+
+    assert _invalid_requests(reader) == sent
+    warnings = [line for line in captured_logs.lines if "rejected an invalid RPC request" in line]
+    assert 1 <= len(warnings) <= 3, warnings  # one per subject, then counted, not repeated
+    assert LONG[:100] not in captured_logs.text
+
+    # Nothing else broke: a good request is served, no RPC payload reached a stream.
+    client = RegistrarRpcClient(stack.nc, timeout=10)
+    jit = await client.generate_jit_config(stack.namespace, "bad", sets["bad"]["id"], "bad-r1")
+    assert jit.runner_name == "bad-r1"
+    for _stream, subject, _data in await all_stored_messages(stack.js):
+        assert ".rpc." not in subject, subject
