@@ -9,73 +9,18 @@ from __future__ import annotations
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from ipaddress import IPv4Address
 from pathlib import Path
 
 import httpx
 import pytest
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from arcflow.common.actions import ActionsClient, ActionsError, PatCredentials, RetryPolicy
+from arcflow.devstack.actions_sim.tls import Issued, PrivateChain, issue, private_chain
 
 from .conftest import PAT, FakeGitHub, sequence, status
 
 pytestmark = pytest.mark.integration
-
-
-@dataclass(frozen=True)
-class Issued:
-    key: ec.EllipticCurvePrivateKey
-    cert: x509.Certificate
-
-    @property
-    def pem(self) -> str:
-        return self.cert.public_bytes(serialization.Encoding.PEM).decode()
-
-
-def _issue(name: str, issuer: Issued | None, *, ca: bool, path_length: int | None = None) -> Issued:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.now(UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(issuer.cert.subject if issuer else subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=path_length), critical=True)
-    )
-    if ca:
-        builder = builder.add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-    else:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(IPv4Address("127.0.0.1"))]),
-            critical=False,
-        ).add_extension(
-            x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-        )
-    signer = issuer.key if issuer else key
-    return Issued(key, builder.sign(signer, hashes.SHA256()))
 
 
 @dataclass(frozen=True)
@@ -88,28 +33,15 @@ class Chain:
 
 @pytest.fixture(scope="module")
 def chain() -> Chain:
-    root = _issue("arcflow test root", None, ca=True)
-    intermediate = _issue("arcflow test issuing CA", root, ca=True, path_length=0)
-    server = _issue("127.0.0.1", intermediate, ca=False)
-    unrelated = _issue("someone else's root", None, ca=True)
-    return Chain(root, intermediate, server, unrelated)
+    private = private_chain()
+    unrelated = issue("someone else's root", None, ca=True)
+    return Chain(private.root, private.intermediate, private.server, unrelated)
 
 
 @pytest.fixture
 async def tls_github(chain: Chain, tmp_path: Path) -> AsyncIterator[FakeGitHub]:
     """The fake GitHub server behind TLS, presenting the server certificate and intermediate."""
-    cert_file = tmp_path / "server-chain.pem"
-    key_file = tmp_path / "server-key.pem"
-    cert_file.write_text(chain.server.pem + chain.intermediate.pem)
-    key_file.write_bytes(
-        chain.server.key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_context.load_cert_chain(cert_file, key_file)
+    server_context = PrivateChain(chain.root, chain.intermediate, chain.server).server_context()
     fake = FakeGitHub()
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", fake.dispatch)
