@@ -81,6 +81,8 @@ async def test_direct_edit_replaces_idle_runners_and_lets_the_busy_one_finish(
     assert _image(ers) == EDITED  # the ARS did not revert the edit
     assert await _listener_uid(stack) == listener  # nor drain the listener for it
     assert await stack.events("RunnerSpecEdited", "solo")
+    pod = await stack.kube.get("Pod", busy, stack.namespace)  # its job is still running
+    assert not pod["metadata"].get("deletionTimestamp")
 
     await stack.set_pod_status(  # the busy runner's job ends: exit 0
         busy,
