@@ -173,6 +173,12 @@ class Stack:
     #: With ``example=False``: run the real pod runner (listener processes) instead of the
     #: stand-in, still without the example ARS (the scale benchmark's ``--real-listeners``).
     real_listeners: bool = False
+    #: Seconds the simulator holds an empty message poll (GitHub holds it about 50 s).
+    poll_timeout: float = 5.0
+    #: A bytecode cache for listener processes (``PYTHONPYCACHEPREFIX``), filled before the
+    #: services start: the container image compiles bytecode at build, so a listener pod
+    #: does not compile its modules at every start. ``None``: compile at every start.
+    listener_bytecode_cache: str | None = None
     temp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="arcflow-bench-")))
     nats: NatsServer | None = None
     emulator: KubeEmulator | None = None
@@ -213,7 +219,7 @@ class Stack:
         self.emulator = KubeEmulator()
         await self.emulator.start()
         self._exit.push_async_callback(self.emulator.stop)
-        self.simulator = ActionsSimulator(poll_timeout=5.0)
+        self.simulator = ActionsSimulator(poll_timeout=self.poll_timeout)
         await self.simulator.start()
         self._exit.push_async_callback(self.simulator.stop)
         for client in CLIENTS:
@@ -240,14 +246,20 @@ class Stack:
             for name in SERVICES:
                 await self._spawn(name)
             return
+        listener_env = {
+            "ARCFLOW_KUBE_KUBECONFIG": self.kubeconfig_for("listener"),
+            "PYTHONUNBUFFERED": "1",
+        }
+        if self.listener_bytecode_cache:
+            listener_env.update(
+                PYTHONPYCACHEPREFIX=self.listener_bytecode_cache, PYTHONDONTWRITEBYTECODE=""
+            )
+            await warm_bytecode_cache(listener_env)
         self.pod_runner = PodRunner(
             kubelet,
             self.temp / "pods",
             SimulatedRunnerBackend(self.simulator, default_job_duration=1.0),
-            listener_env={
-                "ARCFLOW_KUBE_KUBECONFIG": self.kubeconfig_for("listener"),
-                "PYTHONUNBUFFERED": "1",
-            },
+            listener_env=listener_env,
         )
         await self.pod_runner.start()
         self._exit.push_async_callback(self.pod_runner.stop)
@@ -360,6 +372,18 @@ class Stack:
             rss, cpu = proc_usage(process.pid)
             out[name] = {"rss_mib": round(rss, 1), "cpu_seconds": round(cpu, 2)}
         return out
+
+
+async def warm_bytecode_cache(env: dict[str, str]) -> None:
+    """Compile the listener's modules into the cache once (what an image build does)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "import arcflow.listener.lean as l; l.skip_optional_imports(); "
+        "import arcflow.listener.main, arcflow.listener.app",
+        env={**os.environ, **env},
+    )
+    await process.wait()
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

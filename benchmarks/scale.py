@@ -18,17 +18,23 @@ import asyncio
 import base64
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _stack import Stack, machine, spread, write_result
+from _stack import Stack, machine, proc_usage, spread, write_result
+from _timeline import (
+    RecordingRequests,
+    Timeline,
+    per_listener_lags,
+    process_started,
+    watch_stages,
+)
 
 from arcflow.common.actions.auth import KEY_TOKEN
-from arcflow.common.kube import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER_SET, POD
-from arcflow.devstack.pod_runner import classify_pod
 
 NAMESPACE = "scale"
 CONTROLLER_NAMESPACE = "arc-systems"
@@ -60,9 +66,20 @@ def live_sessions(snapshot: dict[str, Any]) -> int:
 
 
 async def one_run(
-    ars: int, variants: int, idle: float, *, real_listeners: bool = False
+    ars: int,
+    variants: int,
+    idle: float,
+    *,
+    real_listeners: bool = False,
+    poll_timeout: float = 5.0,
+    bytecode_cache: str | None = None,
 ) -> dict[str, Any]:
-    async with Stack(example=False, real_listeners=real_listeners) as stack:
+    async with Stack(
+        example=False,
+        real_listeners=real_listeners,
+        poll_timeout=poll_timeout,
+        listener_bytecode_cache=bytecode_cache,
+    ) as stack:
         assert stack.kube is not None
         assert stack.simulator is not None
         kube = stack.kube
@@ -81,6 +98,14 @@ async def one_run(
         )
         await asyncio.sleep(3.0)  # the services' first lists and watches
         stack.reset_counts()
+        timeline = Timeline()
+        stack.simulator.requests = RecordingRequests(timeline)
+        watching = asyncio.create_task(
+            watch_stages(kube, timeline, {"runners": NAMESPACE, "controller": CONTROLLER_NAMESPACE})
+        )
+        await asyncio.sleep(0.5)  # the watches are open before the apply
+        timeline.started = time.time()
+        harness_cpu = time.process_time()
         started = time.monotonic()
         config_url = stack.simulator.config_url("example-org")
         await asyncio.gather(
@@ -93,20 +118,16 @@ async def one_run(
             want["sessions"] = ars * variants
         deadline = time.monotonic() + 600
         while len(done) < len(want) and time.monotonic() < deadline:
+            # Watch-fed counts (see _timeline): no LIST of 1,000 objects twice a second from
+            # the harness, which shares its process with the emulator and the simulator.
             snapshot = stack.simulator.snapshot()
+            stages = timeline.stages
             counts = {
                 "sessions": live_sessions(snapshot),
                 "scale_sets": len(snapshot["scaleSets"]),
-                "ers": len((await kube.list(EPHEMERAL_RUNNER_SET, namespace=NAMESPACE)).items),
-                "al": len(
-                    (await kube.list(AUTOSCALING_LISTENER, namespace=CONTROLLER_NAMESPACE)).items
-                ),
-                "pods": sum(
-                    1
-                    for p in (await kube.list(POD, namespace=CONTROLLER_NAMESPACE)).items
-                    if classify_pod(p) == "listener"
-                    and (p.get("status") or {}).get("phase") == "Running"
-                ),
+                "ers": len(stages.get("ers_created", {})),
+                "al": len(stages.get("al_created", {})),
+                "pods": len(stages.get("listener_pod_running", {})),
             }
             for name, n in counts.items():
                 if name not in done and n >= want[name]:
@@ -114,6 +135,14 @@ async def one_run(
             await asyncio.sleep(0.5)
         busy = stack.counts()
         usage = stack.usage()
+        listener_pids = stack.pod_runner.running_processes if stack.pod_runner else []
+        listener_cpu = sum(proc_usage(pid)[1] for pid in listener_pids)
+        if stack.pod_runner is not None:
+            process_started(timeline, stack.pod_runner.records)
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+        with open("/proc/loadavg") as handle:  # noqa: ASYNC230
+            load_when_done = [float(x) for x in handle.read().split()[:3]]
         stack.reset_counts()
         await asyncio.sleep(idle)
         quiet = stack.counts()
@@ -124,6 +153,8 @@ async def one_run(
             "ars": ars,
             "variants": variants,
             "real_listeners": real_listeners,
+            "poll_timeout": poll_timeout,
+            "listener_bytecode_cache": bool(bytecode_cache),
             "apply_seconds": round(applied, 2),
             "seconds_until": {k: round(v, 1) for k, v in done.items()},
             "all_objects_seconds": max(
@@ -139,6 +170,13 @@ async def one_run(
             ),
             "idle_calls": quiet,
             "services": usage,
+            "timeline": timeline.summary(),
+            "per_listener_seconds": per_listener_lags(timeline),
+            "listener_processes": len(listener_pids),
+            "listener_cpu_seconds_total": round(listener_cpu, 1),
+            # This process: the emulator, the proxies, the simulator and the pod runner.
+            "harness_cpu_seconds": round(time.process_time() - harness_cpu, 1),
+            "loadavg_when_done": load_when_done,
         }
 
 
@@ -154,20 +192,42 @@ async def main() -> int:
         action="store_true",
         help="run real listener processes (the dev stack's pod runner) and time every session",
     )
+    parser.add_argument(
+        "--poll-timeout",
+        type=float,
+        default=50.0,
+        help="seconds the simulator holds an empty message poll (GitHub: about 50)",
+    )
+    parser.add_argument(
+        "--compile-at-start",
+        action="store_true",
+        help="no bytecode cache for listener processes (each compiles its modules at start)",
+    )
     args = parser.parse_args()
+    cache = None if args.compile_at_start else str(Path(tempfile.gettempdir()) / "arcflow-p5-pyc")
     info = machine()
     runs = []
     for index in range(args.runs):
         result = await one_run(
-            args.ars, args.variants, args.idle, real_listeners=args.real_listeners
+            args.ars,
+            args.variants,
+            args.idle,
+            real_listeners=args.real_listeners,
+            poll_timeout=args.poll_timeout,
+            bytecode_cache=cache,
         )
         runs.append(result)
         per_100 = result["idle_controller_calls_per_second_per_100_scale_sets"]
         print(
             f"run {index + 1}: {result['seconds_until']} complete={result['complete']} "
-            f"idle calls/s per 100 sets {per_100} services {result['services']}",
+            f"idle calls/s per 100 sets {per_100} services {result['services']} "
+            f"listener CPU s {result['listener_cpu_seconds_total']} "
+            f"load {result['loadavg_when_done']}",
             flush=True,
         )
+        for stage, row in result["timeline"].items():
+            print(f"  {stage:24} {row}", flush=True)
+        print(f"  per listener {result['per_listener_seconds']}", flush=True)
     with open("/proc/loadavg") as handle:  # noqa: ASYNC230
         info["loadavg_at_end"] = [float(x) for x in handle.read().split()[:3]]
     summary = {

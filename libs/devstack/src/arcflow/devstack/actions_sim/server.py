@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
@@ -44,6 +45,8 @@ class RequestRecord:
     method: str
     path: str
     status: int
+    #: Wall-clock time the answer was sent (``time.time()``): benchmarks build timelines.
+    at: float = field(default_factory=time.time)
 
 
 @dataclass(frozen=True)
