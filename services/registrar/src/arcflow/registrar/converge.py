@@ -94,6 +94,9 @@ SOURCE: Final = "registrar"
 REPORT_REPEAT_SECONDS: Final = 300.0
 #: Deadline of one KV snapshot read (a stuck read must not hold a converge forever).
 _KV_SNAPSHOT_DEADLINE: Final = 15.0
+#: Variants of one ARS registered at once (each is its own scale set name: no two requests
+#: of one pass are about the same scale set; the per-ARS lock still serialises passes).
+REGISTRATION_CONCURRENCY: Final = 10
 
 
 class Outcome(StrEnum):
@@ -125,6 +128,7 @@ class _GroupCache:
 
     name: str
     resolved: tuple[int, str] | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 def lock_key(namespace: str, ars: str) -> str:
@@ -464,13 +468,12 @@ class Registrar:
                 return result
         group = _GroupCache(plan.runner_group)
         retry_reasons: list[str] = []
-        # Registrations first (new variants become usable soonest), deletions last.
-        ordered = plan.of_kind(
-            ActionKind.CREATE, ActionKind.UPDATE, ActionKind.KEEP
-        ) + plan.of_kind(ActionKind.DELETE, ActionKind.WAIT)
-        for action in ordered:
+        gate = asyncio.Semaphore(REGISTRATION_CONCURRENCY)
+
+        async def attempt(action: PlannedAction) -> None:
             try:
-                await self._apply(namespace, name, ars, action, client, group)
+                async with gate:
+                    await self._apply(namespace, name, ars, action, client, group)
             except ActionsClientError as exc:
                 reason = _reason(exc)
                 retryable = _is_retryable(exc)
@@ -491,6 +494,18 @@ class Registrar:
                 result.failures.append(reason)
                 if retryable:
                     retry_reasons.append(reason)
+
+        # Registrations first and concurrently (new variants become usable soonest; 100 ARSs
+        # of 10 variants applied at once wait on this), deletions last, one after another.
+        registrations = plan.of_kind(ActionKind.CREATE, ActionKind.UPDATE, ActionKind.KEEP)
+        outcomes = await asyncio.gather(
+            *(attempt(action) for action in registrations), return_exceptions=True
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome  # the pass fails as before; every other variant has finished
+        for action in plan.of_kind(ActionKind.DELETE, ActionKind.WAIT):
+            await attempt(action)
         if retry_reasons:
             raise RetryableRegistrationError(
                 f"Actions service unavailable for {namespace}/{name}: {retry_reasons[0]}"
@@ -566,13 +581,14 @@ class Registrar:
         await self._announce(record, ars)
 
     async def _runner_group(self, client: ActionsClient, group: _GroupCache) -> tuple[int, str]:
-        if group.resolved is None:
-            if not group.name:
-                group.resolved = (DEFAULT_RUNNER_GROUP_ID, "")
-            else:
-                found = await client.get_runner_group_by_name(group.name)
-                group.resolved = (found.id, found.name)
-        return group.resolved
+        async with group.lock:  # variants register concurrently: one lookup per pass
+            if group.resolved is None:
+                if not group.name:
+                    group.resolved = (DEFAULT_RUNNER_GROUP_ID, "")
+                else:
+                    found = await client.get_runner_group_by_name(group.name)
+                    group.resolved = (found.id, found.name)
+            return group.resolved
 
     async def _get_or_create(
         self, client: ActionsClient, desired: DesiredScaleSet, group: _GroupCache
