@@ -246,3 +246,47 @@ async def test_deleting_the_ars_removes_every_child(stack: Stack) -> None:
     deleted = {(e.kind, e.name) for e in await stack.audit_events() if e.action == "deleted"}
     assert ("EphemeralRunnerSet", "big-cpu") in deleted
     assert ("EphemeralRunnerSet", "big-gpu") in deleted
+
+
+async def test_listener_objects_made_outside_the_cache_are_adopted(stack: Stack) -> None:
+    """The listener's ServiceAccount and config Secret exist already, without our label (so
+    the reconciler's cache does not hold them): creating them answers 409, they are read,
+    given our labels and the right config, and the listener pod still comes up."""
+    manifest = ars_manifest(stack.namespace, "pre", minRunners=0, maxRunners=3)
+    settings: BuildSettings = reconciler_test_settings().build_settings()
+    plan = plan_objects(
+        AutoscalingRunnerSet.from_manifest(manifest),
+        {"": 9},
+        settings,
+        GitHubCredentials.model_validate({"github_token": TOKEN}),
+    )
+    want = {o["kind"]: o for o in plan if o["kind"] in ("ServiceAccount", "Secret")}
+    for kind, obj in want.items():
+        bare: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": kind,
+            "metadata": {"name": obj["metadata"]["name"], "namespace": CONTROLLER_NS},
+        }
+        if kind == "Secret":
+            bare["data"] = {"config.json": base64.b64encode(b"{}").decode()}
+        await stack.kube.create(bare)
+    await stack.register("pre", "", 9)
+    await stack.apply_ars(manifest)
+
+    async def adopted() -> bool:
+        pods = await stack.list("Pod", CONTROLLER_NS)
+        live = {
+            kind: await stack.kube.get(kind, obj["metadata"]["name"], CONTROLLER_NS)
+            for kind, obj in want.items()
+        }
+        return (
+            len(pods) == 1
+            and all(
+                (obj["metadata"].get("labels") or {}).items()
+                <= (live[k]["metadata"].get("labels") or {}).items()
+                for k, obj in want.items()
+            )
+            and live["Secret"].get("data") == want["Secret"]["data"]
+        )
+
+    await eventually(adopted)

@@ -9,6 +9,7 @@ one AutoscalingListener, found by its spec back-reference -> status summed over 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -403,14 +404,30 @@ async def _converge_runner_sets(
     wanted_names = {str(meta(d)["name"]) for d in desired}
     waiting = draining = False
     result: list[Manifest] = []
+    # New variants' sets are created together (an ARS of 10 variants: one round trip of
+    # latency instead of ten, ADR 0040), bounded like a set's runners.
+    gate = asyncio.Semaphore(ctx.create_concurrency)
+
+    async def create(want: Manifest) -> Manifest:
+        name = str(meta(want)["name"])
+        scope = Scope(ars.namespace, ars.name, variant_of(want, ars))
+        async with gate:
+            created = await ctx.writer.create(want, scope, "EphemeralRunnerSet of a variant")
+        ctx.enqueue(Key("ers", ars.namespace, name))
+        return created
+
+    missing = [d for d in desired if str(meta(d)["name"]) not in by_name]
+    outcomes = await asyncio.gather(*(create(d) for d in missing), return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    created_by_name = {str(meta(c)["name"]): c for c in outcomes if isinstance(c, dict)}
     for want in desired:
         name = str(meta(want)["name"])
         scope = Scope(ars.namespace, ars.name, variant_of(want, ars))
         current = by_name.get(name)
         if current is None:
-            created = await ctx.writer.create(want, scope, "EphemeralRunnerSet of a variant")
-            ctx.enqueue(Key("ers", ars.namespace, name))
-            result.append(created)
+            result.append(created_by_name[name])
             continue
         result.append(current)
         if is_deleting(current):

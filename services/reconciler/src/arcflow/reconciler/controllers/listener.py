@@ -10,6 +10,7 @@ evicted (``restartPolicy: Never``).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from arcflow.common.actions.tls import ca_bundle_from_config_map, ca_config_map_ref
@@ -37,6 +38,7 @@ from arcflow.common.kube import (
     ROLE_BINDING,
     SECRET,
     SERVICE_ACCOUNT,
+    ConflictError,
     Resource,
 )
 from arcflow.common.naming import listener_config_secret_name, listener_proxy_secret_name
@@ -71,6 +73,47 @@ async def _get(ctx: Context, resource: Resource, name: str, namespace: str) -> M
     return await ctx.cache.get_or_read(resource, name, namespace)
 
 
+async def _live_or_create(
+    ctx: Context, resource: Resource, want: Manifest, scope: Scope, why: str
+) -> Manifest | None:
+    """The live object, or ``None`` once ``want`` has been created.
+
+    A listener's objects carry our label, so the cache holds every one we made (our own
+    writes included, ADR 0010): not in the cache almost always means new, and the object is
+    created without first asking the API server. A 409 AlreadyExists means one the watch
+    does not show (made before our label existed, or by hand): it is read once and
+    compared as before. One GET fewer per object for every new listener (ADR 0040).
+    """
+    name = str(meta(want)["name"])
+    namespace = str(meta(want)["namespace"])
+    if ctx.cache is None or not ctx.cache.caches(resource):
+        live = await _get(ctx, resource, name, namespace)
+        if live is None:
+            await ctx.writer.create(want, scope, why)
+        return live
+    live = ctx.cache.get(resource, name, namespace)
+    if live is not None:
+        return live
+    try:
+        await ctx.writer.create(want, scope, why)
+        return None
+    except ConflictError as exc:
+        if not exc.already_exists:
+            raise
+        conflict = exc
+    live = await ctx.cache.get_or_read(resource, name, namespace)
+    if live is None:
+        raise conflict  # gone again in between: the key is retried
+    return live
+
+
+async def _first_error(*steps: Any) -> None:
+    """Await independent steps together; raise the first error once all have finished."""
+    for outcome in await asyncio.gather(*steps, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+
 def _scope_of(al: Manifest) -> Scope:
     spec = al.get("spec") or {}
     return Scope(
@@ -103,9 +146,12 @@ async def reconcile_listener(ctx: Context, key: Key) -> Result:
     service_account = build_listener_service_account(al, ctx.build)
     role = build_listener_role(al, ctx.build)
     role_binding = build_listener_role_binding(al, ctx.build)
-    await _ensure_metadata_object(ctx, service_account, scope, compare=())
-    await _ensure_metadata_object(ctx, role, scope, compare=("rules",))
-    await _ensure_metadata_object(ctx, role_binding, scope, compare=("subjects",))
+    # Independent objects (a RoleBinding may name a Role that does not exist yet): together.
+    await _first_error(
+        _ensure_metadata_object(ctx, service_account, scope, compare=()),
+        _ensure_metadata_object(ctx, role, scope, compare=("rules",)),
+        _ensure_metadata_object(ctx, role_binding, scope, compare=("subjects",)),
+    )
 
     spec = al.get("spec") or {}
     proxy_credentials = await read_proxy_credentials(ctx.kube, scope.namespace, spec.get("proxy"))
@@ -183,9 +229,9 @@ async def _ensure_metadata_object(
     kind = str(want["kind"])
     name = str(meta(want)["name"])
     namespace = str(meta(want)["namespace"])
-    live = await _get(ctx, ctx.kube.resource(kind), name, namespace)
+    live = await _live_or_create(ctx, ctx.kube.resource(kind), want, scope, f"listener {kind}")
     if live is None:
-        return await ctx.writer.create(want, scope, f"listener {kind}")
+        return want
     drift = [f for f in compare if live.get(f) != want.get(f)]
     if (
         not drift
@@ -205,9 +251,8 @@ async def _ensure_secret(ctx: Context, want: Manifest, scope: Scope, what: str) 
     """Create, or patch data *and* metadata when either differs (never stale config)."""
     name = str(meta(want)["name"])
     namespace = str(meta(want)["namespace"])
-    live = await _get(ctx, SECRET, name, namespace)
+    live = await _live_or_create(ctx, SECRET, want, scope, what)
     if live is None:
-        await ctx.writer.create(want, scope, what)
         return
     if (
         (live.get("data") or {}) == (want.get("data") or {})
@@ -235,9 +280,8 @@ async def _ensure_pod(ctx: Context, al: Manifest, want: Manifest, scope: Scope) 
     name = str(meta(want)["name"])
     namespace = str(meta(want)["namespace"])
     gauge = upstream_labels(name, namespace, labels_of(al))
-    live = await _get(ctx, POD, name, namespace)
+    live = await _live_or_create(ctx, POD, want, scope, "listener pod")
     if live is None:
-        await ctx.writer.create(want, scope, "listener pod")
         ctx.metrics.running_listeners.set(0, gauge)
         return Result.done()
     if is_deleting(live):
