@@ -20,8 +20,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as package_version
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +74,7 @@ from arcflow.common.actions.urls import (
     escape_segment,
     scale_set_path,
 )
+from arcflow.common.dist_version import distribution_version
 from arcflow.common.github_url import GitHubConfig, parse_github_config_url
 
 if TYPE_CHECKING:
@@ -91,10 +90,7 @@ _REGISTRATION_RETRY_EXTRA = frozenset({401, 403})
 
 @cache
 def _build_version() -> str:
-    try:
-        return package_version("arcflow-common")
-    except PackageNotFoundError:
-        return "unknown"
+    return distribution_version("arcflow-common") or "unknown"
 
 
 @dataclass(frozen=True)
