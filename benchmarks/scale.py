@@ -73,8 +73,10 @@ async def one_run(
     real_listeners: bool = False,
     poll_timeout: float = 5.0,
     bytecode_cache: str | None = None,
+    count_requests: bool = True,
 ) -> dict[str, Any]:
     async with Stack(
+        count_requests=count_requests,
         example=False,
         real_listeners=real_listeners,
         poll_timeout=poll_timeout,
@@ -147,7 +149,9 @@ async def one_run(
         await asyncio.sleep(idle)
         quiet = stack.counts()
         controller_calls = sum(
-            n for client in ("watcher", "registrar", "reconciler") for n in quiet[client].values()
+            n
+            for client in ("watcher", "registrar", "reconciler")
+            for n in quiet.get(client, {}).values()
         )
         return {
             "ars": ars,
@@ -155,6 +159,7 @@ async def one_run(
             "real_listeners": real_listeners,
             "poll_timeout": poll_timeout,
             "listener_bytecode_cache": bool(bytecode_cache),
+            "counting_proxies": count_requests,
             "apply_seconds": round(applied, 2),
             "seconds_until": {k: round(v, 1) for k, v in done.items()},
             "all_objects_seconds": max(
@@ -164,9 +169,13 @@ async def one_run(
             "api_calls_until_done": {c: sum(v.values()) for c, v in busy.items()},
             "api_calls_until_done_detail": busy,
             "idle_window_seconds": idle,
-            "idle_controller_calls_per_second": round(controller_calls / idle, 3),
-            "idle_controller_calls_per_second_per_100_scale_sets": round(
-                controller_calls / idle / (ars * variants / 100), 3
+            "idle_controller_calls_per_second": (
+                round(controller_calls / idle, 3) if count_requests else None
+            ),
+            "idle_controller_calls_per_second_per_100_scale_sets": (
+                round(controller_calls / idle / (ars * variants / 100), 3)
+                if count_requests
+                else None
             ),
             "idle_calls": quiet,
             "services": usage,
@@ -203,6 +212,11 @@ async def main() -> int:
         action="store_true",
         help="no bytecode cache for listener processes (each compiles its modules at start)",
     )
+    parser.add_argument(
+        "--direct",
+        action="store_true",
+        help="no counting proxies: clients talk to the emulator directly (no request counts)",
+    )
     args = parser.parse_args()
     cache = None if args.compile_at_start else str(Path(tempfile.gettempdir()) / "arcflow-p5-pyc")
     info = machine()
@@ -215,6 +229,7 @@ async def main() -> int:
             real_listeners=args.real_listeners,
             poll_timeout=args.poll_timeout,
             bytecode_cache=cache,
+            count_requests=not args.direct,
         )
         runs.append(result)
         per_100 = result["idle_controller_calls_per_second_per_100_scale_sets"]
@@ -240,7 +255,7 @@ async def main() -> int:
         ),
         "reconciler_rss_mib": spread([r["services"]["reconciler"]["rss_mib"] for r in runs]),
         "idle_calls_per_second_per_100_scale_sets": spread(
-            [r["idle_controller_calls_per_second_per_100_scale_sets"] for r in runs]
+            [r["idle_controller_calls_per_second_per_100_scale_sets"] or float("nan") for r in runs]
         ),
     }
     payload = {"machine": info, "summary": summary, "runs": runs}
