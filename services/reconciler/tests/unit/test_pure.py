@@ -157,7 +157,8 @@ async def test_work_queue_takes_listeners_before_a_backlog_of_runners() -> None:
         runners = [Key("er", "ns", f"runner-{i}") for i in range(5)]
         queue.add(runners[0])
         await asyncio.sleep(0)
-        for key in [*runners[1:], Key("ers", "ns", "set"), Key("al", "ns", "listener")]:
+        backlog = [*runners[1:], Key("ers", "ns", "set"), Key("ars", "ns", "a")]
+        for key in [*backlog, Key("al", "ns", "listener")]:
             queue.add(key)
         release.set()
         await queue.wait_idle(5)
@@ -166,6 +167,7 @@ async def test_work_queue_takes_listeners_before_a_backlog_of_runners() -> None:
     assert order == [
         runners[0],
         Key("al", "ns", "listener"),
+        Key("ars", "ns", "a"),
         Key("ers", "ns", "set"),
         *runners[1:],
     ]

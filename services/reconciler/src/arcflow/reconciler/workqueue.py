@@ -5,10 +5,12 @@ added again while it waits is stored once (events coalesce); a key added while i
 reconciled is reconciled once more afterwards, never twice at the same time. A failing key is
 retried with per-key exponential backoff; a key that succeeds has its backoff reset.
 
-Waiting keys are taken by kind, then in the order they came: AutoscalingRunnerSets and
-listeners first, then runner sets, then single runners. A burst queues hundreds of runner keys;
-a listener pod that died meanwhile must not wait behind them, since no job is scaled for until
-it is back (docs/reconciler.md).
+Waiting keys are taken by kind, then in the order they came: listeners first, then
+AutoscalingRunnerSets, then runner sets, then single runners. A burst queues hundreds of runner
+keys; a listener pod that died meanwhile must not wait behind them, since no job is scaled for
+until it is back (docs/reconciler.md). Listeners go ahead of ARSs too: 100 ARSs applied at once
+re-queue their ARS keys at every change of their runner sets, and a listener key behind them
+waited up to a minute before its pod was made (ADR 0040).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ log = logging.getLogger(__name__)
 Kind = Literal["ars", "al", "ers", "er"]
 KINDS: tuple[Kind, ...] = ("ars", "al", "ers", "er")
 #: Lower is taken first; within a priority, first in first out.
-PRIORITY: dict[Kind, int] = {"ars": 0, "al": 0, "ers": 1, "er": 2}
+PRIORITY: dict[Kind, int] = {"al": 0, "ars": 1, "ers": 2, "er": 3}
 
 
 @dataclass(frozen=True, order=True, slots=True)
