@@ -112,3 +112,12 @@ def test_event_routing() -> None:
     ) == ("ns", "arc")
     assert ars_of_event(_change("ephemeralrunnersets", "DELETED")) is None
     assert ars_of_event(_change("pods", "DELETED", labels=labels)) is None
+
+
+def test_newest_version_of_coalesced_events() -> None:
+    from arcflow.registrar.converge import newest_version
+
+    assert newest_version("12", "9") == "12"
+    assert newest_version("9", "12") == "12"
+    assert newest_version("", "12") == ""  # an event without a version: read over HTTP
+    assert newest_version("12", "abc") == ""

@@ -106,6 +106,8 @@ class Outcome(StrEnum):
     CREDENTIALS = "credentials_unavailable"
     FAILED = "failed"
     """Some variant failed with a non-retryable error (reported; retried by the sweep)."""
+    COALESCED = "coalesced"
+    """A pass for this ARS was already waiting for its lock here; that pass covers this one."""
 
 
 class RetryableRegistrationError(Exception):
@@ -129,6 +131,14 @@ class _GroupCache:
     name: str
     resolved: tuple[int, str] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def newest_version(first: str, second: str) -> str:
+    """The newer of two seen resourceVersions; "" (read the ARS over HTTP) unless both are
+    integers, as the API server's are."""
+    if first.isdigit() and second.isdigit():
+        return first if int(first) >= int(second) else second
+    return ""
 
 
 def lock_key(namespace: str, ars: str) -> str:
@@ -201,6 +211,14 @@ class Registrar:
         self.metrics = metrics or RegistrarMetrics()
         self.source = source
         self._reported: dict[tuple[str, str, str, str], tuple[str, float]] = {}
+        # ARSs with a pass waiting for the lock in this process (not yet reading anything), and
+        # the newest ARS version the events it answers for saw ("" = read over HTTP).
+        self._waiting: dict[tuple[str, str], str] = {}
+        # The version a pass that failed while waiting answered for: its redelivered event's
+        # pass must read at least that (the coalesced events were acknowledged).
+        self._carried: dict[tuple[str, str], str] = {}
+        #: Passes not run because one was already waiting (ADR 0042).
+        self.coalesced = 0
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -387,12 +405,30 @@ class Registrar:
 
         ``seen_version``: the ARS resourceVersion the trigger saw; a cached copy at least that
         new is read instead of the API server."""
+        key = (namespace, name)
+        if key in self._waiting:
+            # Level-based: the waiting pass reads the ARS and the records only once it holds
+            # the lock, so it sees this change too (it reads at least this event's version).
+            # 100 ARSs applied at once make four or five events each while the first pass
+            # registers; without this, those passes wait for the lock in the consumer's slots
+            # and registration stalls (ADR 0042).
+            self._waiting[key] = newest_version(self._waiting[key], seen_version)
+            self.coalesced += 1
+            return ConvergeResult(namespace, name, Outcome.COALESCED)
         started = time.perf_counter()
         self.metrics.converges.add(1, {"trigger": trigger})
+        if key in self._carried:
+            seen_version = newest_version(self._carried.pop(key), seen_version)
+        self._waiting[key] = seen_version
+        holding = False
         try:
             async with self.locks.hold(lock_key(namespace, name)):
+                holding = True
+                seen_version = self._waiting.pop(key, seen_version)
                 return await self._converge_locked(namespace, name, seen_version)
         finally:
+            if not holding:  # failed while waiting; once held, the entry is the next pass's
+                self._carried[key] = self._waiting.pop(key, seen_version)
             self.metrics.converge_duration.record(time.perf_counter() - started)
 
     async def _converge_locked(
