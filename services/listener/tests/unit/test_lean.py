@@ -44,31 +44,3 @@ def test_the_listener_path_imports_nothing_heavy() -> None:
 
 def test_a_websocket_nats_url_keeps_aiohttp_available() -> None:
     assert "aiohttp" in _loaded("ws://127.0.0.1:8080")
-
-
-METADATA_PROBE = """
-import sys
-from arcflow.listener.lean import skip_optional_imports
-skip_optional_imports()
-import arcflow.listener.main, arcflow.listener.app
-from arcflow.common.actions import SystemInfo
-from arcflow.common.events.catalog import *  # pydantic models built: plugins looked up
-import nats.aio.client
-SystemInfo().user_agent()
-print('importlib.metadata' in sys.modules, nats.aio.client.__version__)
-"""
-
-
-def test_importlib_metadata_stays_out_and_nats_knows_its_version() -> None:
-    """ADR 0041: no ``importlib.metadata`` (email, zipfile, csv) in the listener, while
-    nats-py still sends its real version in CONNECT."""
-    import importlib.metadata
-
-    env = {**os.environ, "ARCFLOW_NATS_URL": "nats://127.0.0.1:4222"}
-    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
-    out = subprocess.run(
-        [sys.executable, "-c", METADATA_PROBE], env=env, capture_output=True, text=True, check=True
-    )
-    loaded, version = out.stdout.split()
-    assert loaded == "False"
-    assert version == importlib.metadata.version("nats-py")

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +76,6 @@ from arcflow.common.actions.urls import (
     escape_segment,
     scale_set_path,
 )
-from arcflow.common.dist_version import distribution_version
 from arcflow.common.github_url import GitHubConfig, parse_github_config_url
 
 if TYPE_CHECKING:
@@ -90,7 +91,10 @@ _REGISTRATION_RETRY_EXTRA = frozenset({401, 403})
 
 @cache
 def _build_version() -> str:
-    return distribution_version("arcflow-common") or "unknown"
+    try:
+        return package_version("arcflow-common")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 @dataclass(frozen=True)
