@@ -1,7 +1,8 @@
 """The ``/_sim`` control API over HTTP (JSON, snake_case): the dev stack's handle on the sim.
 
-Each route calls the ``ActionsSimulator`` method of the same purpose. Not authenticated: the
-simulator only listens where the developer puts it (127.0.0.1 by default).
+Each route calls the ``SimulatorCore`` (the simulator's control API) method of the same
+purpose. Not authenticated: the simulator only listens where the developer puts it (127.0.0.1
+by default).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from arcflow.devstack.actions_sim.model import ServiceError
 from arcflow.devstack.actions_sim.wire import as_mapping, control_error, json_response
 
 if TYPE_CHECKING:
-    from arcflow.devstack.actions_sim.server import ActionsSimulator
+    from arcflow.devstack.actions_sim.core import SimulatorCore
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -74,7 +75,7 @@ def _str(data: Mapping[str, Any], key: str, default: str = "") -> str:
 
 
 class ControlRoutes:
-    def __init__(self, sim: ActionsSimulator) -> None:
+    def __init__(self, sim: SimulatorCore) -> None:
         self.sim = sim
 
     def register(self, app: web.Application) -> None:

@@ -28,7 +28,7 @@ from arcflow.devstack.actions_sim.wire import (
 )
 
 if TYPE_CHECKING:
-    from arcflow.devstack.actions_sim.server import ActionsSimulator
+    from arcflow.devstack.actions_sim.core import SimulatorCore
 
 SVC_PREFIX = "/tenant/1/"
 _SETS = SVC_PREFIX + "_apis/runtime/runnerscalesets"
@@ -46,7 +46,7 @@ def _unauthorized(message: str) -> ServiceError:
 class ServiceRoutes:
     """Handlers bound to one simulator; auth is checked per token kind on every route."""
 
-    def __init__(self, sim: ActionsSimulator) -> None:
+    def __init__(self, sim: SimulatorCore) -> None:
         self.sim = sim
         self.engine = sim.engine
         self.tokens = sim.tokens
