@@ -4,7 +4,8 @@ Not a test. Starts one nats-server, publishes ``--events`` ``k8s.object.changed`
 ``ARC_K8S`` and measures how long the consumer of each service takes to settle (ack) all of
 them, with the service's real consume path and a stub in place of the business logic. The
 clock runs from the first handled event until the consumer has nothing pending and nothing
-waiting for an ack (connect and bind excluded):
+waiting for an ack (connect and bind excluded); over the same span it also reports the CPU time
+the process spent per event, which other processes competing for the cores disturb far less:
 
 * ``registrar``: the ``registrar-ars`` consumer; the converge is replaced by a stub that
   awaits ``--handler-ms`` (simulated I/O: GitHub and Kubernetes calls);
@@ -28,6 +29,7 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -221,7 +223,7 @@ IMPLS: dict[str, dict[str, tuple[ConsumerSpec, Runner]]] = {
 }
 
 
-async def run_case(server: NatsServer, impl: str, service: str, n: int, handler_ms: float) -> float:
+async def run_case(server: NatsServer, impl: str, service: str, n: int, handler_ms: float) -> Rate:
     spec, runner = IMPLS[impl][service]
     nc = await nats.connect(server.url)
     js = nc.jetstream()
@@ -232,12 +234,13 @@ async def run_case(server: NatsServer, impl: str, service: str, n: int, handler_
     await _publish(js, n)
     done = asyncio.Event()
     handled = 0
-    started = 0.0
+    started = cpu_started = 0.0
 
     def on_event() -> None:
-        nonlocal handled, started
+        nonlocal handled, started, cpu_started
         if handled == 0:
             started = time.perf_counter()  # clock starts at the first handled event
+            cpu_started = time.process_time()
         handled += 1
         if handled >= n:
             done.set()
@@ -248,9 +251,18 @@ async def run_case(server: NatsServer, impl: str, service: str, n: int, handler_
     while await _pending(js, spec) != (0, 0):  # noqa: ASYNC110 - polling the server
         await asyncio.sleep(0.005)
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     await stop()
     await nc.drain()
-    return n / elapsed
+    return Rate(n / elapsed, cpu / n * 1e6)
+
+
+@dataclass(frozen=True)
+class Rate:
+    events_per_s: float
+    #: CPU time of this process per event (all threads), in microseconds: what the consume path
+    #: costs, far less sensitive than events/s to other processes competing for the cores.
+    cpu_us_per_event: float
 
 
 def main() -> int:
@@ -274,13 +286,16 @@ def main() -> int:
                     "service": service,
                     "handler_ms": handler_ms,
                     "events": args.events,
-                    "events_per_s": [round(r) for r in rates],
-                    "median": round(statistics.median(rates)),
+                    "events_per_s": [round(r.events_per_s) for r in rates],
+                    "median": round(statistics.median(r.events_per_s for r in rates)),
+                    "cpu_us_per_event": [round(r.cpu_us_per_event) for r in rates],
+                    "cpu_median": round(statistics.median(r.cpu_us_per_event for r in rates)),
                 }
                 results.append(row)
                 print(
                     f"{args.impl:9} {service:10} handler {handler_ms:4.0f} ms: "
-                    f"median {row['median']:6} ev/s  runs {row['events_per_s']}",
+                    f"median {row['median']:6} ev/s  runs {row['events_per_s']}  "
+                    f"CPU median {row['cpu_median']} us/event  runs {row['cpu_us_per_event']}",
                     flush=True,
                 )
     out = args.out or Path("benchmarks/results") / f"service-throughput-{args.impl}.json"

@@ -15,6 +15,7 @@ from arcflow.common.nats import (
     make_broker,
     publish_event,
 )
+from arcflow.common.service.subscribers import attach_consumer
 
 SPEC = ConsumerSpec("mem-jobs", "ARC_JOBS", "arc.jobs.>", max_deliver=1)
 
@@ -38,7 +39,7 @@ async def test_events_reach_the_handler_and_bad_ones_are_dead_lettered() -> None
             raise RuntimeError("unlucky")
         handled.append((event, delivery))
 
-    EventConsumer(SPEC, handle, service="test").attach(broker)
+    attach_consumer(broker, EventConsumer(SPEC, handle, service="test"))
 
     # In memory, a JetStream publish reaches only subscribers of the same stream.
     @broker.subscriber(

@@ -34,6 +34,7 @@ from arcflow.common.nats import (
     make_broker,
     publish_event,
 )
+from arcflow.common.service.subscribers import attach_consumer
 from arcflow.common.telemetry import setup_tracing
 from arcflow.devstack.nats_server import NatsServer
 
@@ -91,8 +92,10 @@ async def test_typed_event_round_trip_with_trace(broker: NatsBroker) -> None:
         seen.append((event, delivery, trace.get_current_span().get_span_context().trace_id))
 
     spec = ConsumerSpec("t-k8s", "ARC_K8S", subjects.k8s_filter("autoscalingrunnersets"))
-    EventConsumer(spec, handle, service="test", event_types=(K8sObjectChanged,)).attach(
-        broker, fetch_timeout=0.2
+    attach_consumer(
+        broker,
+        EventConsumer(spec, handle, service="test", event_types=(K8sObjectChanged,)),
+        fetch_timeout=0.2,
     )
     await broker.start()
     subject = subjects.k8s_subject("autoscalingrunnersets", "arc", "big.one")
@@ -157,7 +160,7 @@ async def test_malformed_and_failing_messages_are_dead_lettered_and_consuming_go
         retry_delay_seconds=0.05,
         retry_delay_cap_seconds=0.1,
     )
-    EventConsumer(spec, handle, service="test").attach(broker, fetch_timeout=0.2)
+    attach_consumer(broker, EventConsumer(spec, handle, service="test"), fetch_timeout=0.2)
     await broker.start()
     js = jetstream_of(broker)
     subject = subjects.jobs_subject("arc", "big", "gpu")
@@ -230,7 +233,7 @@ async def test_delivery_beyond_max_deliver_after_a_crash_is_dead_lettered(
     async def handle(event: EventBase, delivery: Delivery) -> None:
         called.append(event)
 
-    EventConsumer(spec, handle, service="test").attach(broker, fetch_timeout=0.2)
+    attach_consumer(broker, EventConsumer(spec, handle, service="test"), fetch_timeout=0.2)
     await broker.start()
     [letter] = await _dead_letters(js, 1)
     assert letter.delivery_count == 2

@@ -1,7 +1,9 @@
 """``arcflow audit``: tail or replay arcflow events from JetStream.
 
 Reads through ephemeral push consumers (no ack, removed by the server when idle), one per
-stream the selection touches, so auditing never disturbs the services' durable consumers.
+stream the selection touches, so auditing never disturbs the services' durable consumers; the
+connection and the consumers come from :mod:`arcflow.common.service` (``client``,
+``ephemeral``) like every other NATS client of arcflow (ADR 0034).
 Only the persisted domains are reachable: ``arc.rpc.>`` (JIT configs) is never subscribed.
 Without ``--follow`` it stops once every consumer has delivered what its stream held when
 the command started.
@@ -22,9 +24,7 @@ import click
 import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.api import DeliverPolicy
 
 from arcflow.common import subjects
 from arcflow.common.events import (
@@ -45,15 +45,14 @@ from arcflow.common.events import (
     parse_event,
 )
 from arcflow.common.nats import NatsSettings, stream_for_subject
+from arcflow.common.service.client import nats_client
+from arcflow.common.service.ephemeral import EphemeralReader, StartAt, open_ephemeral
 
 from .audit_connection import ErrorRecorder, resolve_nats_url, unreachable_message
 
 DOMAINS: Final = ("k8s", "scalesets", "jobs", "scale", "audit", "errors", "dlq")
 ALL: Final = "all"
-_FETCH_BATCH: Final = 256
 _FOLLOW_POLL_SECONDS: Final = 1.0
-_CONSUMER_IDLE_SECONDS: Final = 30.0
-_HEARTBEAT_SECONDS: Final = 5.0
 _CLI_RECONNECT_ATTEMPTS: Final = 3
 #: Who ``arcflow audit`` connects as: the read-only ``arcflow-auditor`` user, whose only inbox
 #: is ``_INBOX_auditor.>``.
@@ -244,47 +243,27 @@ class AuditRequest:
     limit: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
 class _StreamReader:
-    """One ephemeral push consumer on the auditor's own inbox; knows how much was pending
-    when it started (from the create reply, so the auditor needs no consumer-info grant)."""
+    """One source's ephemeral consumer (:mod:`arcflow.common.service.ephemeral`)."""
 
-    def __init__(self, source: Source, sub: JetStreamContext.PushSubscription, pending: int):
-        self.source = source
-        self.sub = sub
-        self.backlog = pending
+    source: Source
+    reader: EphemeralReader
 
-    async def fetch(self, timeout: float) -> list[Msg]:  # noqa: ASYNC109 - first-message wait
-        """Up to a batch of messages: waits ``timeout`` for the first, then takes what is queued."""
-        try:
-            batch = [await self.sub.next_msg(timeout=timeout)]
-        except NatsTimeoutError:
-            return []
-        while len(batch) < _FETCH_BATCH and self.sub.pending_msgs > 0:
-            batch.append(await self.sub.next_msg(timeout=timeout))
-        return batch
+    @property
+    def backlog(self) -> int:
+        return self.reader.backlog
+
+    async def take(self, timeout: float) -> list[Msg]:  # noqa: ASYNC109 - first-message wait
+        return await self.reader.take(timeout)
 
 
-async def _open_reader(
-    nc: NatsClient, js: JetStreamContext, source: Source, request: AuditRequest
-) -> _StreamReader:
-    # An ephemeral create (no consumer name in the subject) is all the auditor may send: it can
-    # never touch a service's durable (docs/deploy.md, NATS permissions).
-    config = ConsumerConfig(
-        deliver_subject=nc.new_inbox(),
-        deliver_policy=request.deliver_policy,
-        opt_start_time=request.start_time,
-        opt_start_seq=request.start_seq,
-        filter_subject=source.filter_subject,
-        ack_policy=AckPolicy.NONE,
-        flow_control=True,
-        idle_heartbeat=_HEARTBEAT_SECONDS,
-        inactive_threshold=_CONSUMER_IDLE_SECONDS,
-        mem_storage=True,
-        num_replicas=1,
-    )
-    info = await nc.jsm().add_consumer(source.stream, config=config)
-    sub = await js.subscribe_bind(source.stream, config=info.config, consumer=info.name)
-    return _StreamReader(source, sub, info.num_pending or 0)
+async def _open_reader(nc: NatsClient, source: Source, request: AuditRequest) -> _StreamReader:
+    # An ephemeral create is all the auditor may send: it can never touch a service's durable
+    # (docs/deploy.md, NATS permissions).
+    start = StartAt(request.deliver_policy, request.start_time, request.start_seq)
+    reader = await open_ephemeral(nc, source.stream, source.filter_subject, start)
+    return _StreamReader(source, reader)
 
 
 class AuditReader:
@@ -326,7 +305,7 @@ class AuditReader:
         received: list[Received] = []
         remaining = reader.backlog
         while remaining > 0:
-            msgs = await reader.fetch(timeout=2.0)
+            msgs = await reader.take(timeout=2.0)
             if not msgs:
                 break  # messages aged out or were purged since the count
             for msg in msgs:
@@ -340,8 +319,7 @@ class AuditReader:
 
     async def run(self) -> None:
         readers = [
-            await _open_reader(self._nc, self._nc.jetstream(), source, self._request)
-            for source in self._request.sources
+            await _open_reader(self._nc, source, self._request) for source in self._request.sources
         ]
         backlog: list[Received] = []
         for reader in readers:
@@ -359,7 +337,7 @@ class AuditReader:
 
         async def pump(reader: _StreamReader) -> None:
             while True:
-                for msg in await reader.fetch(timeout=_FOLLOW_POLL_SECONDS):
+                for msg in await reader.take(timeout=_FOLLOW_POLL_SECONDS):
                     decoded = self._decode(reader, msg)
                     if decoded is not None:
                         queue.put_nowait(decoded)
@@ -386,21 +364,19 @@ async def run_audit(
     errors: ErrorRecorder | None = None,
 ) -> int:
     """Connect, read per ``request``, disconnect; returns how many events were emitted."""
-    options = settings.connect_options(AUDIT_NATS_IDENTITY)
-    # nats-py logs a traceback per failed attempt by default; keep the last error instead.
-    options["error_cb"] = (errors or ErrorRecorder()).callback
+    options: dict[str, Any] = {}
     if "ARCFLOW_NATS_MAX_RECONNECT_ATTEMPTS" not in os.environ:
         # A service retries forever; an operator at a terminal wants an error quickly.
         options["max_reconnect_attempts"] = _CLI_RECONNECT_ATTEMPTS
         options["reconnect_time_wait"] = 0.5
-    nc = await nats.connect(**options)
-    try:
+    # quiet: the command reports a failure itself, from the last error the recorder kept
+    recorder = errors or ErrorRecorder()
+    async with nats_client(
+        settings, AUDIT_NATS_IDENTITY, quiet=True, on_error=recorder.callback, **options
+    ) as nc:
         reader = AuditReader(nc, request, emit, warn)
         await reader.run()
         return reader.emitted
-    finally:
-        with contextlib.suppress(Exception):
-            await nc.drain()
 
 
 def build_request(

@@ -19,10 +19,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from arcflow.common.service.signals import COMMAND_STOP_SIGNALS, stop_on_signals
 from arcflow.devstack import connection_file
 from arcflow.devstack.nats_server import NatsServerError
-
-from ._signals import stop_on_signals
 
 if TYPE_CHECKING:
     from arcflow.devstack.live_view import ViewModel
@@ -54,7 +53,7 @@ async def _run(
             last_line = line
             console.print(line, highlight=False)
 
-    with stop_on_signals() as stop, contextlib.ExitStack() as screens:
+    with stop_on_signals(COMMAND_STOP_SIGNALS) as stop, contextlib.ExitStack() as screens:
         if not headless:
             live = screens.enter_context(
                 Live(

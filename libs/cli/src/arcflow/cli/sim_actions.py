@@ -6,9 +6,8 @@ import asyncio
 
 import click
 
+from arcflow.common.service.signals import COMMAND_STOP_SIGNALS, stop_on_signals
 from arcflow.devstack.actions_sim import ActionsSimulator
-
-from ._signals import stop_on_signals
 
 
 class _AdvertisedSimulator(ActionsSimulator):
@@ -33,7 +32,7 @@ async def _serve(
         mode="acquire" if mode == "acquire" else "direct",
     )
     simulator.advertise_url = (advertise_url or "").rstrip("/")
-    with stop_on_signals() as stop:
+    with stop_on_signals(COMMAND_STOP_SIGNALS) as stop:
         async with simulator as sim:
             pat = sim.add_pat()
             click.echo(f"Actions simulator listening on {sim.base_url} (mode {mode})")

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import click
 
+from arcflow.common.service.signals import COMMAND_STOP_SIGNALS, stop_on_signals
 from arcflow.devstack.kube_emulator import KubeEmulator
-
-from ._signals import stop_on_signals
 
 
 async def _serve(host: str, port: int, kubeconfig_out: Path | None, history_limit: int) -> None:
-    with stop_on_signals() as stop:
+    with stop_on_signals(COMMAND_STOP_SIGNALS) as stop:
         async with KubeEmulator(host, port, history_limit=history_limit) as emulator:
             target = kubeconfig_out or Path(tempfile.mkdtemp(prefix="arcflow-kube-")) / "kubeconfig"
             path = emulator.write_kubeconfig(target)

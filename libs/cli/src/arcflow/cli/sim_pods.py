@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ._signals import stop_on_signals
+from arcflow.common.service.signals import COMMAND_STOP_SIGNALS, stop_on_signals
 
 
 async def _serve(kubeconfig: str, actions_url: str, work_dir: Path | None, duration: float) -> None:
@@ -41,7 +41,7 @@ async def _serve(kubeconfig: str, actions_url: str, work_dir: Path | None, durat
         on_change=show,
     )
     try:
-        with stop_on_signals() as stop:
+        with stop_on_signals(COMMAND_STOP_SIGNALS) as stop:
             await runner.start()
             await runner.wait_ready(within=60)
             click.echo(

@@ -25,9 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nats
-from nats.aio.client import Client as NatsClient
-
 from arcflow.common.actions.auth import KEY_TOKEN
 from arcflow.common.kube import (
     AUTOSCALING_LISTENER,
@@ -47,7 +44,8 @@ from arcflow.common.kube import (
     NotFoundError,
     Resource,
 )
-from arcflow.common.nats.settings import service_inbox_prefix
+from arcflow.common.nats.connection import NatsConnection
+from arcflow.common.service.client import nats_client
 from arcflow.devstack import connection_file, demo
 from arcflow.devstack.demo import JobRecord, SummaryInputs, VariantTarget
 from arcflow.devstack.live_view import (
@@ -528,13 +526,8 @@ class DevStack:
 
     async def _start_feed(self) -> None:
         assert self.nats is not None
-        client: NatsClient = await nats.connect(
-            self.nats.url,
-            name="arcflow-dev-view",
-            max_reconnect_attempts=-1,
-            inbox_prefix=service_inbox_prefix(DEVSTACK_NATS_IDENTITY),
-        )
-        self._exit.push_async_callback(_close_nats, client)
+        settings = NatsConnection(url=self.nats.url, name="arcflow-dev-view")
+        client = await self._exit.enter_async_context(nats_client(settings, DEVSTACK_NATS_IDENTITY))
 
         async def on_message(msg: Any) -> None:
             self.tail.add(msg.subject, msg.data)
@@ -791,13 +784,6 @@ class DevStack:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.25)
         return (EXIT_DONE if demo.all_jobs_done(self.jobs) else EXIT_FAILED), False
-
-
-async def _close_nats(client: NatsClient) -> None:
-    with contextlib.suppress(Exception):
-        await client.drain()
-    with contextlib.suppress(Exception):
-        await client.close()
 
 
 def _org_of(config_url: str) -> str:

@@ -1,15 +1,10 @@
 """NATS for arcflow services: settings, JetStream declarations, publishing, reliable consuming.
 
-Typical service start-up::
+Services do not wire these by hand: :mod:`arcflow.common.service` declares a service and runs it
+(one connection, the JetStream layout, FastStream subscribers feeding :class:`EventConsumer`).
+Publishing is the same everywhere::
 
-    settings = NatsSettings(name="reconciler")
-    broker = make_broker(settings, "reconciler")
-    EventConsumer(CONSUMER_RECONCILER_K8S, handle, service="reconciler").attach(broker)
-    async with broker:
-        await ensure_jetstream(jetstream_of(broker))
-        await broker.start()
-        ...
-        await publish_event(broker, subjects.audit_subject(ns, ars, variant), event)
+    await publish_event(broker_or_js, subjects.audit_subject(ns, ars, variant), event)
 """
 
 from typing import TYPE_CHECKING, Any

@@ -1,12 +1,11 @@
 """The reliable consumer: explicit ack, bounded retries with backoff, dead letters, never a crash.
 
-Why faststream (``PullSub`` + ``durable`` + ``faststream.AckPolicy.MANUAL``) rather than a
-hand-written nats-py fetch loop: services already run a faststream ``NatsBroker`` (connection,
-reconnects, graceful shutdown, AsyncAPI), so a consumer is one more subscriber on it. With
-MANUAL acks faststream never acks or naks on its own; :meth:`EventConsumer.process` owns the
-decision using the raw nats-py message (delivery count from the JetStream metadata, the
-original bytes for dead letters, ``nak(delay)``, ``term``). ``process`` takes a plain nats-py
-``Msg``, so code outside faststream can reuse it with ``js.pull_subscribe`` as well.
+The messages come from a FastStream subscriber (``PullSub`` + ``durable`` +
+``AckPolicy.MANUAL``) that :mod:`arcflow.common.service.subscribers` attaches to the service's
+``NatsBroker``. With MANUAL acks FastStream never acks or naks on its own;
+:meth:`EventConsumer.process` owns the decision using the raw nats-py message (delivery count
+from the JetStream metadata, the original bytes for dead letters, ``nak(delay)``, ``term``).
+``process`` takes a plain nats-py ``Msg`` and imports nothing of FastStream.
 
 Rules, per message:
 
@@ -34,7 +33,6 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
 
 from nats.aio.msg import Msg
 from opentelemetry import trace
@@ -52,9 +50,6 @@ from arcflow.common.nats.jetstream import ConsumerSpec
 from arcflow.common.nats.publish import MSG_ID_HEADER, PublishTarget, publish_event
 from arcflow.common.telemetry.redaction import redact_text
 from arcflow.common.telemetry.tracing import extract_trace_context, trace_headers_of
-
-if TYPE_CHECKING:  # faststream is imported only by processes that run a broker
-    from faststream.nats import NatsBroker
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("arcflow.common.nats")
@@ -145,22 +140,18 @@ def build_dead_letter(
     )
 
 
-def _raw_body(message: Any) -> Any:
-    """FastStream decoder: the raw bytes, undecoded (see :meth:`EventConsumer.attach`)."""
-    return message.body
-
-
 class EventConsumer:
     """A durable JetStream consumer that turns events into handler calls reliably.
 
-    Build one per :class:`~arcflow.common.nats.jetstream.ConsumerSpec`, then
-    :meth:`attach` it to the service's broker before ``broker.start()``::
+    Build one per :class:`~arcflow.common.nats.jetstream.ConsumerSpec`; the service skeleton
+    feeds it the messages of a FastStream subscriber
+    (:func:`arcflow.common.service.subscribers.attach_consumer`)::
 
         consumer = EventConsumer(CONSUMER_RECONCILER_K8S, handle, service="reconciler")
-        consumer.attach(broker)
+        attach_consumer(broker, consumer)
 
     ``event_types`` limits which event classes reach the handler (others are acked and
-    skipped). ``dead_letter_target`` defaults to the broker given to :meth:`attach`.
+    skipped). ``dead_letter_target`` defaults to the broker the consumer is attached to.
     """
 
     def __init__(
@@ -177,85 +168,6 @@ class EventConsumer:
         self.service = service
         self.event_types = event_types
         self.dead_letter_target = dead_letter_target
-        self._inflight: set[asyncio.Task[None]] = set()
-
-    def attach(
-        self,
-        broker: NatsBroker,
-        *,
-        batch_size: int = 16,
-        fetch_timeout: float = 1.0,
-        max_workers: int = 1,
-        inbox_prefix: str | None = None,
-    ) -> Any:
-        """Register the durable pull subscriber on ``broker``; returns faststream's subscriber.
-
-        The stream is referenced, not declared (``ensure_jetstream`` owns declarations); the
-        durable consumer is created from the spec if it does not exist yet. FastStream hands
-        over each fetched batch at once (its per-message cost would otherwise cap a consumer
-        at a few thousand messages a second); ``max_workers`` messages are then handled at
-        once (1: one at a time, in stream order), each settled on its own, so one slow message
-        never holds back the others. ``inbox_prefix`` is the service's own inbox
-        (``_INBOX_<service>``), which pull requests' replies must use under restricted users.
-        """
-        from faststream import AckPolicy
-        from faststream.nats import JStream, PullSub
-        from faststream.nats.annotations import NatsMessage
-
-        from arcflow.common.nats.pull import make_steady
-
-        if self.dead_letter_target is None:
-            self.dead_letter_target = broker
-        slots = asyncio.Semaphore(max(1, max_workers))
-
-        async def on_batch(message: Any) -> None:
-            raw = message.raw_message
-            for msg in raw if isinstance(raw, list) else [raw]:
-                if max_workers <= 1:
-                    await self.process(msg)
-                    continue
-                await slots.acquire()  # back-pressure: at most max_workers in flight
-                task = asyncio.create_task(self._process_and_release(msg, slots))
-                self._inflight.add(task)
-                task.add_done_callback(self._inflight.discard)
-
-        # a real class, not a string: the annotation is resolved by faststream's injector
-        on_batch.__annotations__ = {"message": NatsMessage, "return": None}
-        on_batch.__name__ = f"consume_{self.spec.durable.replace('-', '_')}"
-        on_batch.__doc__ = self.spec.description
-        options: dict[str, Any] = {}
-        if inbox_prefix:
-            options["inbox_prefix"] = (inbox_prefix.rstrip(".") + ".").encode()
-        subscriber = broker.subscriber(
-            self.spec.filter_subject,
-            stream=JStream(self.spec.stream, declare=False),
-            durable=self.spec.durable,
-            config=self.spec.to_config(),
-            pull_sub=PullSub(batch_size=batch_size, timeout=fetch_timeout, batch=True),
-            ack_policy=AckPolicy.MANUAL,
-            # FastStream would json-decode the body before our handler runs; a body it cannot
-            # decode (100,000 levels deep, a 5,000-digit number) would then never reach the
-            # dead-letter policy. We parse the raw bytes ourselves (parse_event's limits).
-            decoder=_raw_body,
-            title=f"{self.spec.durable}:{self.spec.filter_subject}",
-            description=self.spec.description or None,
-            **options,
-        )
-        make_steady(subscriber)  # a fetch loop that never spins (arcflow.common.nats.pull)
-        return subscriber(on_batch)
-
-    async def _process_and_release(self, msg: Msg, slots: asyncio.Semaphore) -> None:
-        try:
-            await self.process(msg)
-        finally:
-            slots.release()
-
-    async def stop(self) -> None:
-        """Cancel the messages still being handled (they are redelivered: never acked)."""
-        from arcflow.common.tasks import cancel_and_wait
-
-        await cancel_and_wait(list(self._inflight))
-        self._inflight.clear()
 
     async def process(self, msg: Msg) -> Outcome:
         """Handle one raw delivery end to end; never raises except on cancellation."""

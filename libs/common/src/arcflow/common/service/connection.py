@@ -104,15 +104,41 @@ async def connect_plain(
     *,
     on_error: ErrorHook | None = None,
     closing: Callable[[], bool] = lambda: False,
+    quiet: bool = False,
+    **options: Any,
 ) -> NatsClient:
     """A plain nats-py connection as ``identity`` (its inbox prefix) with the same state logs
-    as the broker's: for a light process that needs no FastStream (the listener, ADR 0016)."""
+    as the broker's: for a light process that needs no FastStream (the listener, ADR 0016) and
+    for short-lived clients (:mod:`arcflow.common.service.client`, ADR 0034).
+
+    ``quiet``: no state lines at all, for a command at a terminal that reports the failure
+    itself (``on_error`` still sees every error); ``options`` override the connect options.
+    """
     import nats
 
-    callbacks = connection_callbacks(identity, on_error, closing)
+    if quiet:
+        callbacks: dict[str, Any] = {"error_cb": _only(on_error)}
+    else:
+        callbacks = connection_callbacks(identity, on_error, closing)
     return await nats.connect(
-        **settings.connect_options(identity), reconnect_time_wait=0.5, **callbacks
+        **{
+            **settings.connect_options(identity),
+            "reconnect_time_wait": 0.5,
+            **callbacks,
+            **options,
+        }
     )
+
+
+def _only(hook: ErrorHook | None) -> ErrorHook:
+    """An ``error_cb`` that hands errors to ``hook`` and logs nothing (nats-py's default
+    callback would log a traceback per failed attempt)."""
+
+    async def error_cb(exc: Exception) -> None:
+        if hook is not None:
+            await hook(exc)
+
+    return error_cb
 
 
 def make_service_broker(

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
     from arcflow.common.health import HealthServer
     from arcflow.common.kube import KubeClient
-    from arcflow.common.nats.consume import EventConsumer
     from arcflow.common.nats.settings import NatsSettings
+    from arcflow.common.service.subscribers import AttachedConsumer
     from arcflow.common.telemetry.metrics import MetricsServer
 
 log = logging.getLogger("arcflow.service")
@@ -81,7 +81,7 @@ class ServiceRuntime:
         self.context: ServiceContext | None = None
         self.state: Any = None
         self.components: list[Component] = []
-        self.consumers: list[EventConsumer] = []
+        self.consumers: list[AttachedConsumer] = []
         self._subscribers: list[Any] = []
         self._periodic: list[asyncio.Task[None]] = []
         self._metrics: MetricsServer | None = None

@@ -6,8 +6,9 @@ subscriber on the service's ``NatsBroker`` (ADR 0006):
 * ``ack_policy=MANUAL``: FastStream never settles; the project's
   :class:`~arcflow.common.nats.EventConsumer` parses (with size/depth/integer limits), calls the
   typed handler and acks, naks with backoff or dead-letters;
-* ``max_workers=concurrency``: FastStream's concurrent pull subscriber, so one slow message
-  does not hold back the others fetched with it;
+* one FastStream call per fetch (``PullSub(batch=True)``), whose messages a pool of
+  ``concurrency`` worker tasks settles (1: in stream order), so one slow message does not hold
+  back the others fetched with it (:class:`SettlePool`);
 * ``inbox_prefix``: the service's own inbox, which the NATS permissions rely on;
 * a deadline per handler call: an overrunning call is abandoned (cancelled), logged and
   retried through the same nak/backoff path as any other failure.
@@ -16,13 +17,15 @@ subscriber on the service's ``NatsBroker`` (ADR 0006):
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from arcflow.common.nats.consume import Delivery, EventConsumer
+from arcflow.common.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from faststream.nats import NatsBroker
+    from nats.aio.msg import Msg
     from nats.js import JetStreamContext
 
     from arcflow.common.events import EventBase
@@ -87,6 +90,146 @@ def build_consumer(
     )
 
 
+class SettlePool:
+    """Up to ``concurrency`` worker tasks that settle messages through ``consumer.process``.
+
+    FastStream calls :meth:`submit` once per fetch. The messages are settled by the workers,
+    outside FastStream's call: a handler that awaits I/O then suspends and resumes a short
+    stack, not FastStream's middleware and dependency-injection frames once per message
+    (ADR 0035). ``submit`` returns once the fetch is settled (``concurrency`` 1: the next fetch
+    waits, as stream order requires) or once every message of it has a worker (more than 1:
+    a slow message holds one worker, never the next fetch; ADR 0009). A worker ends when it
+    finds nothing left to take, so an idle consumer holds no task.
+    """
+
+    def __init__(self, consumer: EventConsumer, concurrency: int = 1) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.consumer = consumer
+        self.concurrency = concurrency
+        self._queue: asyncio.Queue[Msg] = asyncio.Queue()
+        self._taken = asyncio.Event()
+        self._workers: set[asyncio.Task[None]] = set()
+
+    async def submit(self, messages: list[Msg]) -> None:
+        """Hand over one fetch; see the class for when this returns."""
+        if not messages:
+            return
+        self._taken.clear()
+        for msg in messages:
+            self._queue.put_nowait(msg)
+        self._workers = {w for w in self._workers if not w.done()}
+        for _ in range(min(self.concurrency - len(self._workers), len(messages))):
+            worker = asyncio.create_task(self._work(), name=f"settle {self.consumer.spec.durable}")
+            self._workers.add(worker)
+        try:
+            if self.concurrency == 1:
+                await self._queue.join()
+            else:
+                await self._taken.wait()
+        except asyncio.CancelledError:
+            if self.concurrency == 1:  # in order: the fetch is abandoned as a whole
+                await self.stop()
+            raise
+
+    async def _work(self) -> None:
+        while not self._queue.empty():
+            msg = self._queue.get_nowait()
+            if self._queue.empty():
+                self._taken.set()
+            try:
+                await self.consumer.process(msg)  # never raises but CancelledError
+            finally:
+                self._queue.task_done()
+
+    async def stop(self) -> None:
+        """Cancel the workers and drop what is queued: never acked, so JetStream redelivers."""
+        while not self._queue.empty():
+            self._queue.get_nowait()
+            self._queue.task_done()
+        await cancel_and_wait(list(self._workers))
+        self._workers.clear()
+
+
+async def _raw_messages(message: Any) -> Any:
+    """FastStream decoder: the fetched nats-py messages themselves, undecoded.
+
+    FastStream would json-decode the bodies before our handler runs; a body it cannot decode
+    (100,000 levels deep, a 5,000-digit number) would then never reach the dead-letter policy,
+    so :meth:`EventConsumer.process` parses the raw bytes (``parse_event``'s limits, ADR 0007).
+    Handing the messages over as the body also spares the handler FastStream's ``message``
+    injection, which resolves through a worker thread on every call (ADR 0035); and this is a
+    coroutine function because FastStream runs a plain-function decoder in a worker thread too.
+    """
+    raw = message.raw_message
+    return raw if isinstance(raw, list) else [raw]
+
+
+@dataclass
+class AttachedConsumer:
+    """A consumer registered on a broker: FastStream's subscriber and the workers behind it."""
+
+    consumer: EventConsumer
+    subscriber: Any
+    pool: SettlePool
+
+    async def stop(self) -> None:
+        """Stop settling (after the broker stopped fetching)."""
+        await self.pool.stop()
+
+
+def attach_consumer(
+    broker: NatsBroker,
+    consumer: EventConsumer,
+    *,
+    batch_size: int = 16,
+    fetch_timeout: float = 1.0,
+    concurrency: int = 1,
+    inbox_prefix: str | None = None,
+) -> AttachedConsumer:
+    """Register ``consumer``'s durable pull subscriber on ``broker`` (before ``broker.start()``).
+
+    The stream is referenced, not declared (``ensure_jetstream`` owns declarations); the durable
+    consumer is created from the spec if it does not exist yet. FastStream hands over each fetch
+    at once (its per-message cost would otherwise cap a consumer at a few thousand messages a
+    second) to a :class:`SettlePool` of ``concurrency`` workers. ``inbox_prefix`` is the
+    service's own inbox (``_INBOX_<service>``), which pull requests' replies must use under
+    restricted users. Dead letters go to the broker unless the consumer names a target.
+    """
+    from faststream import AckPolicy
+    from faststream.nats import JStream, PullSub
+
+    from arcflow.common.service.pull import make_steady
+
+    if consumer.dead_letter_target is None:
+        consumer.dead_letter_target = broker
+    pool = SettlePool(consumer, concurrency)
+    spec = consumer.spec
+
+    async def on_fetch(messages: Any) -> None:
+        await pool.submit(messages)
+
+    on_fetch.__name__ = f"consume_{spec.durable.replace('-', '_')}"
+    on_fetch.__doc__ = spec.description
+    options: dict[str, Any] = {}
+    if inbox_prefix:
+        options["inbox_prefix"] = (inbox_prefix.rstrip(".") + ".").encode()
+    subscriber = broker.subscriber(
+        spec.filter_subject,
+        stream=JStream(spec.stream, declare=False),
+        durable=spec.durable,
+        config=spec.to_config(),
+        pull_sub=PullSub(batch_size=batch_size, timeout=fetch_timeout, batch=True),
+        ack_policy=AckPolicy.MANUAL,
+        decoder=_raw_messages,
+        title=f"{spec.durable}:{spec.filter_subject}",
+        description=spec.description or None,
+        **options,
+    )
+    make_steady(subscriber)  # a fetch loop that never spins (arcflow.common.service.pull)
+    return AttachedConsumer(consumer, subscriber(on_fetch), pool)
+
+
 def attach_subscription(
     broker: NatsBroker,
     subscription: Subscription,
@@ -97,17 +240,17 @@ def attach_subscription(
     inbox_prefix: str,
     dead_letter_target: JetStreamContext | NatsBroker | None,
     fetch_timeout: float = 1.0,
-) -> EventConsumer:
+) -> AttachedConsumer:
     """Register ``subscription`` on ``broker`` (before ``broker.start()``)."""
     consumer = build_consumer(
         subscription, state, settings, service=service, dead_letter_target=dead_letter_target
     )
-    consumer.attach(
+    return attach_consumer(
         broker,
+        consumer,
         # a ``fetch_batch`` setting (ARCFLOW_<SERVICE>_FETCH_BATCH) overrides the declared batch
         batch_size=int(getattr(settings, "fetch_batch", subscription.batch)),
         fetch_timeout=fetch_timeout,
-        max_workers=subscription.concurrency,
+        concurrency=subscription.concurrency,
         inbox_prefix=inbox_prefix,
     )
-    return consumer
