@@ -10,11 +10,12 @@ import os
 from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from arcflow.common.builders import BuildSettings
 from arcflow.common.constants import LISTENER_DEFAULT_ENTRYPOINT
 from arcflow.common.kube import KubeSettings
+from arcflow.common.service.settings import ServiceSettings
 
 # The reconciler reads from its watch-fed cache (ADR 0010), so every request it makes is a
 # write that matters: the client limit only guards against a runaway loop and must not pace a
@@ -23,7 +24,7 @@ RECONCILER_KUBE_QPS = 200.0
 RECONCILER_KUBE_BURST = 400
 
 
-class ReconcilerSettings(BaseSettings):
+class ReconcilerSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="ARCFLOW_RECONCILER_", extra="ignore")
 
     controller_namespace: str = Field(
@@ -94,16 +95,6 @@ class ReconcilerSettings(BaseSettings):
     fetch_batch: int = Field(default=32, ge=1)
     fetch_timeout_seconds: float = Field(default=1.0, gt=0)
     rpc_timeout_seconds: float = Field(default=10.0, gt=0)
-
-    instance: str = ""
-    log_json: bool = True
-    log_level: str = "INFO"
-    metrics_host: str = "0.0.0.0"
-    metrics_port: int = Field(default=8080, ge=0, le=65535)
-    health_host: str = "0.0.0.0"
-    health_port: int = Field(
-        default=8081, ge=0, le=65535, description="/healthz and /readyz (the chart's health.port)"
-    )
 
     @field_validator(
         "listener_image_pull_secrets", "exclude_label_propagation_prefixes", mode="before"

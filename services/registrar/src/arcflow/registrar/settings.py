@@ -9,24 +9,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from arcflow.common.nats.jetstream import ConsumerSpec
+from arcflow.common.service.settings import ServiceSettings
 
 
-class RegistrarSettings(BaseSettings):
+class RegistrarSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="ARCFLOW_REGISTRAR_", extra="ignore")
-
-    instance: str = Field(
-        default="",
-        description="Name of this replica (lock owner, logs); default: hostname and pid",
-    )
-    log_json: bool = True
-    log_level: str = "INFO"
-    metrics_host: str = "0.0.0.0"
-    metrics_port: int = Field(default=8080, ge=0, le=65535, description="Prometheus /metrics")
-    health_host: str = "0.0.0.0"
-    health_port: int = Field(default=8081, ge=0, le=65535, description="/healthz and /readyz")
 
     fetch_batch: int = Field(default=16, ge=1, description="Messages pulled per fetch")
     fetch_timeout_seconds: float = Field(default=1.0, gt=0)

@@ -10,11 +10,12 @@ import re
 from typing import Annotated, Final
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from arcflow.common import constants
 from arcflow.common.kube import KubeSettings, parse_label_selector
 from arcflow.common.nats.settings import NatsSettings
+from arcflow.common.service.settings import ServiceSettings
 
 #: Pods and Secrets are watched only when they carry this label (runner and listener pods
 #: inherit it from their ERS/AutoscalingListener; arcflow labels the secrets it creates).
@@ -24,7 +25,7 @@ _DNS_LABEL_MAX: Final = 63
 _DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
-class WatcherSettings(BaseSettings):
+class WatcherSettings(ServiceSettings):
     """Everything the watcher process reads from its environment."""
 
     model_config = SettingsConfigDict(env_prefix="ARCFLOW_WATCHER_", extra="ignore")
@@ -47,18 +48,12 @@ class WatcherSettings(BaseSettings):
     checkpoint_interval_seconds: float = Field(
         default=2.0, gt=0, description="at most this often a changed resume point is saved"
     )
-    health_host: str = "0.0.0.0"
-    health_port: int = Field(default=8081, ge=0, le=65535)
-    metrics_host: str = "0.0.0.0"
-    metrics_port: int = Field(default=8080, ge=0, le=65535)
     watch_timeout_seconds: int = Field(
         default=300, ge=1, description="server-side watch timeout; the watch is then resumed"
     )
     backoff_initial_seconds: float = Field(default=0.2, gt=0)
     backoff_max_seconds: float = Field(default=10.0, gt=0)
     publish_timeout_seconds: float = Field(default=5.0, gt=0)
-    log_json: bool = True
-    log_level: str = "INFO"
     nats: NatsSettings = Field(default_factory=NatsSettings)
     kube: KubeSettings = Field(default_factory=KubeSettings)
 
