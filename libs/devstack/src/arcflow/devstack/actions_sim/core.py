@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from arcflow.devstack.actions_sim.engine import ActionsEngine, Mode, RunnerConnection
 from arcflow.devstack.actions_sim.faults import FaultBook, FaultRule
@@ -38,6 +38,17 @@ class RunnerRun:
     runner_name: str
     job_id: str
     result: str
+
+
+class SimulatorOptions(TypedDict, total=False):
+    """The simulator's behaviour (``SimulatorCore``'s keyword arguments)."""
+
+    poll_timeout: float
+    mode: Mode
+    session_idle_timeout: float | None
+    admin_token_ttl: float
+    mq_token_ttl: float
+    assign_timeout: float | None
 
 
 class SimulatorCore:

@@ -11,13 +11,17 @@ import logging
 import ssl
 import uuid
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 from aiohttp import web
 
 from arcflow.devstack.actions_sim.control_routes import ControlRoutes
-from arcflow.devstack.actions_sim.core import RequestRecord, RunnerRun, SimulatorCore
-from arcflow.devstack.actions_sim.engine import Mode
+from arcflow.devstack.actions_sim.core import (
+    RequestRecord,
+    RunnerRun,
+    SimulatorCore,
+    SimulatorOptions,
+)
 from arcflow.devstack.actions_sim.faults import FaultRule
 from arcflow.devstack.actions_sim.model import ServiceError
 from arcflow.devstack.actions_sim.service_routes import SVC_PREFIX, ServiceRoutes
@@ -37,22 +41,10 @@ class ActionsSimulator(SimulatorCore):
         self,
         host: str = "127.0.0.1",
         port: int = 0,
-        poll_timeout: float = 50.0,
-        mode: Mode = "direct",
-        session_idle_timeout: float | None = None,
-        admin_token_ttl: float = 3600.0,
-        mq_token_ttl: float = 3600.0,
-        assign_timeout: float | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        **options: Unpack[SimulatorOptions],
     ) -> None:
-        super().__init__(
-            poll_timeout=poll_timeout,
-            mode=mode,
-            session_idle_timeout=session_idle_timeout,
-            admin_token_ttl=admin_token_ttl,
-            mq_token_ttl=mq_token_ttl,
-            assign_timeout=assign_timeout,
-        )
+        super().__init__(**options)
         self.host = host
         self.port = port
         # Served over TLS with this context (a GHES behind a private CA), else plain HTTP.
