@@ -116,3 +116,18 @@ def test_setup_logging_is_idempotent() -> None:
         assert second in root.handlers
     finally:
         root.removeHandler(second)
+
+
+@pytest.mark.parametrize("char", ["x", "9", "-"])
+def test_long_runs_of_name_characters_are_redacted_in_linear_time(char: str) -> None:
+    # A dead letter carries up to 8 KiB of an attacker's payload. The keyed-value pattern once
+    # retried from every position of a run of name characters: quadratic, about 2 s for 8 KiB
+    # (the event loop stalled). 256 KiB would have taken minutes; linear, it takes milliseconds.
+    # The bound is far above either machine noise or a figure: it only catches the quadratic.
+    import time
+
+    text = char * 262_144 + " password=hunter2"
+    started = time.process_time()
+    redacted = redact_text(text)
+    assert time.process_time() - started < 5.0
+    assert redacted.endswith(f"password={MASK}")

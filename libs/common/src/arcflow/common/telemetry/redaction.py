@@ -35,10 +35,12 @@ _TOKEN_PATTERNS: Final = (
     re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"),
 )
 
-# key=value, key: value, "key": "value", 'key': 'value' (quoted or bare values).
+# key=value, key: value, "key": "value", 'key': 'value' (quoted or bare values). A key starts
+# where a run of name characters starts: tried from every position inside a long run (a dead
+# letter of 8 KiB of digits), the pattern backtracked quadratically, seconds per message.
 _KEYED_VALUE_RE: Final = re.compile(
     rf"""(?ix)
-    (?P<key>["']?[\w.-]*(?:{_SECRET_KEY_WORDS})[\w.-]*["']?\s*[:=]\s*)
+    (?P<key>(?<![\w.-])["']?[\w.-]*(?:{_SECRET_KEY_WORDS})[\w.-]*["']?\s*[:=]\s*)
     (?P<value>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s,;}}\]"']+)
     """
 )
