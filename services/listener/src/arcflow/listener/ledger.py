@@ -6,15 +6,31 @@ in the same process, told it. The pump records, per message of its live session,
 sequence of the PubAck; the worker checks a batch that claims the live session against it, and
 treats a batch of any other session stored after the live session's first publish as forged
 (sessions of one scale set never overlap: GitHub answers 409 to a second one).
+
+The ledger also holds the newest statistics the pump received in the live session (ADR 0028):
+the worker scales from them rather than from the older statistics of the batch it is handling,
+so a backlog of batches never turns into decisions about jobs that are already done.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from dataclasses import dataclass
+
+from arcflow.common.events import JobStatistics
 
 #: Message ids remembered per session (a session's messages are handled in seconds).
 LEDGER_CAPACITY = 4096
+
+
+@dataclass(frozen=True)
+class ObservedStatistics:
+    """GitHub's statistics as they came with one message of the live session."""
+
+    session_id: str
+    message_id: int
+    statistics: JobStatistics
 
 
 class SessionLedger:
@@ -28,6 +44,8 @@ class SessionLedger:
         self._published: OrderedDict[int, asyncio.Future[int]] = OrderedDict()
         #: Highest stream sequence among entries dropped for capacity (0: none).
         self._evicted_seq = 0
+        #: The newest statistics the pump received in the live session.
+        self.newest: ObservedStatistics | None = None
 
     def open(self, session_id: str) -> None:
         self.close()
@@ -37,6 +55,7 @@ class SessionLedger:
         self.session_id = None
         self.first_seq = None
         self._evicted_seq = 0
+        self.newest = None
         for future in self._published.values():
             future.cancel()
         self._published.clear()
@@ -62,6 +81,29 @@ class SessionLedger:
             future.set_result(stream_seq)
         if not duplicate and self.first_seq is None:
             self.first_seq = stream_seq
+
+    def observed(self, message_id: int, statistics: JobStatistics) -> None:
+        """The statistics GitHub sent with ``message_id`` of the live session (kept if newest)."""
+        session = self.session_id
+        if session is None:
+            return
+        newest = self.newest
+        if newest is None or newest.session_id != session or message_id > newest.message_id:
+            self.newest = ObservedStatistics(session, message_id, statistics)
+
+    def newer_statistics(self, session_id: str, message_id: int) -> ObservedStatistics | None:
+        """Statistics of a later message of ``session_id`` than ``message_id``, if the pump
+        has received one (they describe GitHub's queue more recently)."""
+        newest = self.newest
+        if (
+            newest is None
+            or not session_id
+            or newest.session_id != session_id
+            or newest.session_id != self.session_id
+            or newest.message_id <= message_id
+        ):
+            return None
+        return newest
 
     def too_old_to_tell(self, stream_seq: int) -> bool:
         """Whether ``stream_seq`` lies in the part of the live session no longer remembered

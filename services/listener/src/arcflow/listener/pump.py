@@ -358,6 +358,7 @@ class SessionPump:
         }
         with _tracer.start_as_current_span("jobs.batch", attributes=attributes):
             self.ledger.expect(batch.message_id)
+            self.ledger.observed(batch.message_id, batch.statistics)
             try:
                 ack = await publish_event(
                     self._js, target.jobs_subject, batch, timeout=self._publish_timeout

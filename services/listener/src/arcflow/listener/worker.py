@@ -157,6 +157,8 @@ class ScaleSetWorker:
         self.skipped_batches = 0
         self.dead_lettered = 0
         self.patches_skipped = 0
+        #: Batches scaled from a later message's statistics (the pump was ahead).
+        self.fresher_statistics = 0
 
     # --- inputs -----------------------------------------------------------------------
     def post_tick(self, tick: StatisticsTick) -> None:
@@ -310,11 +312,9 @@ class ScaleSetWorker:
                     mark = Watermark(
                         batch.scale_set_id, batch.message_id, batch.session_id, stream_seq or 0
                     )
+                    statistics, reason = self._freshest(batch)
                     decision = await self._decide(
-                        batch.statistics,
-                        reason=f"message {batch.message_id}",
-                        mark=mark,
-                        runners=started,
+                        statistics, reason=reason, mark=mark, runners=started
                     )
                 except BaseException:
                     # A retried batch must see the scaler as it was before this attempt.
@@ -327,6 +327,23 @@ class ScaleSetWorker:
                     self._recorder.record_job_completed(job)
             self._remember(mark)
             return decision
+
+    def _freshest(self, batch: JobsBatch) -> tuple[JobStatistics, str]:
+        """The statistics to scale from for ``batch`` (ADR 0028): GitHub's newest for its
+        session when the pump already received a later message, else the batch's own.
+
+        A batch waits in the stream while the worker handles the ones before it; its
+        statistics (say "20 assigned jobs") can describe jobs that finished since, whose
+        runners are gone, and the ERS would create runners for them. The pump's newest
+        statistics are GitHub's count at its latest poll; the jobs of the batches in between
+        are still handled one by one.
+        """
+        reason = f"message {batch.message_id}"
+        newer = self.ledger.newer_statistics(batch.session_id, batch.message_id)
+        if newer is None:
+            return batch.statistics, reason
+        self.fresher_statistics += 1
+        return newer.statistics, f"{reason} (statistics of message {newer.message_id})"
 
     def _remember(self, mark: Watermark) -> None:
         self.watermark = mark
