@@ -35,8 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nats
 from _stack import Stack, machine, spread, write_result
 
+from arcflow.common.constants import ANNOTATION_PATCH_ID
 from arcflow.common.events import JobsBatch, ScaleDecision, parse_event
-from arcflow.common.kube import EPHEMERAL_RUNNER_SET
+from arcflow.common.kube import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from arcflow.devstack.demo import percentile
 
 
@@ -55,6 +56,15 @@ class Hops:
         self.patches: dict[tuple[str, int], float] = {}  # (ers, patchID) -> t4
         self._tasks: list[asyncio.Task[None]] = []
         self.batches = 0
+        #: Surplus diagnosis: per decision (t, set, patchID, replicas asked, assigned jobs in
+        #: the decision, assigned jobs in the simulator at that moment, statistics' age).
+        self.decision_rows: list[dict[str, Any]] = []
+        self.batch_times: dict[tuple[int, int], float] = {}  # (set, message id) -> built at
+        self.runners_by_patch: dict[tuple[str, int], int] = {}  # (ers, patch-id) -> created
+        #: (ers, patch-id) -> (first runner seen at, jobs assigned in the simulator then)
+        self.first_runner: dict[tuple[str, int], tuple[float, int]] = {}
+        self._set_of_ers: dict[str, int] = {}
+        self.runner_seen: dict[str, float] = {}  # EphemeralRunner name -> first seen
 
     async def start(self, stack: Stack) -> None:
         assert stack.nats is not None
@@ -68,6 +78,9 @@ class Hops:
                 return
             if isinstance(event, JobsBatch):
                 self.batches += 1
+                self.batch_times[(event.scale_set_id, event.message_id)] = (
+                    event.occurred_at.timestamp()
+                )
                 for job in event.jobs:
                     if job.runner_request_id or job.job_id:
                         # the first batch that mentions a job request: its first message
@@ -79,10 +92,82 @@ class Hops:
                 self.decisions.append(
                     (now, event.scale_set_id, event.ephemeral_runner_set, event.patch_id)
                 )
+                self._set_of_ers[event.ephemeral_runner_set] = event.scale_set_id
+                self._record_decision(stack, event, now)
 
         await self.nc.subscribe("arc.jobs.>", cb=on_msg)
         await self.nc.subscribe("arc.scale.>", cb=on_msg)
         self._tasks.append(asyncio.create_task(self._watch(stack)))
+        self._tasks.append(asyncio.create_task(self._watch_runners(stack)))
+
+    def _record_decision(self, stack: Stack, event: ScaleDecision, now: float) -> None:
+        assert stack.simulator is not None
+        true = stack.simulator.engine.statistics(event.scale_set_id).total_assigned_jobs
+        built = None
+        if event.reason.startswith("message "):
+            # "message N" or "message N (statistics of message M)": the statistics' message
+            source = event.reason.rstrip(")").split()[-1]
+            built = self.batch_times.get((event.scale_set_id, int(source)))
+        self.decision_rows.append(
+            {
+                "t": now,
+                "set": event.scale_set_id,
+                "patch": event.patch_id,
+                "replicas": event.desired_replicas,
+                "assigned_in_decision": event.assigned_jobs,
+                "assigned_now": true,
+                "stats_age": None if built is None else round(now - built, 3),
+                "reason": event.reason,
+            }
+        )
+
+    async def _watch_runners(self, stack: Stack) -> None:
+        assert stack.kube is not None
+        version = (await stack.kube.list(EPHEMERAL_RUNNER)).resource_version
+        while True:
+            async with stack.kube.watch(EPHEMERAL_RUNNER, resource_version=version) as stream:
+                async for event in stream:
+                    version = event.resource_version or version
+                    meta = event.object.get("metadata") or {}
+                    name = str(meta.get("name"))
+                    if name in self.runner_seen:
+                        continue
+                    self.runner_seen[name] = time.time()
+                    owners = meta.get("ownerReferences") or [{}]
+                    patch = int((meta.get("annotations") or {}).get(ANNOTATION_PATCH_ID) or 0)
+                    key = (str(owners[0].get("name")), patch)
+                    self.runners_by_patch[key] = self.runners_by_patch.get(key, 0) + 1
+                    if key not in self.first_runner and stack.simulator is not None:
+                        set_id = self._set_of_ers.get(key[0], 0)
+                        assigned = stack.simulator.engine.statistics(set_id).total_assigned_jobs
+                        self.first_runner[key] = (time.time(), assigned if set_id else -1)
+
+    def surplus(self, started: float) -> dict[str, Any]:
+        """Where runners beyond the jobs were asked for: per ERS and patchID, the replicas
+        asked, how stale the statistics were, and how many runners were created for it."""
+        rows = []
+        for row in sorted(self.decision_rows, key=lambda r: r["t"]):
+            ers = next(
+                (d[2] for d in self.decisions if d[1] == row["set"] and d[3] == row["patch"]), ""
+            )
+            first = self.first_runner.get((ers, row["patch"]))
+            rows.append(
+                {
+                    **row,
+                    "t": round(row["t"] - started, 3),
+                    "created": self.runners_by_patch.get((ers, row["patch"]), 0),
+                    "first_runner_after": None if first is None else round(first[0] - row["t"], 3),
+                    "assigned_at_first_runner": None if first is None else first[1],
+                }
+            )
+        overstated = [r for r in rows if r["assigned_in_decision"] > r["assigned_now"]]
+        return {
+            "decisions": len(rows),
+            "runners_created": sum(self.runners_by_patch.values()),
+            "decisions_with_stale_count": len(overstated),
+            "runners_created_for_stale_decisions": sum(r["created"] for r in overstated),
+            "rows": rows,
+        }
 
     async def _watch(self, stack: Stack) -> None:
         assert stack.kube is not None
@@ -189,6 +274,12 @@ async def one_run(mode: str, jobs: int, interval: float, env: dict[str, str]) ->
             assigned = stack.simulator.engine.job(job_id).runner_assign_time
             if assigned is not None:
                 to_start.append(assigned.timestamp() - t)
+        # Where the time to a runner pod goes: enqueue -> EphemeralRunner on a watch, then
+        # EphemeralRunner -> its pod seen by the kubelet stand-in (JIT config, Secret, Pod).
+        to_er = [t - started for t in hops.runner_seen.values()]
+        er_to_pod = [
+            r.seen_at - hops.runner_seen[r.name] for r in runner_pods if r.name in hops.runner_seen
+        ]
         counts = stack.counts()
         totals = {client: sum(v.values()) for client, v in counts.items()}
         arcflow_calls = sum(n for c, n in totals.items() if c != "kubelet")
@@ -196,6 +287,7 @@ async def one_run(mode: str, jobs: int, interval: float, env: dict[str, str]) ->
             name: seq - before["streams"].get(name, 0) for name, seq in after["streams"].items()
         }
         return {
+            "surplus": hops.surplus(started),
             "p1_message_to_ers_patch": hops.summary(),
             "jobs": jobs,
             "runner_pods": len(runner_pods),
@@ -204,6 +296,17 @@ async def one_run(mode: str, jobs: int, interval: float, env: dict[str, str]) ->
                 "p95": percentile(to_pod, 0.95),
                 "p99": percentile(to_pod, 0.99),
                 "max": max(to_pod) if to_pod else None,
+            },
+            "stages": {
+                "enqueue_to_runner": {
+                    "p50": percentile(to_er, 0.5),
+                    "max": max(to_er) if to_er else None,
+                },
+                "runner_to_pod": {
+                    "p50": percentile(er_to_pod, 0.5),
+                    "p95": percentile(er_to_pod, 0.95),
+                    "max": max(er_to_pod) if er_to_pod else None,
+                },
             },
             "queued_to_started": {
                 "p50": percentile(to_start, 0.5),
