@@ -320,3 +320,46 @@ def test_resolve_container_env_orders_and_overrides_like_a_kubelet() -> None:
     assert env_secret_refs_of(pod, "listener") == {"s": False}
     with pytest.raises(PodStartError, match="env B: secret s not found"):
         resolve_container_env(pod, "listener", {})
+
+
+async def test_runner_pod_status_reaches_an_api_server_that_refused_it_for_a_while(
+    sim: ActionsSimulator, tmp_path: Path
+) -> None:
+    """A kubelet retries status writes: a pod whose end was refused (5xx, or the API server
+    restarting) must still end Succeeded, or its runner would never be finished."""
+    async with KubeEmulator() as emulator:
+        kubeconfig = emulator.write_kubeconfig(tmp_path / "kubeconfig")
+        client = await KubeClient.from_settings(
+            KubeSettings(kubeconfig=str(kubeconfig), qps=1000, burst=1000)
+        )
+        async with client:
+            scale_set = sim.engine.create_scale_set({"name": "demo", "runnerGroupId": 1})
+            _runner, jit = sim.engine.generate_jit_config(scale_set.id, {"name": "demo-runner-2"})
+            job_id = sim.enqueue_job(["demo"], duration=0.3)
+            await client.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": "demo-runner-2", "namespace": NS},
+                    "data": {constants.JIT_SECRET_TOKEN_KEY: _b64(jit)},
+                }
+            )
+            refused = emulator.inject_error(
+                verb="patch",
+                resource="pods/status",
+                status=500,
+                reason="InternalError",
+                message="status writes refused for a while",
+                times=4,
+            )
+            runner = PodRunner(client, tmp_path / "pods", SimulatedRunnerBackend(sim), namespace=NS)
+            await runner.start()
+            try:
+                await runner.wait_ready()
+                await client.create(_runner_pod("demo-runner-2"))
+                pod = await _wait_phase(client, "demo-runner-2", {"Succeeded", "Failed"})
+            finally:
+                await runner.stop()
+    assert refused.hits == 4
+    assert pod["status"]["phase"] == "Succeeded"
+    assert sim.job(job_id)["state"] == "completed"

@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 
 PodKind = Literal["listener", "runner"]
 _SECRET_WAIT_SECONDS = 10.0
+#: How long a pod status write is retried while the API server is away (a kubelet retries
+#: until it gets through; an API server restart takes well under this).
+_STATUS_RETRY_SECONDS = 30.0
 _STOP_GRACE_SECONDS = 5.0
 
 
@@ -458,12 +461,32 @@ class PodRunner:
     # --- status -----------------------------------------------------------------------
 
     async def _patch_status(self, record: PodRecord, status: Mapping[str, Any]) -> None:
-        try:
-            await self.kube.patch_status(POD, record.name, status, namespace=record.namespace)
-        except NotFoundError:
-            pass  # deleted meanwhile: nothing to report to
-        except KubeApiError as exc:
-            log.warning("pod %s/%s: status update failed: %s", record.namespace, record.name, exc)
+        """Report the pod's status; as a kubelet does, retry while the API server is
+        unreachable or answers 5xx (a pod whose end is never reported stays Running)."""
+        delay = 0.2
+        deadline = time.monotonic() + _STATUS_RETRY_SECONDS
+        while True:
+            try:
+                await self.kube.patch_status(POD, record.name, status, namespace=record.namespace)
+                return
+            except NotFoundError:
+                return  # deleted meanwhile: nothing to report to
+            except KubeApiError as exc:
+                transient = exc.status == 0 or exc.status >= 500
+                if not transient or time.monotonic() + delay > deadline:
+                    log.warning(
+                        "pod %s/%s: status update failed: %s", record.namespace, record.name, exc
+                    )
+                    return
+                log.info(
+                    "pod %s/%s: status update failed (%s); retrying in %.1fs",
+                    record.namespace,
+                    record.name,
+                    type(exc).__name__,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     async def _finish(
         self, record: PodRecord, pod: Mapping[str, Any], started: str, code: int, message: str
