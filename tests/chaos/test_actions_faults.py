@@ -19,6 +19,7 @@ import pytest
 from arcflow.devstack.actions_sim import TypeNames
 from tests.chaos.harness import ChaosStack
 from tests.chaos.outcome import Burst, figures_after, report, run_burst
+from tests.polling import eventually
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(300)]
 
@@ -49,12 +50,40 @@ async def test_actions_faults_on_one_variant_while_siblings_scale(tmp_path: Path
         progress: list[dict[str, int]] = []
         burst = Burst(stack)
 
-        def fault(inject: Callable[[], object]) -> Callable[[], Awaitable[None]]:
+        def fault(
+            inject: Callable[[], object], back: Callable[[], Awaitable[None]] | None = None
+        ) -> Callable[[], Awaitable[None]]:
             async def run() -> None:
                 progress.append(completed_by_variant(burst))
                 inject()
+                if back is not None:
+                    await back()
 
             return run
+
+        def polls_answered() -> int:
+            return sum(
+                1
+                for r in sim.requests_matching(scale_set + "/messages*", method="GET")
+                if r.status in (200, 202)
+            )
+
+        async def polling_again() -> None:
+            # The broken part is back once every rule of the fault was used up and the
+            # listener's pump then got an answer to a message poll again (its supervisor
+            # retries a failed session with back-off: 2, 4, 8, 16 s).
+            pending = list(rules)
+
+            async def used_up() -> bool:
+                return all(r.hits >= r.times for r in pending)
+
+            await eventually(used_up, within=90, what=f"the faults on {BROKEN} used up")
+            answered = polls_answered()
+
+            async def polled() -> bool:
+                return polls_answered() > answered
+
+            await eventually(polled, within=60, what=f"{BROKEN} polling again")
 
         def expire_token() -> None:
             # What the message queue answers once the session's token expired.
@@ -83,7 +112,7 @@ async def test_actions_faults_on_one_variant_while_siblings_scale(tmp_path: Path
             ),
             ("5xx burst", fault(lambda: rules.append(sim.inject_status(route, 502, times=6)))),
             ("401 token expiry", fault(expire_token)),
-            ("lost session, then 409", fault(lose_session)),
+            ("lost session, then 409", fault(lose_session, polling_again)),
             ("slow polls", fault(lambda: sim.set_slow_polls(1.0))),
         ]
         began = time.monotonic()

@@ -1,0 +1,57 @@
+"""SIGKILL of every service in the middle of one burst, each restarted as its Deployment
+would restart it (the chaos stack supervises the processes), then a nats-server restart."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.harness import ChaosStack
+from tests.chaos.outcome import figures_after, report, run_burst
+from tests.polling import eventually
+
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(300)]
+
+SERVICE_NAMES = ("watcher", "registrar", "reconciler")
+
+
+def sigkill(stack: ChaosStack, name: str) -> Callable[[], Awaitable[None]]:
+    service = stack.services[name]
+
+    async def fault() -> None:
+        before = service.restarts
+        service.kill()
+
+        async def restarted() -> bool:
+            return service.restarts > before and service.alive
+
+        await eventually(restarted, within=30, what=f"{name} restarted")
+        await service.wait_healthy()
+
+    return fault
+
+
+def restart_nats(stack: ChaosStack) -> Callable[[], Awaitable[None]]:
+    assert stack.nats is not None
+    server = stack.nats
+
+    async def fault() -> None:
+        await asyncio.to_thread(server.restart)  # same port and store: a real outage
+
+    return fault
+
+
+async def test_each_service_sigkilled_then_nats_restarted_mid_burst(tmp_path: Path) -> None:
+    async with ChaosStack(tmp_path) as stack:
+        faults = [(f"SIGKILL {name}", sigkill(stack, name)) for name in SERVICE_NAMES]
+        faults.append(("nats-server restart", restart_nats(stack)))
+        began = time.monotonic()
+        burst, back_after, last_event = await run_burst(stack, faults)
+        figures = await figures_after(burst, last_event=last_event)
+        report("SIGKILL each service, restart nats-server", began, back_after, figures)
+        assert figures.restarts == {"watcher": 1, "registrar": 1, "reconciler": 1}
+        assert figures.problems() == []
