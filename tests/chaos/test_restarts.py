@@ -1,9 +1,12 @@
 """SIGKILL of every service in the middle of one burst, each restarted as its Deployment
-would restart it (the chaos stack supervises the processes), then a nats-server restart."""
+would restart it (the chaos stack supervises the processes), then of the listener process
+(its pod is recreated by the reconciler), then a nats-server restart."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -35,6 +38,35 @@ def sigkill(stack: ChaosStack, name: str) -> Callable[[], Awaitable[None]]:
     return fault
 
 
+def sigkill_listener(stack: ChaosStack) -> Callable[[], Awaitable[None]]:
+    """Back once another listener process runs and holds a new session for every set."""
+
+    def sessions() -> dict[int, str | None]:
+        assert stack.sim is not None
+        return {
+            s["id"]: None if s["session"] is None else s["session"]["sessionId"]
+            for s in stack.sim.snapshot()["scaleSets"]
+        }
+
+    async def fault() -> None:
+        (pid,) = stack.listener_pids()
+        before = sessions()
+        os.kill(pid, signal.SIGKILL)
+
+        async def back() -> bool:
+            pids = stack.listener_pids()
+            now = sessions()
+            return (
+                bool(pids)
+                and pid not in pids
+                and all(now[k] not in (None, old) for k, old in before.items())
+            )
+
+        await eventually(back, within=90, what="a new listener with new sessions")
+
+    return fault
+
+
 def restart_nats(stack: ChaosStack) -> Callable[[], Awaitable[None]]:
     assert stack.nats is not None
     server = stack.nats
@@ -48,10 +80,16 @@ def restart_nats(stack: ChaosStack) -> Callable[[], Awaitable[None]]:
 async def test_each_service_sigkilled_then_nats_restarted_mid_burst(tmp_path: Path) -> None:
     async with ChaosStack(tmp_path) as stack:
         faults = [(f"SIGKILL {name}", sigkill(stack, name)) for name in SERVICE_NAMES]
+        faults.append(("SIGKILL listener", sigkill_listener(stack)))
         faults.append(("nats-server restart", restart_nats(stack)))
         began = time.monotonic()
         burst, back_after, last_event = await run_burst(stack, faults)
         figures = await figures_after(burst, last_event=last_event)
-        report("SIGKILL each service, restart nats-server", began, back_after, figures)
+        report(
+            "SIGKILL each service and the listener, restart nats-server",
+            began,
+            back_after,
+            figures,
+        )
         assert figures.restarts == {"watcher": 1, "registrar": 1, "reconciler": 1}
         assert figures.problems() == []
