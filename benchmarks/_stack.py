@@ -286,8 +286,16 @@ class Stack:
         )
         env.update(self.env)
         log_file = (self.temp / "logs" / f"{name}.log").open("ab")
+        # ARCFLOW_BENCH_PROFILE=<service>: run that service under cProfile; the profile is
+        # written to <temp>/<service>.prof when it stops (SIGTERM ends it cleanly).
+        profile = (
+            ["-m", "cProfile", "-o", str(self.temp / f"{name}.prof")]
+            if os.environ.get("ARCFLOW_BENCH_PROFILE") == name
+            else []
+        )
         process = await asyncio.create_subprocess_exec(
             sys.executable,
+            *profile,
             "-m",
             f"arcflow.{name}",
             env=env,

@@ -93,3 +93,17 @@ def test_relist_reports_additions_changes_and_deletions() -> None:
         ("MODIFIED", "b"),
     ]
     assert store.object_keys() == [("ns", "b"), ("ns", "c")]
+
+
+def test_reads_copy_nested_lists_and_keep_values() -> None:
+    store = KindStore("EphemeralRunner")
+    manifest = obj("a", "1")
+    manifest["spec"] = {"containers": [{"env": [{"name": "X", "value": "1"}]}], "n": 1.5}
+    store.upsert(manifest)
+    got = store.list()[0]
+    assert got == manifest
+    got["spec"]["containers"][0]["env"].append({"name": "Y"})
+    got["spec"]["containers"].clear()
+    assert store.list()[0]["spec"]["containers"][0]["env"] == [{"name": "X", "value": "1"}]
+    manifest["spec"]["containers"][0]["env"].clear()  # the caller's own object after upsert
+    assert store.get("ns", "a")["spec"]["containers"][0]["env"] == [{"name": "X", "value": "1"}]

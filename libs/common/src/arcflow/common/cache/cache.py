@@ -105,12 +105,18 @@ class ObjectCache:
         *,
         label_selector: LabelSelector = None,
         owner_uid: str | None = None,
+        shared: bool = False,
     ) -> list[Manifest]:
+        """Copies of the matching objects; ``shared=True``: the cached objects themselves,
+        for a caller that never changes them (see :meth:`KindStore.list`)."""
         store = self._store(resource)
         if isinstance(label_selector, Mapping):
-            return store.list(namespace, labels=label_selector, owner_uid=owner_uid)
+            return store.list(namespace, labels=label_selector, owner_uid=owner_uid, shared=shared)
         return store.list(
-            namespace, selector=parse_label_selector(label_selector), owner_uid=owner_uid
+            namespace,
+            selector=parse_label_selector(label_selector),
+            owner_uid=owner_uid,
+            shared=shared,
         )
 
     async def get_or_read(

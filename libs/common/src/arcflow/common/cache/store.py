@@ -57,6 +57,25 @@ class Change:
     obj: Manifest
 
 
+def copy_manifest(value: Any) -> Any:
+    """A deep copy of a JSON document (what the API server sends): dicts and lists copied,
+    strings and numbers shared (immutable); anything else through :func:`copy.deepcopy`.
+
+    Every read of the cache hands out a copy, so a caller's edits never reach the store. A
+    burst reads the runners of a set many times (each runner change re-queues its set), and
+    ``copy.deepcopy`` (memo table, type dispatch) cost the reconciler about a third of its
+    CPU there; this copy gives the same result in about a quarter of the time.
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_manifest(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_manifest(item) for item in value]
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 class KindStore:
     """Objects of one kind, indexed by namespace/name, owner uid and label."""
 
@@ -75,7 +94,7 @@ class KindStore:
 
     def get(self, namespace: str, name: str) -> Manifest | None:
         obj = self._objects.get((namespace, name))
-        return copy.deepcopy(obj) if obj is not None else None
+        return copy_manifest(obj) if obj is not None else None
 
     def list(
         self,
@@ -84,8 +103,12 @@ class KindStore:
         labels: Mapping[str, str] | None = None,
         selector: Iterable[Requirement] = (),
         owner_uid: str | None = None,
+        shared: bool = False,
     ) -> builtins.list[Manifest]:
-        """Objects matching every given filter (copies, sorted by namespace/name)."""
+        """Objects matching every given filter (copies, sorted by namespace/name).
+
+        ``shared=True`` hands out the stored objects themselves, for a caller that only reads
+        them (the store never changes a stored object in place: an update replaces it)."""
         keys: set[ObjectKey] | None = None
         if owner_uid is not None:
             keys = set(self._by_owner.get(owner_uid, ()))
@@ -102,7 +125,7 @@ class KindStore:
             obj = self._objects[key]
             if requirements and not selector_matches(requirements, _meta(obj).get("labels")):
                 continue
-            out.append(copy.deepcopy(obj))
+            out.append(obj if shared else copy_manifest(obj))
         return out
 
     def object_keys(self) -> builtins.list[ObjectKey]:
@@ -128,7 +151,7 @@ class KindStore:
             tomb = self._live_tombstone(key)
             if tomb is not None and (not version or not is_older(tomb, version)):
                 return None  # deleted at (or after) this version
-        stored = copy.deepcopy(dict(obj))
+        stored = copy_manifest(dict(obj))
         self._unindex(key)
         self._objects[key] = stored
         self._tombstones.pop(key, None)

@@ -209,7 +209,12 @@ def idle_removal_candidates(buckets: dict[str, list[Manifest]]) -> list[Manifest
 async def runners_of(ctx: Context, ers: Manifest) -> list[Manifest]:
     uid = str(meta(ers).get("uid"))
     if ctx.cache is not None:
-        return ctx.cache.list(EPHEMERAL_RUNNER, str(meta(ers)["namespace"]), owner_uid=uid)
+        # Read-only here (bucketed, counted, passed to deletes): the cached objects themselves.
+        # A burst re-reads a set's runners after every runner change; copying them all each
+        # time was most of the reconciler's CPU (docs/benchmarks/pipeline.md, "Burst surplus").
+        return ctx.cache.list(
+            EPHEMERAL_RUNNER, str(meta(ers)["namespace"]), owner_uid=uid, shared=True
+        )
     listed = await ctx.kube.list(
         EPHEMERAL_RUNNER,
         namespace=str(meta(ers)["namespace"]),
