@@ -211,7 +211,7 @@ async def runners_of(ctx: Context, ers: Manifest) -> list[Manifest]:
     if ctx.cache is not None:
         # Read-only here (bucketed, counted, passed to deletes): the cached objects themselves.
         # A burst re-reads a set's runners after every runner change; copying them all each
-        # time was most of the reconciler's CPU (docs/benchmarks/pipeline.md, "Burst surplus").
+        # time was a third of the reconciler's CPU (ADR 0029). Never change what this returns.
         return ctx.cache.list(
             EPHEMERAL_RUNNER, str(meta(ers)["namespace"]), owner_uid=uid, shared=True
         )
