@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from arcflow.common.events import JobStatistics
 from arcflow.listener.ledger import SessionLedger
 
 
@@ -31,3 +32,20 @@ async def test_records_waits_for_a_puback_in_flight_and_forgets_on_close() -> No
     assert await pending is None
     assert ledger.session_id is None
     assert ledger.first_seq is None
+
+
+def test_newest_statistics_are_kept_per_live_session_and_only_ever_move_forward() -> None:
+    ledger = SessionLedger()
+    ledger.observed(5, JobStatistics(total_assigned_jobs=9))  # no live session: ignored
+    assert ledger.newest is None
+    ledger.open("s1")
+    ledger.observed(5, JobStatistics(total_assigned_jobs=9))
+    ledger.observed(4, JobStatistics(total_assigned_jobs=1))  # older: not kept
+    newer = ledger.newer_statistics("s1", 3)
+    assert newer is not None
+    assert (newer.message_id, newer.statistics.total_assigned_jobs) == (5, 9)
+    assert ledger.newer_statistics("s1", 5) is None  # nothing later than the batch itself
+    assert ledger.newer_statistics("s0", 3) is None  # another session's batch
+    assert ledger.newer_statistics("", 3) is None
+    ledger.open("s2")  # a new session forgets the old one's statistics
+    assert ledger.newer_statistics("s1", 3) is None
