@@ -11,9 +11,12 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import nats
 import pytest
+from nats.aio.msg import Msg
 
-from tests.chaos.harness import ChaosStack
+from arcflow.common.subjects import scale_subject
+from tests.chaos.harness import ARS_NAME, NAMESPACE, ChaosStack
 from tests.chaos.outcome import figures_after, report, run_burst
 from tests.polling import eventually
 
@@ -73,6 +76,26 @@ def restart_nats(stack: ChaosStack) -> Callable[[], Awaitable[None]]:
 
     async def fault() -> None:
         await asyncio.to_thread(server.restart)  # same port and store: a real outage
+        # Back once the listener works on NATS again: a scale decision of every variant
+        # (they come at least every long poll) published after the restart. A publish in
+        # flight during the restart waits for its PubAck timeout (10 s) before the pump
+        # starts a new session; docs/reliability.md, finding 6.
+        nc = await nats.connect(stack.nats_url)
+        seen: set[str] = set()
+        try:
+
+            async def on_decision(msg: Msg) -> None:
+                seen.add(msg.subject)
+
+            await nc.subscribe("arc.scale.>", cb=on_decision)
+            subjects = {scale_subject(NAMESPACE, ARS_NAME, t.variant) for t in stack.targets}
+
+            async def decided() -> bool:
+                return subjects <= seen
+
+            await eventually(decided, within=60, what="a scale decision of every variant")
+        finally:
+            await nc.close()
 
     return fault
 
