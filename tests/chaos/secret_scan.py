@@ -13,6 +13,7 @@ object but the data of Secrets (Events, statuses, annotations, specs); each serv
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import nats
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import ServiceUnavailableError
 
 from arcflow.common.kube import ARC_RESOURCES, DEFAULT_RESOURCES, SECRET
 
@@ -101,11 +103,19 @@ async def _stream_messages(nats_url: str) -> Iterable[tuple[str, bytes]]:
             no_acks = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
             sub = await js.pull_subscribe(subject, stream=name, config=no_acks)
             seen = 0
+            unavailable = 0
             while seen < expected:
                 try:
                     messages = await sub.fetch(500, timeout=2)
                 except (NatsTimeoutError, TimeoutError):
                     break
+                except ServiceUnavailableError:
+                    # On a cluster a new consumer answers 503 until its leader is elected.
+                    unavailable += 1
+                    if unavailable > 20:
+                        raise
+                    await asyncio.sleep(0.25)
+                    continue
                 for msg in messages:
                     seen += 1
                     headers = json.dumps(msg.headers or {}).encode()
