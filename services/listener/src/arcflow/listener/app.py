@@ -64,7 +64,8 @@ from arcflow.listener.pump import AfterPublish, SessionPump
 from arcflow.listener.scaler import DesiredRunnerScaler
 from arcflow.listener.sessions import SessionStore
 from arcflow.listener.standby import run_standby
-from arcflow.listener.supervisor import Backoff, FatalError, SupervisorStats, supervise
+from arcflow.listener.supervisor import Backoff, FatalError, supervise
+from arcflow.listener.unit import ScaleSetUnit
 from arcflow.listener.worker import ScaleSetWorker
 
 log = logging.getLogger("arcflow.listener")
@@ -88,17 +89,6 @@ class ListenerOptions:
     #: Standby mode (ADR 0025); None reads ``ARCFLOW_LISTENER_REPLICAS``/``_REPLICA``.
     replicas: ReplicaSettings | None = None
     lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
-
-
-@dataclass
-class ScaleSetUnit:
-    """The pump, worker and supervision records of one scale set."""
-
-    target: ScaleSetTarget
-    pump: SessionPump
-    worker: ScaleSetWorker
-    pump_stats: SupervisorStats = field(default_factory=SupervisorStats)
-    worker_stats: SupervisorStats = field(default_factory=SupervisorStats)
 
 
 def actions_credentials(config: ListenerConfig) -> PatCredentials | AppCredentials:

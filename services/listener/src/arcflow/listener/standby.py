@@ -14,20 +14,54 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from arcflow.listener.config import ScaleSetTarget
-from arcflow.listener.lease import LeaseStore, ScaleSetLease, preferred_replicas
+from arcflow.listener.lease import (
+    LeaseStore,
+    LeaseTiming,
+    ReplicaSettings,
+    ScaleSetLease,
+    preferred_replicas,
+)
+from arcflow.listener.metrics import ScaleSetRecorder
 from arcflow.listener.presence import Presence
-from arcflow.listener.supervisor import supervise
-
-if TYPE_CHECKING:
-    from arcflow.listener.app import Listener, ScaleSetUnit
+from arcflow.listener.supervisor import Backoff, supervise
+from arcflow.listener.unit import ScaleSetUnit
 
 log = logging.getLogger("arcflow.listener.standby")
 
-UnitFactory = Callable[[ScaleSetTarget], "ScaleSetUnit"]
+UnitFactory = Callable[[ScaleSetTarget], ScaleSetUnit]
+
+
+class StandbyOptions(Protocol):
+    @property
+    def backoff(self) -> Backoff: ...
+
+    @property
+    def lease_timing(self) -> LeaseTiming: ...
+
+
+class Listener(Protocol):
+    """What standby mode needs of ``arcflow.listener.app.Listener`` (no import of it: no cycle)."""
+
+    units: list[ScaleSetUnit]
+    leases: dict[int, ScaleSetLease]
+
+    @property
+    def targets(self) -> Sequence[ScaleSetTarget]: ...
+
+    @property
+    def replicas(self) -> ReplicaSettings: ...
+
+    @property
+    def holder(self) -> str: ...
+
+    @property
+    def options(self) -> StandbyOptions: ...
+
+    def recorder(self, target: ScaleSetTarget) -> ScaleSetRecorder: ...
 
 
 async def run_standby(
