@@ -63,6 +63,7 @@ from arcflow.reconciler.controllers.base import (
     read,
     read_list,
 )
+from arcflow.reconciler.controllers.conditions import turn_ars_condition
 from arcflow.reconciler.controllers.runner_set import bucket_runners
 from arcflow.reconciler.controllers.runner_spec_drift import (
     runner_spec_drift,
@@ -666,28 +667,16 @@ async def _check_credentials_secret(
         else f"Secret {scope.namespace}/{name} (spec.githubConfigSecret) not found: no "
         "runner scale set can be registered until it exists"
     )
-    reason = REASON_SECRET_FOUND if found else REASON_SECRET_MISSING
-    event = build_event(
-        doc, reason, message, type="Normal" if found else "Warning", component="arcflow-reconciler"
-    )
-    created = await ctx.kube.create(event)
-    await ctx.writer.audit("created", created, scope, "Kubernetes Event about the credentials")
-    condition = {
-        "type": CONDITION_CREDENTIALS,
-        "status": "True" if found else "False",
-        "reason": reason,
-        "message": message,
-        "observedGeneration": meta(doc).get("generation"),
-        "lastTransitionTime": utc_now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    others = [c for c in conditions if c.get("type") != CONDITION_CREDENTIALS]
-    return await ctx.writer.patch_status(
-        AUTOSCALING_RUNNER_SET.kind,
-        scope.ars,
-        scope.namespace,
-        {"conditions": [*others, condition]},
+    return await turn_ars_condition(
+        ctx,
+        doc,
         scope,
-        "credentials Secret found" if found else "credentials Secret missing",
+        kind=CONDITION_CREDENTIALS,
+        ok=found,
+        reason=REASON_SECRET_FOUND if found else REASON_SECRET_MISSING,
+        message=message,
+        about="the credentials",
+        summary="credentials Secret found" if found else "credentials Secret missing",
     )
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from arcflow.common.actions.tls import CABundleError, ca_bundle_from_config_map, ca_config_map_ref
-from arcflow.common.events import utc_now
-from arcflow.common.kube import AUTOSCALING_RUNNER_SET, CONFIG_MAP, build_event
+from arcflow.common.kube import CONFIG_MAP
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, Manifest, get_or_none, meta
+from arcflow.reconciler.controllers.base import Context, Manifest, get_or_none
+from arcflow.reconciler.controllers.conditions import turn_ars_condition
 
 CONDITION_SERVER_TLS = "GitHubServerTLSValid"
 REASON_CA_VALID = "CACertificateFound"
@@ -43,26 +43,14 @@ async def check_server_tls(ctx: Context, doc: Manifest, scope: Scope) -> Manifes
         and (ok or was.get("message") == message)
     ):
         return doc
-    reason = REASON_CA_VALID if ok else REASON_CA_INVALID
-    event = build_event(
-        doc, reason, message, type="Normal" if ok else "Warning", component="arcflow-reconciler"
-    )
-    created = await ctx.kube.create(event)
-    await ctx.writer.audit("created", created, scope, "Kubernetes Event about the server CA")
-    condition = {
-        "type": CONDITION_SERVER_TLS,
-        "status": "True" if ok else "False",
-        "reason": reason,
-        "message": message,
-        "observedGeneration": meta(doc).get("generation"),
-        "lastTransitionTime": utc_now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    others = [c for c in conditions if c.get("type") != CONDITION_SERVER_TLS]
-    return await ctx.writer.patch_status(
-        AUTOSCALING_RUNNER_SET.kind,
-        scope.ars,
-        scope.namespace,
-        {"conditions": [*others, condition]},
+    return await turn_ars_condition(
+        ctx,
+        doc,
         scope,
-        "server CA usable" if ok else "server CA unusable",
+        kind=CONDITION_SERVER_TLS,
+        ok=ok,
+        reason=REASON_CA_VALID if ok else REASON_CA_INVALID,
+        message=message,
+        about="the server CA",
+        summary="server CA usable" if ok else "server CA unusable",
     )
