@@ -55,6 +55,19 @@ class FieldError:
         return f"{self.path}: {self.message}"
 
 
+#: Problems named in one condition message, Event or log line; the rest are counted.
+SUMMARY_PROBLEMS = 10
+
+
+def summarize(problems: list[FieldError], limit: int = SUMMARY_PROBLEMS) -> str:
+    """``"a: x; b: y"`` for the first ``limit`` problems and ``"(and N more)"`` after them, so
+    a spec with hundreds of bad variants gives a readable, bounded message (a condition's
+    message is limited to 32 KiB; ``arcflow validate`` lists every problem)."""
+    shown = "; ".join(str(p) for p in problems[:limit])
+    rest = len(problems) - limit
+    return f"{shown}; (and {rest} more)" if rest > 0 else shown
+
+
 def validate_autoscaling_runner_set(ars: AutoscalingRunnerSet) -> list[FieldError]:
     """All rule violations of ``ars`` (empty when valid), in a stable order."""
     errors: list[FieldError] = []

@@ -62,7 +62,7 @@ from arcflow.common.scaleset_records import (
     record_key,
 )
 from arcflow.common.telemetry import redact_text
-from arcflow.common.validation import validate_manifest
+from arcflow.common.validation import FieldError, summarize, validate_manifest
 from arcflow.registrar.connection import (
     Manifest,
     ServerConnectionError,
@@ -459,12 +459,12 @@ class Registrar:
         return await self._execute(namespace, name, ars, plan)
 
     async def _report_invalid(
-        self, namespace: str, name: str, doc: Mapping[str, Any], problems: list[Any]
+        self, namespace: str, name: str, doc: Mapping[str, Any], problems: list[FieldError]
     ) -> None:
         self.metrics.errors.add(1, {"kind": "spec_invalid"})
         metadata = doc.get("metadata") or {}
         generation = metadata.get("generation")
-        reason = "; ".join(f"{p.path}: {p.message}" for p in problems)
+        reason = summarize(problems)
         log.warning(
             "AutoscalingRunnerSet is invalid; not registering",
             extra={"namespace": namespace, "ars": name, "errors": reason},

@@ -46,7 +46,7 @@ from arcflow.common.kube import (
     build_event,
 )
 from arcflow.common.models import AutoscalingRunnerSet, is_multi_variant
-from arcflow.common.validation import validate_manifest
+from arcflow.common.validation import summarize, validate_manifest
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import (
     Context,
@@ -225,7 +225,7 @@ async def reconcile_ars(ctx: Context, key: Key) -> Result:
 
     problems = validate_manifest(doc)
     if problems:
-        message = "; ".join(str(p) for p in problems)
+        message = summarize(problems)
         await _set_spec_condition(ctx, doc, scope, valid=False, message=message)
         return Result.done()
     await _set_spec_condition(ctx, doc, scope, valid=True, message="")
