@@ -101,3 +101,40 @@ def test_runner_status_patch_omits_empty_values() -> None:
         "jobId": "j-1",
         "jobWorkflowRef": "octo/repo/.github/workflows/ci.yml@refs/heads/main",
     }
+
+
+def test_an_unchanged_count_against_the_standing_request_is_skipped() -> None:
+    """ADR 0043: the caller names the request the ERS holds; the same count is not re-sent,
+    the sequence does not move, and the skipped decision reports the standing patch id."""
+    scaler = DesiredRunnerScaler(min_runners=0, max_runners=10)
+    scaler.decide(0)
+    sent = scaler.decide(2)
+    assert (sent.target, sent.patch_id, sent.skipped) == (2, 1, False)
+    scaler.job_started()
+    skipped = scaler.decide(2, unchanged_since=(sent.target, sent.patch_id))
+    assert (skipped.target, skipped.patch_id, skipped.skipped) == (2, 1, True)
+    assert skipped.was_dirty is True
+    assert (scaler.target, scaler.patch_seq, scaler.dirty) == (2, 1, False)
+    # A changed count is never skipped: the sequence goes on from the last sent id.
+    moved = scaler.decide(3, unchanged_since=(2, 1))
+    assert (moved.target, moved.patch_id, moved.skipped) == (3, 2, False)
+
+
+def test_a_skip_consumes_the_dirty_flag_like_a_sent_patch() -> None:
+    """After a skipped JobStarted batch at min runners the next idle tick forces patchID 0,
+    as it would after upstream's (no-op) patch."""
+    scaler = DesiredRunnerScaler(min_runners=1, max_runners=5)
+    scaler.decide(0)
+    assert scaler.decide(1).patch_id == 1
+    assert scaler.decide(0).patch_id == 2  # back to min
+    scaler.job_started()
+    assert scaler.decide(0, unchanged_since=(1, 2)).skipped
+    assert scaler.decide(0).patch_id == 0
+
+
+def test_without_a_standing_request_nothing_is_skipped() -> None:
+    scaler = DesiredRunnerScaler(min_runners=0, max_runners=5)
+    scaler.decide(1)
+    scaler.job_started()
+    decision = scaler.decide(1)
+    assert (decision.patch_id, decision.skipped) == (1, False)

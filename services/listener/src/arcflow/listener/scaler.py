@@ -25,6 +25,8 @@ class Decision:
     patch_id: int
     assigned_jobs: int
     was_dirty: bool
+    #: ``True`` when no ERS patch is to be sent: the count stands as last written (ADR 0043).
+    skipped: bool = False
 
 
 class DesiredRunnerScaler:
@@ -36,6 +38,12 @@ class DesiredRunnerScaler:
     happened since the last call, the target did not move, and it equals ``min_runners`` (the
     "force state" signal that lets the ERS scale idle runners down). The very first call
     always yields 0.
+
+    ``decide(..., unchanged_since=(target, patchID))`` is the one departure (ADR 0043): when
+    the caller says the ERS already holds that request and this batch completed no job, a
+    decision whose count equals it is *skipped*: no new patch id, the ERS keeps the one it
+    holds. The dirty flag is consumed as if the patch had been sent, so the next idle tick
+    forces ``patchID=0`` exactly when upstream's would.
     """
 
     def __init__(self, min_runners: int, max_runners: int) -> None:
@@ -61,10 +69,21 @@ class DesiredRunnerScaler:
             raise ValueError("assigned job count must not be negative")
         return min(self.min_runners + assigned_jobs, self.max_runners)
 
-    def decide(self, assigned_jobs: int) -> Decision:
+    def decide(
+        self, assigned_jobs: int, *, unchanged_since: tuple[int, int] | None = None
+    ) -> Decision:
         target = self.desired_count(assigned_jobs)
         was_dirty = self.dirty
         self.dirty = False
+        if unchanged_since is not None and unchanged_since[0] == target:
+            self.target = target
+            return Decision(
+                target=target,
+                patch_id=unchanged_since[1],
+                assigned_jobs=assigned_jobs,
+                was_dirty=was_dirty,
+                skipped=True,
+            )
         if self.patch_seq == MAX_INT32:
             self.patch_seq = 0
         self.patch_seq += 1

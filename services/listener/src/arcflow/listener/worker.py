@@ -69,6 +69,9 @@ JOBS_SEQ_HEADER = "Arcflow-Jobs-Stream-Seq"
 SESSION_MARKS = 64
 #: An ERS patch identical to the previous one is not sent again within this many seconds.
 IDENTICAL_PATCH_WINDOW = 5.0
+#: A batch that completed no job and leaves the count as last written sends no ERS patch
+#: within this many seconds of that write (ADR 0043); after it, the batch patches as upstream.
+UNCHANGED_BATCH_WINDOW = 30.0
 
 
 T = TypeVar("T")
@@ -131,6 +134,7 @@ class ScaleSetWorker:
         ledger: SessionLedger | None = None,
         puback_wait: float = 10.0,
         identical_patch_window: float = IDENTICAL_PATCH_WINDOW,
+        unchanged_batch_window: float = UNCHANGED_BATCH_WINDOW,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.target = target
@@ -143,11 +147,14 @@ class ScaleSetWorker:
         self.ledger = ledger if ledger is not None else SessionLedger()
         self._puback_wait = puback_wait
         self._identical_window = identical_patch_window
+        self._unchanged_window = unchanged_batch_window
         self._clock = clock
         self._lock = asyncio.Lock()
         self._tick: StatisticsTick | None = None
         self._tick_event = asyncio.Event()
         self._last_patch: tuple[dict[str, Any], float] | None = None
+        #: The request the ERS holds from this worker: (replicas, patchID, when written).
+        self._written: tuple[int, int, float] | None = None
         #: Highest jobs-stream sequence fully handled (JetStream's number, not a publisher's).
         self.handled_seq = 0
         #: Per GitHub session: the highest message id fully handled in it.
@@ -157,6 +164,8 @@ class ScaleSetWorker:
         self.skipped_batches = 0
         self.dead_lettered = 0
         self.patches_skipped = 0
+        #: Batches that completed no job and left the count unchanged: no ERS patch (ADR 0043).
+        self.unchanged_batches = 0
         #: Batches scaled from a later message's statistics (the pump was ahead).
         self.fresher_statistics = 0
 
@@ -314,7 +323,11 @@ class ScaleSetWorker:
                     )
                     statistics, reason = self._freshest(batch)
                     decision = await self._decide(
-                        statistics, reason=reason, mark=mark, runners=started
+                        statistics,
+                        reason=reason,
+                        mark=mark,
+                        runners=started,
+                        may_skip=not completed,
                     )
                 except BaseException:
                     # A retried batch must see the scaler as it was before this attempt.
@@ -361,14 +374,24 @@ class ScaleSetWorker:
         reason: str,
         mark: Watermark | None = None,
         runners: Sequence[JobInfo] = (),
+        may_skip: bool = False,
     ) -> Decision:
         """Scaler, then the ERS patch (the first write), then the JobStarted runner patches
-        and the decision event concurrently."""
+        and the decision event concurrently.
+
+        ``may_skip``: a batch that completed no job sends no ERS patch when its count is the
+        one this worker wrote within the window (ADR 0043); statistics ticks never skip (they
+        are upstream's self-correction)."""
         target = self.target
         if self._recorder is not None:
             self._recorder.record_statistics(stats)
-        decision = self.scaler.decide(stats.total_assigned_jobs)
-        await self._patch_ers(ers_patch(decision))
+        standing = self._standing_request() if may_skip else None
+        decision = self.scaler.decide(stats.total_assigned_jobs, unchanged_since=standing)
+        if decision.skipped:
+            self.unchanged_batches += 1
+            reason = f"{reason}; count unchanged, no job completed: ERS not patched"
+        else:
+            await self._patch_ers(decision)
         if self._recorder is not None:
             self._recorder.record_desired(decision.target)
         self.decisions.append(decision)
@@ -412,16 +435,28 @@ class ScaleSetWorker:
         )
         return decision
 
-    async def _patch_ers(self, patch: dict[str, Any]) -> None:
+    def _standing_request(self) -> tuple[int, int] | None:
+        """The (replicas, patchID) this worker wrote within the window, else ``None``."""
+        if self._written is None:
+            return None
+        replicas, patch_id, at = self._written
+        if self._clock() - at >= self._unchanged_window:
+            return None
+        return replicas, patch_id
+
+    async def _patch_ers(self, decision: Decision) -> None:
         """Merge-patch the ERS; the same body again within the window is not re-sent (it
         would change nothing: same patchID, same replicas)."""
+        patch = ers_patch(decision)
         now = self._clock()
         if self._last_patch is not None:
             body, at = self._last_patch
             if body == patch and now - at < self._identical_window:
                 self.patches_skipped += 1
                 return
+        # Unknown until the write answers: a failed write may or may not have landed.
         self._last_patch = None
+        self._written = None
         await self._kube.patch_merge(
             "EphemeralRunnerSet",
             self.target.ephemeral_runner_set_name,
@@ -429,6 +464,7 @@ class ScaleSetWorker:
             namespace=self.target.namespace,
         )
         self._last_patch = (patch, now)
+        self._written = (decision.target, decision.patch_id, now)
 
     async def _patch_runners(self, jobs: Sequence[JobInfo]) -> None:
         await asyncio.gather(

@@ -1,0 +1,151 @@
+"""ADR 0043: a batch that completed no job and leaves the count as last written sends no ERS
+patch; a JobCompleted with the same count still does, and the finished runner is replaced.
+
+Real nats-server, the Kubernetes API emulator and the real reconciler (the watcher played by
+the harness's change events); the worker is fed batches as its pump would publish them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from arcflow.common.events import EventKeys, JobInfo, JobsBatch, JobStatistics
+from arcflow.common.kube import KubeClient
+from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.nats_server import NatsServer
+from arcflow.listener.config import ScaleSetTarget
+from arcflow.listener.scaler import DesiredRunnerScaler
+from arcflow.listener.worker import ScaleSetWorker
+from services.reconciler.tests.reconciler_integration.harness import (
+    Stack,
+    ars_manifest,
+    build_stack,
+)
+from tests.polling import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+SUCCEEDED = {
+    "phase": "Succeeded",
+    "containerStatuses": [{"name": "runner", "state": {"terminated": {"exitCode": 0}}}],
+}
+
+
+def _batch(target: ScaleSetTarget, message_id: int, assigned: int, *jobs: JobInfo) -> JobsBatch:
+    return JobsBatch(
+        source="listener",
+        keys=EventKeys(
+            namespace=target.namespace,
+            ars=target.ars,
+            variant=target.variant,
+            scale_set_id=target.scale_set_id,
+        ),
+        scale_set_id=target.scale_set_id,
+        message_id=message_id,
+        statistics=JobStatistics(total_assigned_jobs=assigned),
+        jobs=list(jobs),
+        session_id="session-1",
+    )
+
+
+def _ers_writes(emulator: KubeEmulator) -> int:
+    """Writes to the ERS object itself (not its status subresource)."""
+    return sum(
+        1
+        for r in emulator.requests
+        if r.method == "PATCH" and r.path.endswith("/ephemeralrunnersets/solo")
+    )
+
+
+async def _runners(stack: Stack) -> list[dict[str, Any]]:
+    async def registered() -> list[dict[str, Any]] | None:
+        runners = await stack.list("EphemeralRunner")
+        ok = len(runners) == 1 and all((r.get("status") or {}).get("runnerId") for r in runners)
+        return runners if ok else None
+
+    found: list[dict[str, Any]] = await eventually(registered)
+    return found
+
+
+async def test_started_only_batch_skips_the_ers_patch_and_completed_one_replaces_the_runner(
+    private_nats_server: NatsServer,
+    kube_client: KubeClient,
+    kube_namespace: str,
+    kube_emulator: KubeEmulator,
+) -> None:
+    async with build_stack(private_nats_server.url, kube_client, kube_namespace) as stack:
+        await stack.register("solo", "", 7)
+        await stack.apply_ars(ars_manifest(kube_namespace, "solo"))
+        await eventually(lambda: stack.list("EphemeralRunnerSet"))
+        target = ScaleSetTarget(
+            scale_set_id=7,
+            namespace=kube_namespace,
+            ars="solo",
+            variant="",
+            ephemeral_runner_set_name="solo",
+            min_runners=0,
+            max_runners=10,
+            owner="listener-pod-1",
+        )
+        now = [0.0]
+        worker = ScaleSetWorker(
+            target,
+            stack.js,
+            kube_client,
+            DesiredRunnerScaler(0, 10),
+            clock=lambda: now[0],
+        )
+
+        async def handle(batch: JobsBatch) -> None:
+            await worker.handle_batch(batch)
+            await stack.publish_change("ephemeralrunnersets", "solo")  # the watcher's event
+
+        # Job 1 assigned: replicas 1 under a new patch id, one runner.
+        await handle(_batch(target, 1, 0))
+        await handle(_batch(target, 2, 1, JobInfo(message_type="JobAssigned", job_id="1")))
+        first = (await _runners(stack))[0]["metadata"]["name"]
+        ers = await kube_client.get("EphemeralRunnerSet", "solo", kube_namespace)
+        assert (ers["spec"]["replicas"], ers["spec"]["patchID"]) == (1, 1)
+        writes = _ers_writes(kube_emulator)
+
+        # Job 1 started on it, count unchanged: the runner's status is written, the ERS is not.
+        started = JobInfo(message_type="JobStarted", job_id="1", runner_name=first)
+        await handle(_batch(target, 3, 1, started))
+        runner = await kube_client.get("EphemeralRunner", first, kube_namespace)
+        assert runner["status"]["jobId"] == "1"
+        assert _ers_writes(kube_emulator) == writes
+        ers_after = await kube_client.get("EphemeralRunnerSet", "solo", kube_namespace)
+        assert ers_after["spec"] == ers["spec"]
+        assert worker.unchanged_batches == 1
+
+        # Job 1 ends (its runner exits and is deleted); job 2 is assigned in the same message,
+        # so the count stays 1: the JobCompleted still patches, and a new runner serves job 2.
+        await stack.set_pod_status(first, SUCCEEDED)
+
+        async def first_gone() -> bool:
+            return first not in {r["metadata"]["name"] for r in await stack.list("EphemeralRunner")}
+
+        await eventually(first_gone)
+        await handle(
+            _batch(
+                target,
+                4,
+                1,
+                JobInfo(message_type="JobCompleted", job_id="1", runner_name=first),
+                JobInfo(message_type="JobAssigned", job_id="2"),
+            )
+        )
+        assert _ers_writes(kube_emulator) == writes + 1
+        ers = await kube_client.get("EphemeralRunnerSet", "solo", kube_namespace)
+        assert (ers["spec"]["replicas"], ers["spec"]["patchID"]) == (1, 2)
+        second = (await _runners(stack))[0]["metadata"]["name"]
+        assert second != first
+
+        # Past the window the same unchanged batch patches again, as upstream's listener does.
+        now[0] += 31.0
+        started = JobInfo(message_type="JobStarted", job_id="2", runner_name=second)
+        await handle(_batch(target, 5, 1, started))
+        assert _ers_writes(kube_emulator) == writes + 2
+        assert worker.unchanged_batches == 1
