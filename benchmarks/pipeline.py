@@ -105,8 +105,10 @@ class Hops:
         true = stack.simulator.engine.statistics(event.scale_set_id).total_assigned_jobs
         built = None
         if event.reason.startswith("message "):
-            # "message N" or "message N (statistics of message M)": the statistics' message
-            source = event.reason.rstrip(")").split()[-1]
+            # "message N", "message N (statistics of message M)", either maybe followed by
+            # "; ..." (ADR 0043's unpatched batches): the statistics' message
+            head = event.reason.split(";")[0]
+            source = head.rstrip(")").split()[-1]
             built = self.batch_times.get((event.scale_set_id, int(source)))
         self.decision_rows.append(
             {
