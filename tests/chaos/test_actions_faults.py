@@ -71,7 +71,7 @@ async def test_actions_faults_on_one_variant_while_siblings_scale(tmp_path: Path
         async def polling_again() -> None:
             # The broken part is back once every rule of the fault was used up and the
             # listener's pump then got an answer to a message poll again (its supervisor
-            # retries a failed session with back-off: 2, 4, 8, 16 s).
+            # retries a failed session with back-off from 1 s, capped at 5 s: ADR 0044).
             pending = list(rules)
 
             async def used_up() -> bool:

@@ -26,7 +26,7 @@ from .helpers import (
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
 VARIANTS = [Variant("cpu", 0, 10), Variant("gpu", 1, 2), Variant("arm", 0, 5)]
-BACKOFF = Backoff(initial=0.1, factor=2.0, cap=0.4)
+BACKOFF = Backoff(initial=0.1, factor=2.0, cap=0.4, jitter=0.0)
 CLIENT_RETRIES = 1  # listener_options: RetryPolicy.fast(max_retries=1)
 
 

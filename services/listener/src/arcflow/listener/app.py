@@ -289,6 +289,7 @@ class Listener:
                     stop,
                     backoff=self.options.backoff,
                     stats=unit.pump_stats,
+                    progress=unit.pump.progress,
                 )
             )
             tasks.append(

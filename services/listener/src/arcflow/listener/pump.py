@@ -226,8 +226,13 @@ class SessionPump:
         self._retry_conflict = retry_conflict
         self._publish_timeout = publish_timeout
         self.batches_published = 0
+        self._progress = 0
         self.session_id: str | None = None
         self._crash = CrashAfterPublish.from_environ(os.environ)
+
+    def progress(self) -> int:
+        """Sessions opened plus polls answered: the supervisor's sign of a healthy run."""
+        return self._progress
 
     async def run(self, stop: asyncio.Event) -> None:
         target = self.target
@@ -304,6 +309,7 @@ class SessionPump:
             extra={"scale_set_id": target.scale_set_id, "owner": target.owner},
         )
         latest = job_statistics(opened.statistics)
+        self._progress += 1
         last_message_id = 0
         self._tick(latest, last_message_id, "session")
         while not stop.is_set():
@@ -311,6 +317,7 @@ class SessionPump:
                 message = await self._poll(session, last_message_id, stop)
             except _StoppedError:
                 break
+            self._progress += 1
             if message is None:
                 self._tick(latest, last_message_id, "idle")
                 continue

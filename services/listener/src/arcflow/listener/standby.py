@@ -134,6 +134,7 @@ async def _serve(
                     inner,
                     backoff=listener.options.backoff,
                     stats=unit.pump_stats,
+                    progress=unit.pump.progress,
                 ),
                 supervise(
                     f"worker {target.label}",
