@@ -14,6 +14,7 @@ from arcflow.common.service.connection import ErrorHook
 from arcflow.common.service.inprocess import ServiceRun
 from arcflow.reconciler.service import SERVICE as RECONCILER
 from arcflow.reconciler.settings import ReconcilerSettings
+from arcflow.registrar.credentials import ClientFactory
 from arcflow.registrar.service import SERVICE as REGISTRAR
 from arcflow.watcher.service import SERVICE as WATCHER
 from arcflow.watcher.settings import WatcherSettings
@@ -29,9 +30,11 @@ def control_plane(
     nats_for: Callable[[str], NatsSettings],
     reconciler_settings: ReconcilerSettings,
     errors_for: Callable[[str], ErrorHook | None] = lambda _service: None,
+    client_factory: ClientFactory = fast_client_factory,
 ) -> list[ServiceRun]:
     """The three control-plane services in start order; ``nats_for(service)`` gives each its
-    NATS settings (e.g. its restricted user), ``errors_for`` an async-error hook."""
+    NATS settings (e.g. its restricted user), ``errors_for`` an async-error hook,
+    ``client_factory`` the registrar's Actions clients (retries without waiting by default)."""
     watcher = WatcherSettings(
         namespaces=namespaces,
         resync_interval_seconds=0,
@@ -47,7 +50,7 @@ def control_plane(
             REGISTRAR,
             registrar,
             nats_for("registrar"),
-            overrides={"client_factory": fast_client_factory},
+            overrides={"client_factory": client_factory},
             on_nats_error=errors_for("registrar"),
         ),
         ServiceRun(

@@ -3,6 +3,7 @@ checks, retries and error mapping."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -32,6 +33,7 @@ from arcflow.common.actions import (
     SessionConflictError,
     SystemInfo,
 )
+from arcflow.common.actions.retry import retry_deadline
 
 from .conftest import (
     JIT_CONFIG,
@@ -601,3 +603,19 @@ def test_root_ca_pem_is_added_to_the_system_store() -> None:
     subjects = [str(c.get("subject")) for c in context.get_ca_certs()]
     assert any("arcflow test root" in subject for subject in subjects)
     ActionsClient("https://ghes.example/org", PatCredentials(PAT), root_ca_pem=pem, environ={})
+
+
+async def test_no_retry_starts_whose_wait_passes_the_callers_deadline(
+    fake_github: FakeGitHub, client: ActionsClient, sleeps: SleepRecorder
+) -> None:
+    """ADR 0044: inside ``retry_deadline`` a retry whose wait would end at or after the
+    deadline is not made; the request gives up at once, saying why."""
+    fake_github.on("GET", f"{SCALE_SETS}/7", sequence(status(503, {"message": "down"})))
+    deadline = asyncio.get_running_loop().time() + 2.5  # the recorded sleeps take no time
+    with retry_deadline(deadline), pytest.raises(RetriesExhaustedError) as info:
+        await client.get_runner_scale_set_by_id(7)
+    assert sleeps.waits == [1.0, 2.0]  # 4.0 would pass the deadline
+    assert len(fake_github.to("GET", f"{SCALE_SETS}/7")) == 3
+    assert info.value.attempts == 3
+    assert info.value.status == 503
+    assert "caller's deadline leaves no time" in str(info.value)

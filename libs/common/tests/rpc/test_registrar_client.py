@@ -106,8 +106,14 @@ async def test_calls_round_trip_through_a_contract_responder(nc: NatsClient) -> 
         id=11, name="r1", runner_scale_set_id=7
     )
     assert await client.get_runner("team", "arc", "other") is None
+    # Every request carries the budget the registrar must answer within: 80 % of 2 s.
     assert seen[0] == JitConfigRequest(
-        namespace="team", ars="arc", scale_set_id=7, runner_name="r1", work_folder="_w"
+        namespace="team",
+        ars="arc",
+        scale_set_id=7,
+        runner_name="r1",
+        work_folder="_w",
+        budget_seconds=1.6,
     )
     assert len(seen) == 5
 

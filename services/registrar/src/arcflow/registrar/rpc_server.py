@@ -22,10 +22,12 @@ from pydantic import BaseModel
 from arcflow.common.actions.errors import (
     ActionsClientError,
     JobStillRunningError,
+    RetriesExhaustedError,
     RunnerExistsError,
     RunnerNotFoundError,
     ScaleSetNotFoundError,
 )
+from arcflow.common.actions.retry import retry_deadline
 from arcflow.common.github_url import InvalidGitHubConfigUrlError
 from arcflow.common.rpc.registrar import (
     GET_RUNNER_SUBJECT,
@@ -46,6 +48,7 @@ from arcflow.common.rpc.registrar import (
 from arcflow.common.telemetry import redact_text
 from arcflow.registrar.converge import Registrar
 from arcflow.registrar.credentials import CredentialsUnavailableError
+from arcflow.registrar.failing_sets import FailingScaleSets
 from arcflow.registrar.lookup import JitLookup
 from arcflow.registrar.metrics import RegistrarMetrics
 
@@ -55,11 +58,20 @@ log = logging.getLogger(__name__)
 REJECTION_LOG_SECONDS = 10.0
 
 
+#: Serves one op: the request's bytes and the loop time it arrived at.
+Handler = Callable[[bytes, float], Awaitable[BaseModel]]
+
+
 class RpcFailureError(Exception):
     def __init__(self, code: RpcErrorCode, reason: str) -> None:
         super().__init__(reason)
         self.code = code
         self.reason = reason
+
+
+def _deadline(budget: float | None, received: float) -> float | None:
+    """The loop time by which the caller needs the answer (``None``: it set no budget)."""
+    return None if budget is None else received + budget
 
 
 def _upstream(exc: BaseException) -> RpcFailureError:
@@ -86,9 +98,10 @@ class RegistrarRpcServer:
         self._tasks: set[asyncio.Task[None]] = set()
         # op -> (when the last rejection was logged, rejections not logged since)
         self._rejections: dict[str, tuple[float, int]] = {}
+        self.failing = FailingScaleSets()
 
     async def start(self) -> None:
-        routes: list[tuple[str, str, Callable[[bytes], Awaitable[BaseModel]]]] = [
+        routes: list[tuple[str, str, Handler]] = [
             (JITCONFIG_SUBJECT, "jitconfig", self._jitconfig),
             (REMOVE_RUNNER_SUBJECT, "remove-runner", self._remove_runner),
             (GET_RUNNER_SUBJECT, "get-runner", self._get_runner),
@@ -109,9 +122,7 @@ class RegistrarRpcServer:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _dispatcher(
-        self, op: str, handler: Callable[[bytes], Awaitable[BaseModel]]
-    ) -> Callable[[Msg], Awaitable[None]]:
+    def _dispatcher(self, op: str, handler: Handler) -> Callable[[Msg], Awaitable[None]]:
         async def on_request(msg: Msg) -> None:
             task = asyncio.create_task(self._serve(op, handler, msg))
             self._tasks.add(task)
@@ -119,15 +130,14 @@ class RegistrarRpcServer:
 
         return on_request
 
-    async def _serve(
-        self, op: str, handler: Callable[[bytes], Awaitable[BaseModel]], msg: Msg
-    ) -> None:
+    async def _serve(self, op: str, handler: Handler, msg: Msg) -> None:
         started = time.perf_counter()
+        received = asyncio.get_running_loop().time()  # the caller's budget counts from here
         outcome = "ok"
         reply: RpcReply[Any]
         async with self._slots:
             try:
-                reply = RpcReply[Any].success(await handler(msg.data))
+                reply = RpcReply[Any].success(await handler(msg.data, received))
             except RpcFailureError as exc:
                 outcome = exc.code.value
                 reply = RpcReply[Any].failure(exc.code, exc.reason)
@@ -189,8 +199,32 @@ class RegistrarRpcServer:
         except ValueError as exc:
             raise RpcFailureError(RpcErrorCode.INVALID_REQUEST, str(exc)) from None
 
-    async def _jitconfig(self, data: bytes) -> JitConfigResult:
+    async def _jitconfig(self, data: bytes, received: float) -> JitConfigResult:
         request: JitConfigRequest = self._parse(JitConfigRequest, data)
+        deadline = _deadline(request.budget_seconds, received)
+        if deadline is not None and asyncio.get_running_loop().time() >= deadline:
+            # Waited for a slot past the caller's budget: not the Actions service's fault.
+            raise RpcFailureError(
+                RpcErrorCode.UPSTREAM_ERROR, "the registrar was busy past the caller's budget"
+            )
+        refusal = self.failing.refusal(request.scale_set_id)
+        if refusal is not None:
+            raise RpcFailureError(RpcErrorCode.UPSTREAM_ERROR, refusal)
+        try:
+            async with asyncio.timeout_at(deadline):
+                with retry_deadline(deadline):
+                    return await self._jitconfig_within(request)
+        except TimeoutError:
+            reason = (
+                f"no answer from the Actions service within the caller's "
+                f"{request.budget_seconds:g} s"
+            )
+            self.failing.failed(request.scale_set_id, "no answer in time")
+            raise RpcFailureError(RpcErrorCode.UPSTREAM_ERROR, reason) from None
+        finally:
+            self.failing.settled(request.scale_set_id)
+
+    async def _jitconfig_within(self, request: JitConfigRequest) -> JitConfigResult:
         client, _ = await self._client(request.namespace, request.ars)
         records = (
             self._lookup.records_of(request.namespace, request.ars)
@@ -215,8 +249,12 @@ class RegistrarRpcServer:
             raise RpcFailureError(
                 RpcErrorCode.NOT_FOUND, f"scale set {request.scale_set_id} not found"
             ) from None
+        except RetriesExhaustedError as exc:
+            self.failing.failed(request.scale_set_id, f"status {exc.status or 'none'}")
+            raise _upstream(exc) from None
         except ActionsClientError as exc:
             raise _upstream(exc) from None
+        self.failing.succeeded(request.scale_set_id)
         return JitConfigResult(
             runner_id=config.runner.id,
             runner_name=config.runner.name or request.runner_name,
@@ -224,11 +262,12 @@ class RegistrarRpcServer:
             encoded_jit_config=config.encoded_jit_config,
         )
 
-    async def _remove_runner(self, data: bytes) -> RemoveRunnerResult:
+    async def _remove_runner(self, data: bytes, received: float) -> RemoveRunnerResult:
         request: RemoveRunnerRequest = self._parse(RemoveRunnerRequest, data)
         client, _ = await self._client(request.namespace, request.ars)
         try:
-            await client.remove_runner(request.runner_id)
+            with retry_deadline(_deadline(request.budget_seconds, received)):
+                await client.remove_runner(request.runner_id)
         except JobStillRunningError:
             return RemoveRunnerResult(outcome="job_still_running")
         except RunnerNotFoundError:
@@ -237,11 +276,12 @@ class RegistrarRpcServer:
             raise _upstream(exc) from None
         return RemoveRunnerResult(outcome="ok")
 
-    async def _get_runner(self, data: bytes) -> GetRunnerResult:
+    async def _get_runner(self, data: bytes, received: float) -> GetRunnerResult:
         request: GetRunnerRequest = self._parse(GetRunnerRequest, data)
         client, _ = await self._client(request.namespace, request.ars)
         try:
-            runner = await client.get_runner_by_name(request.runner_name)
+            with retry_deadline(_deadline(request.budget_seconds, received)):
+                runner = await client.get_runner_by_name(request.runner_name)
         except ActionsClientError as exc:
             raise _upstream(exc) from None
         if runner is None:

@@ -63,7 +63,12 @@ from arcflow.common.actions.models import (
     validate_wire,
     with_default_label_types,
 )
-from arcflow.common.actions.retry import RetryPolicy, is_retryable_error, is_retryable_status
+from arcflow.common.actions.retry import (
+    RetryPolicy,
+    is_retryable_error,
+    is_retryable_status,
+    out_of_time,
+)
 from arcflow.common.actions.tls import server_ssl_context
 from arcflow.common.actions.urls import (
     AGENTS_PATH,
@@ -142,6 +147,11 @@ def _utcnow() -> datetime:
 
 def _json_bytes(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _deadline_note(last: bool) -> str:
+    """Why a retry loop stopped early: the caller's deadline left no time for the next wait."""
+    return "" if last else " (the caller's deadline leaves no time for another)"
 
 
 def _describe(exc: BaseException) -> str:
@@ -288,16 +298,17 @@ class ActionsClient:
                         url=url,
                         message=reason,
                     ) from exc
-                if last:
+                wait = self._retry.wait_for(attempt)
+                if last or out_of_time(wait):
                     error = RetriesExhaustedError(
-                        f"{method} {url} giving up after {attempts} attempt(s): {reason}",
+                        f"{method} {url} giving up after {attempt + 1} attempt(s)"
+                        f"{_deadline_note(last)}: {reason}",
                         method=method,
                         url=url,
                         message=reason,
                     )
-                    error.attempts = attempts
+                    error.attempts = attempt + 1
                     raise error from exc
-                wait = self._retry.wait_for(attempt)
                 logger.warning(
                     "retrying %s %s after %s (attempt %d of %d, waiting %.1fs)",
                     method, url, reason, attempt + 1, attempts, wait,
@@ -308,21 +319,21 @@ class ActionsClient:
             logger.debug("%s %s -> %d", method, url, status)
             if not is_retryable_status(status, extra_retry_statuses):
                 return response
-            if last:
+            wait = self._retry.wait_for(
+                attempt, status=status, retry_after=response.headers.get("Retry-After")
+            )
+            if last or out_of_time(wait):
                 if status in extra_retry_statuses:
                     return response  # runner-registration: the caller reports the last body
                 exhausted = self._error(
                     response,
                     github_api=github_api,
-                    prefix=f"giving up after {attempts} attempt(s)",
+                    prefix=f"giving up after {attempt + 1} attempt(s){_deadline_note(last)}",
                     force_class=RetriesExhaustedError,
                 )
                 assert isinstance(exhausted, RetriesExhaustedError)
-                exhausted.attempts = attempts
+                exhausted.attempts = attempt + 1
                 raise exhausted
-            wait = self._retry.wait_for(
-                attempt, status=status, retry_after=response.headers.get("Retry-After")
-            )
             logger.warning(
                 "retrying %s %s after status %d (attempt %d of %d, waiting %.1fs)",
                 method, url, status, attempt + 1, attempts, wait,

@@ -9,8 +9,10 @@ retry without waiting.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -22,6 +24,27 @@ RETRY_AFTER_STATUSES = frozenset({429, 503})
 NEVER_RETRIED = frozenset({401, 403, 409})
 
 Sleep = Callable[[float], Awaitable[None]]
+
+#: The caller's deadline (``loop.time()`` seconds) of the request being served, if it has one.
+_DEADLINE: ContextVar[float | None] = ContextVar("arcflow_actions_deadline", default=None)
+
+
+@contextlib.contextmanager
+def retry_deadline(deadline: float | None) -> Iterator[None]:
+    """Within this block no retry starts whose wait would end at or after ``deadline``
+    (``asyncio`` loop time): the request gives up at once instead, so an answer, even a
+    failure, reaches a caller that waits only until then (ADR 0044)."""
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def out_of_time(wait: float) -> bool:
+    """Whether waiting ``wait`` seconds before a retry would pass the caller's deadline."""
+    deadline = _DEADLINE.get()
+    return deadline is not None and asyncio.get_running_loop().time() + wait >= deadline
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:

@@ -75,6 +75,13 @@ class _ArsScoped(_Model):
         pattern=_DNS_SUBDOMAIN,
         description="AutoscalingRunnerSet name",
     )
+    budget_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=600,
+        description="How long the caller waits for the reply: the registrar answers within it, "
+        "giving up retries that would not fit (ADR 0044); absent: no limit of the caller's",
+    )
 
 
 class JitConfigRequest(_ArsScoped):
@@ -200,17 +207,27 @@ def error_for(error: RpcError) -> RegistrarRpcError:
 # --- client -----------------------------------------------------------------------------------
 
 
+#: Share of the caller's timeout the registrar may spend: the rest carries the reply back.
+BUDGET_SHARE: Final = 0.8
+
+
 class RegistrarRpcClient:
-    """Typed calls to the registrar over core NATS request/reply (used by the reconciler)."""
+    """Typed calls to the registrar over core NATS request/reply (used by the reconciler).
+
+    Every request carries ``budget_seconds`` (80 % of ``timeout``): the registrar answers
+    within it, a failure included, so a caller is never left waiting out its timeout while
+    the registrar still retries GitHub (ADR 0044)."""
 
     def __init__(self, nc: NatsClient, *, timeout: float = 10.0) -> None:
         self._nc = nc
         self.timeout = timeout
 
-    async def _call(self, subject: str, request: BaseModel, result_type: type[ResultT]) -> ResultT:
+    async def _call(self, subject: str, request: _ArsScoped, result_type: type[ResultT]) -> ResultT:
+        budget = min(self.timeout * BUDGET_SHARE, 600.0)
+        budgeted = request.model_copy(update={"budget_seconds": budget})
         try:
             message = await self._nc.request(
-                subject, request.model_dump_json().encode(), timeout=self.timeout
+                subject, budgeted.model_dump_json().encode(), timeout=self.timeout
             )
         except nats.errors.NoRespondersError:
             raise RegistrarUnavailableError(f"no registrar is serving {subject}") from None
@@ -281,6 +298,7 @@ def parse_request(model: type[_ArsScoped], data: bytes) -> _ArsScoped:
 
 
 __all__ = [
+    "BUDGET_SHARE",
     "GET_RUNNER_SUBJECT",
     "JITCONFIG_SUBJECT",
     "MAX_REQUEST_BYTES",

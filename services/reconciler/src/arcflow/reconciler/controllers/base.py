@@ -67,6 +67,8 @@ class Context:
     # ERS uid -> runner names this replica claimed but whose create failed (an API error):
     # the next pass creates them, whether or not its scale request counts as served.
     uncreated: dict[str, set[str]] = dataclass_field(default_factory=dict)
+    # "<namespace>/<ERS>" -> when its last JIT-failure Event went out (monotonic seconds).
+    jit_failures_reported: dict[str, float] = dataclass_field(default_factory=dict)
 
     def status_wait(self, kind: str, namespace: str, name: str) -> float:
         """Seconds before a counts-only status write for this object may go out (0: now)."""

@@ -31,7 +31,12 @@ from arcflow.common.kube import (
 )
 from arcflow.common.models import EphemeralRunner
 from arcflow.common.naming import trim_label_value
-from arcflow.common.rpc.registrar import RegistrarRpcClient, RunnerExistsRpcError
+from arcflow.common.rpc.registrar import (
+    RegistrarRpcClient,
+    RegistrarUnavailableError,
+    RunnerExistsRpcError,
+    UpstreamRpcError,
+)
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import (
     FAILURE_BACKOFF_SECONDS,
@@ -46,6 +51,7 @@ from arcflow.reconciler.controllers.base import (
     meta,
     utc_clock,
 )
+from arcflow.reconciler.controllers.jit_failures import report_jit_failure
 from arcflow.reconciler.controllers.runner_set import ANNOTATION_JIT_CLAIM, scope_of
 from arcflow.reconciler.workqueue import Key, Result
 
@@ -206,7 +212,11 @@ async def reconcile_runner(ctx: Context, key: Key) -> Result:
         # label. Look once before asking the registrar again.
         secret = await ctx.cache.get_or_read(SECRET, key.name, key.namespace)
     if secret is None:
-        secret = await _create_jit_secret(ctx, er, scope)
+        try:
+            secret = await _create_jit_secret(ctx, er, scope)
+        except (UpstreamRpcError, RegistrarUnavailableError) as exc:
+            scale_set_id = int((er.get("spec") or {}).get("runnerScaleSetId") or 0)
+            return Result.again(await report_jit_failure(ctx, er, scope, scale_set_id, exc))
         if secret is None:
             return Result.again(WAIT_SECONDS)
     jit_data = decode_secret_data(secret.get("data"))
