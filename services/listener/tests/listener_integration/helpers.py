@@ -120,7 +120,7 @@ def multi_config(
 
 def listener_options(nats_url: str, kubeconfig: Path, **overrides: Any) -> ListenerOptions:
     options = ListenerOptions(
-        backoff=Backoff(initial=0.05, cap=0.2),
+        backoff=Backoff(initial=0.05, cap=0.2, jitter=0.0),
         retry=RetryPolicy.fast(max_retries=1),
         fetch_timeout=0.5,
         host="listener-pod",
