@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import signal
 import statistics
 import sys
@@ -29,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _report import loadavg, write_runs
 from listener_scale_sets import NAMESPACE, Bench
 
 from arcflow.common.kube import KubeClient
@@ -150,37 +148,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     started = time.time()
-    with open("/proc/loadavg") as handle:
-        load_before = handle.read().split()[:3]
+    load_before = loadavg()
     runs = asyncio.run(Takeover(args).all_runs())
-    with open("/proc/loadavg") as handle:
-        load_after = handle.read().split()[:3]
     polls = [r.all_polling_again_s for r in runs]
     print(
         f"every variant polling again after the kill: median {statistics.median(polls):.2f} s "
         f"(min {min(polls):.2f}, max {max(polls):.2f}); 409s: {[r.session_conflicts for r in runs]}"
     )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "benchmark": "listener_takeover",
-                "label": args.label,
-                "started_at": started,
-                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-                "loadavg_before": load_before,
-                "loadavg_after": load_after,
-                "settings": {
-                    k: getattr(args, k) for k in ("variants", "jobs", "kill_after", "poll_timeout")
-                },
-                "runs": [asdict(r) for r in runs],
-            },
-            indent=2,
-        )
-        + "\n"
+    settings = {k: getattr(args, k) for k in ("variants", "jobs", "kill_after", "poll_timeout")}
+    write_runs(
+        args.out,
+        "listener_takeover",
+        label=args.label,
+        started=started,
+        load_before=load_before,
+        settings=settings,
+        runs=runs,
     )
-    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
