@@ -1,8 +1,8 @@
 """Issue 13 "Done when": no JetStream fetch loop, ``nats.connect`` or signal handling exists
 outside ``arcflow.common.service`` (ADR 0034). Tests and benchmarks may connect directly.
 
-The listener's worker keeps its own fetch loop until the listener's workers move onto the
-runtime (the listener's own work); that file is named here so that anything new elsewhere fails.
+The listener's workers pull through the skeleton's light loop (``service/fetch.py``), which
+imports no FastStream (ADR 0016).
 """
 
 from __future__ import annotations
@@ -13,9 +13,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = [*REPO.glob("libs/*/src"), *REPO.glob("services/*/src")]
 SKELETON = REPO / "libs/common/src/arcflow/common/service"
-#: Not on the runtime yet (issue 13 item 3: the listener keeps its pumps and workers): its
-#: worker's JetStream fetch loop. The listener's connection and signals come from the skeleton.
-LISTENER_WORKER = REPO / "services/listener/src/arcflow/listener/worker.py"
 
 
 def _calls(tree: ast.AST) -> list[tuple[int, str]]:
@@ -54,7 +51,7 @@ def offenders() -> list[str]:
     found = []
     for root in SOURCES:
         for path in sorted(root.rglob("*.py")):
-            if path.is_relative_to(SKELETON) or path == LISTENER_WORKER:
+            if path.is_relative_to(SKELETON):
                 continue
             tree = ast.parse(path.read_text(), str(path))
             uses_nats = _imports_nats(tree)

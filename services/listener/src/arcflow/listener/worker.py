@@ -52,6 +52,7 @@ from arcflow.common.nats import (
     ensure_consumer,
     publish_event,
 )
+from arcflow.common.service.fetch import bind_pull, fetch_batches
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.metrics import ScaleSetRecorder
@@ -187,33 +188,21 @@ class ScaleSetWorker:
             event_types=(JobsBatch,),
             dead_letter_target=self._js,
         )
-        subscription = await _retry_timeouts(
-            lambda: self._js.pull_subscribe_bind(durable=spec.durable, stream=spec.stream)
-        )
+        subscription = await _retry_timeouts(lambda: bind_pull(self._js, spec))
         ticks = asyncio.ensure_future(self._tick_loop())
-        stopper = asyncio.ensure_future(stop.wait())
+        batches = fetch_batches(
+            subscription,
+            batch=self._batch_size,
+            wait_seconds=self._fetch_timeout,
+            stop=stop,
+            beside=ticks,  # a failed tick ends the worker (supervised)
+        )
         try:
-            while not stop.is_set():
-                fetch = asyncio.ensure_future(
-                    subscription.fetch(self._batch_size, timeout=self._fetch_timeout)
-                )
-                await asyncio.wait({fetch, stopper, ticks}, return_when=asyncio.FIRST_COMPLETED)
-                if ticks.done():
-                    fetch.cancel()
-                    ticks.result()  # a failed tick ends the worker (supervised)
-                if not fetch.done():
-                    fetch.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await fetch
-                    break
-                try:
-                    messages = fetch.result()
-                except TimeoutError:  # nats.errors.TimeoutError, or asyncio's from inside fetch
-                    continue
-                for msg in messages:
-                    await consumer.process(msg)
+            async with contextlib.aclosing(batches):
+                async for messages in batches:
+                    for msg in messages:
+                        await consumer.process(msg)
         finally:
-            stopper.cancel()
             ticks.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await ticks
