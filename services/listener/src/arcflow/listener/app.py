@@ -64,7 +64,7 @@ from arcflow.listener.pump import AfterPublish, SessionPump
 from arcflow.listener.scaler import DesiredRunnerScaler
 from arcflow.listener.sessions import SessionStore
 from arcflow.listener.standby import run_standby
-from arcflow.listener.supervisor import Backoff, FatalError, supervise
+from arcflow.listener.supervisor import Backoff, FatalError
 from arcflow.listener.unit import ScaleSetUnit
 from arcflow.listener.worker import ScaleSetWorker
 
@@ -279,29 +279,7 @@ class Listener:
                     await self._nc.drain()
 
     async def _run_multi(self, stop: asyncio.Event) -> None:
-        tasks = []
-        for unit in self.units:
-            label = unit.target.label
-            tasks.append(
-                supervise(
-                    f"session pump {label}",
-                    unit.pump.run,
-                    stop,
-                    backoff=self.options.backoff,
-                    stats=unit.pump_stats,
-                    progress=unit.pump.progress,
-                )
-            )
-            tasks.append(
-                supervise(
-                    f"worker {label}",
-                    unit.worker.run,
-                    stop,
-                    backoff=self.options.backoff,
-                    stats=unit.worker_stats,
-                )
-            )
-        await asyncio.gather(*tasks)
+        await asyncio.gather(*(u.run_supervised(stop, self.options.backoff) for u in self.units))
 
     async def _run_single(self, stop: asyncio.Event) -> None:
         unit = self.units[0]

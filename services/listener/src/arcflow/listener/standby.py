@@ -27,7 +27,7 @@ from arcflow.listener.lease import (
 )
 from arcflow.listener.metrics import ScaleSetRecorder
 from arcflow.listener.presence import Presence
-from arcflow.listener.supervisor import Backoff, supervise
+from arcflow.listener.supervisor import Backoff
 from arcflow.listener.unit import ScaleSetUnit
 
 log = logging.getLogger("arcflow.listener.standby")
@@ -127,23 +127,7 @@ async def _serve(
 
         keeper = asyncio.ensure_future(keep())
         try:
-            await asyncio.gather(
-                supervise(
-                    f"session pump {target.label}",
-                    unit.pump.run,
-                    inner,
-                    backoff=listener.options.backoff,
-                    stats=unit.pump_stats,
-                    progress=unit.pump.progress,
-                ),
-                supervise(
-                    f"worker {target.label}",
-                    unit.worker.run,
-                    inner,
-                    backoff=listener.options.backoff,
-                    stats=unit.worker_stats,
-                ),
-            )
+            await unit.run_supervised(inner, listener.options.backoff)
         finally:
             keeper.cancel()
             recorder.record_lease(False)

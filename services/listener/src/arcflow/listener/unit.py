@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.pump import SessionPump
-from arcflow.listener.supervisor import SupervisorStats
+from arcflow.listener.supervisor import Backoff, SupervisorStats, supervise
 from arcflow.listener.worker import ScaleSetWorker
 
 
@@ -19,3 +20,24 @@ class ScaleSetUnit:
     worker: ScaleSetWorker
     pump_stats: SupervisorStats = field(default_factory=SupervisorStats)
     worker_stats: SupervisorStats = field(default_factory=SupervisorStats)
+
+    async def run_supervised(self, stop: asyncio.Event, backoff: Backoff) -> None:
+        """The pump and the worker, each restarted by its own supervisor until ``stop``."""
+        label = self.target.label
+        await asyncio.gather(
+            supervise(
+                f"session pump {label}",
+                self.pump.run,
+                stop,
+                backoff=backoff,
+                stats=self.pump_stats,
+                progress=self.pump.progress,
+            ),
+            supervise(
+                f"worker {label}",
+                self.worker.run,
+                stop,
+                backoff=backoff,
+                stats=self.worker_stats,
+            ),
+        )
