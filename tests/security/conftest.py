@@ -80,6 +80,16 @@ class SecuredNats:
         """The permission violations the server reported to ``service``'s clients."""
         return [str(e) for e in self.errors.get(service, []) if "ermissions" in str(e)]
 
+    async def denied(self, service: str, fragment: str) -> str:
+        """Waits (2 s at most) until the server reported a violation naming ``fragment`` to
+        ``service``; returns it."""
+        for _ in range(200):
+            found = [v for v in self.violations(service) if fragment.lower() in v.lower()]
+            if found:
+                return found[0]
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"no permission violation for {fragment!r}: {self.errors}")
+
 
 def _start_secured(tmp: Path) -> tuple[NatsServer, dict[str, str]]:
     """The committed config as deployed (env placeholders), passwords given by environment."""

@@ -79,16 +79,6 @@ def _change(name: str, rv: str) -> K8sObjectChanged:
     )
 
 
-async def _denied(secured: SecuredNats, service: str, fragment: str) -> str:
-    """Waits until the server reported a violation naming ``fragment`` to ``service``."""
-    for _ in range(200):
-        found = [v for v in secured.violations(service) if fragment.lower() in v.lower()]
-        if found:
-            return found[0]
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no permission violation for {fragment!r}: {secured.errors}")
-
-
 def test_service_owned_names_match_the_registrar() -> None:
     """permissions.py names the registrar's own durable, bucket and queue group (no import)."""
     assert CONSUMER_REGISTRAR_ERS.durable == REGISTRAR_ERS_DURABLE
@@ -238,7 +228,7 @@ async def test_watcher_cannot_publish_outside_its_domain(secured: SecuredNats) -
         await publish_event(
             nc.jetstream(), subjects.scale_subject("x", "x"), _change("x", "1"), timeout=0.5
         )
-    assert "arc.scale.x.x._" in await _denied(secured, "watcher", "arc.scale.x.x._")
+    assert "arc.scale.x.x._" in await secured.denied("watcher", "arc.scale.x.x._")
 
 
 async def test_listener_cannot_publish_changes_nor_call_the_registrar(
@@ -256,10 +246,10 @@ async def test_listener_cannot_publish_changes_nor_call_the_registrar(
     await registrar_nc.flush()
     listener_nc = await secured.connect("listener")
     await listener_nc.publish(subjects.k8s_subject("pods", "x", "y"), b"{}")
-    assert "arc.k8s.pods.x.y" in await _denied(secured, "listener", "arc.k8s.pods.x.y")
+    assert "arc.k8s.pods.x.y" in await secured.denied("listener", "arc.k8s.pods.x.y")
     with pytest.raises(RegistrarUnavailableError):
         await RegistrarRpcClient(listener_nc, timeout=0.5).generate_jit_config("x", "y", 1, "r")
-    await _denied(secured, "listener", "arc.rpc.registrar.jitconfig")
+    await secured.denied("listener", "arc.rpc.registrar.jitconfig")
     assert requests == []
 
 
@@ -273,14 +263,14 @@ async def test_auditor_is_read_only_and_never_sees_rpc(secured: SecuredNats) -> 
         "$JS.API.STREAM.DELETE.ARC_AUDIT",
     ):
         await auditor.publish(subject, b"{}")
-        await _denied(secured, "auditor", subject)
+        await secured.denied("auditor", subject)
     seen: list[Msg] = []
 
     async def record(msg: Msg) -> None:
         seen.append(msg)
 
     await auditor.subscribe("arc.rpc.>", cb=record)
-    await _denied(secured, "auditor", "arc.rpc.>")
+    await secured.denied("auditor", "arc.rpc.>")
     reconciler = await secured.connect("reconciler")
     await reconciler.publish(subjects.registrar_rpc_subject("jitconfig"), b"jit")
     await reconciler.flush()
@@ -292,4 +282,4 @@ async def test_registrar_serves_rpc_only_in_its_queue_group(secured: SecuredNats
     """A plain (non-queue) subscription to the RPC subjects is refused even for the registrar."""
     registrar = await secured.connect("registrar")
     await registrar.subscribe(subjects.registrar_rpc_subject("get-runner"))
-    await _denied(secured, "registrar", "arc.rpc.registrar.get-runner")
+    await secured.denied("registrar", "arc.rpc.registrar.get-runner")
