@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from arcflow.common.actions import ActionsClient, Label, PatCredentials, RetryPolicy, RunnerScaleSet
+from arcflow.common.events import EventKeys, JobInfo, JobsBatch, JobStatistics
 from arcflow.common.kube import KubeClient, KubeSettings
 from arcflow.common.listener_config import ListenerConfig, ScaleSetConfig
 from arcflow.common.nats import NatsSettings
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.listener.app import Listener, ListenerOptions
+from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.supervisor import Backoff
 from tests import polling
 
@@ -204,3 +206,24 @@ async def stream_events(nats_url: str, subject: str) -> list[tuple[dict[str, str
             out.append((dict(msg.headers or {}), bytes(msg.data)))
     finally:
         await nc.close()
+
+
+def jobs_batch(
+    target: ScaleSetTarget, session_id: str, message_id: int, assigned: int, *jobs: JobInfo
+) -> JobsBatch:
+    """A batch as the pump of ``target`` publishes it: GitHub message ``message_id`` of
+    ``session_id`` with ``assigned`` jobs in its statistics."""
+    return JobsBatch(
+        source="listener",
+        keys=EventKeys(
+            namespace=target.namespace,
+            ars=target.ars,
+            variant=target.variant,
+            scale_set_id=target.scale_set_id,
+        ),
+        scale_set_id=target.scale_set_id,
+        message_id=message_id,
+        statistics=JobStatistics(total_assigned_jobs=assigned),
+        jobs=list(jobs),
+        session_id=session_id,
+    )

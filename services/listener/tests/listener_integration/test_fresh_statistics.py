@@ -12,7 +12,7 @@ from __future__ import annotations
 import nats
 import pytest
 
-from arcflow.common.events import EventKeys, JobInfo, JobsBatch, JobStatistics
+from arcflow.common.events import JobInfo, JobsBatch, JobStatistics
 from arcflow.common.kube import KubeClient
 from arcflow.common.nats import STREAM_SCALE, ensure_stream
 from arcflow.listener.config import ScaleSetTarget
@@ -20,7 +20,7 @@ from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.scaler import DesiredRunnerScaler
 from arcflow.listener.worker import ScaleSetWorker
 
-from .helpers import ARS, ListenerRig, Variant, create_runner_sets
+from .helpers import ARS, ListenerRig, Variant, create_runner_sets, jobs_batch
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -41,20 +41,8 @@ def _target(namespace: str) -> ScaleSetTarget:
 
 
 def _batch(target: ScaleSetTarget, session: str, message_id: int, assigned: int) -> JobsBatch:
-    return JobsBatch(
-        source="listener",
-        keys=EventKeys(
-            namespace=target.namespace,
-            ars=target.ars,
-            variant=target.variant,
-            scale_set_id=target.scale_set_id,
-        ),
-        scale_set_id=target.scale_set_id,
-        message_id=message_id,
-        statistics=JobStatistics(total_assigned_jobs=assigned),
-        jobs=[JobInfo(message_type="JobAssigned", runner_request_id=message_id)],
-        session_id=session,
-    )
+    job = JobInfo(message_type="JobAssigned", runner_request_id=message_id)
+    return jobs_batch(target, session, message_id, assigned, job)
 
 
 async def _replicas(kube: KubeClient, namespace: str) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from arcflow.common.events import EventKeys, JobInfo, JobsBatch, JobStatistics
+from arcflow.common.events import JobInfo, JobsBatch
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.kube_emulator import KubeEmulator
 from arcflow.devstack.nats_server import NatsServer
@@ -25,6 +25,8 @@ from services.reconciler.tests.reconciler_integration.harness import (
 )
 from tests.polling import eventually
 
+from .helpers import jobs_batch
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
 SUCCEEDED = {
@@ -34,20 +36,7 @@ SUCCEEDED = {
 
 
 def _batch(target: ScaleSetTarget, message_id: int, assigned: int, *jobs: JobInfo) -> JobsBatch:
-    return JobsBatch(
-        source="listener",
-        keys=EventKeys(
-            namespace=target.namespace,
-            ars=target.ars,
-            variant=target.variant,
-            scale_set_id=target.scale_set_id,
-        ),
-        scale_set_id=target.scale_set_id,
-        message_id=message_id,
-        statistics=JobStatistics(total_assigned_jobs=assigned),
-        jobs=list(jobs),
-        session_id="session-1",
-    )
+    return jobs_batch(target, "session-1", message_id, assigned, *jobs)
 
 
 def _ers_writes(emulator: KubeEmulator) -> int:
