@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import signal
 import statistics
 import sys
@@ -36,7 +35,7 @@ from listener_scale_sets import NAMESPACE, Bench
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.listener.lease import LEASES_BUCKET, LeaseRecord
-from arcflow.listener.sessions import SESSIONS_BUCKET
+from arcflow.listener.sessions import SESSIONS_BUCKET, SessionStore
 
 
 @dataclass
@@ -83,16 +82,9 @@ async def remembered(nats_url: str) -> dict[int, str]:
     try:
         try:
             kv = await nc.jetstream().key_value(SESSIONS_BUCKET.bucket)
-            keys = await kv.keys()
-        except (nats.js.errors.BucketNotFoundError, nats.js.errors.NoKeysError):
+        except nats.js.errors.BucketNotFoundError:
             return {}
-        out = {}
-        for key in keys:
-            try:
-                out[int(key)] = json.loads((await kv.get(key)).value or b"{}")["session_id"]
-            except (nats.js.errors.KeyNotFoundError, KeyError, ValueError):
-                continue
-        return out
+        return {k: r.session_id for k, r in (await SessionStore(kv).records()).items()}
     finally:
         await nc.close()
 

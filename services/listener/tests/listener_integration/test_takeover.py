@@ -9,7 +9,6 @@ own, so GitHub answers no 409 and every variant polls again; no job is lost.
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 
 from arcflow.common.actions import ConflictRetry
 from arcflow.listener.app import Listener
-from arcflow.listener.sessions import SESSIONS_BUCKET
+from arcflow.listener.sessions import SESSIONS_BUCKET, SessionStore
 
 from .helpers import ListenerRig, RunningListener, Variant, eventually, ready
 from .test_crash_process import _env, _reap, _spawn
@@ -33,16 +32,8 @@ async def remembered(nats_url: str) -> dict[int, str]:
     """Scale set id -> session id, as the listener's sessions bucket holds them."""
     nc = await nats.connect(nats_url)
     try:
-        kv = await nc.jetstream().key_value(SESSIONS_BUCKET.bucket)
-        try:
-            keys = await kv.keys()
-        except nats.js.errors.NoKeysError:
-            return {}
-        records = {}
-        for key in keys:
-            entry = await kv.get(key)
-            records[int(key)] = json.loads(entry.value or b"{}")["session_id"]
-        return records
+        store = SessionStore(await nc.jetstream().key_value(SESSIONS_BUCKET.bucket))
+        return {k: r.session_id for k, r in (await store.records()).items()}
     finally:
         await nc.close()
 

@@ -75,6 +75,21 @@ class SessionStore:
             return None
         return SessionRecord.decode(entry.value)
 
+    async def records(self) -> dict[int, SessionRecord]:
+        """Every readable record by scale set id (for diagnostics, tests and benchmarks)."""
+        if self._kv is None:
+            return {}
+        try:
+            keys = await self._kv.keys()
+        except nats.js.errors.NoKeysError:
+            return {}
+        found = {}
+        for key in filter(str.isdigit, keys):
+            record = await self.get(int(key))
+            if record is not None:
+                found[int(key)] = record
+        return found
+
     async def remember(self, scale_set_id: int, record: SessionRecord) -> None:
         if self._kv is not None:
             await self._kv.put(_key(scale_set_id), record.encode())
