@@ -12,8 +12,13 @@ single-set, upstream-shaped config) and each of ``--runs`` runs:
 
 Listener processes use a bytecode cache (``PYTHONPYCACHEPREFIX``) filled by a discarded
 warm-up run: the image compiles bytecode at build, so start-up must not include compiling.
-``--pythonpath DIR[,DIR]`` puts other source trees first on the listener's PYTHONPATH, to
-measure an older version (``git archive <commit> libs/common/src services/listener/src``).
+``--listener-python`` runs the listeners with another interpreter: the image's virtualenv holds
+only the listener's runtime packages (41 distributions instead of this workspace's 82, which
+changes what importlib.metadata scans and caches), made with
+``UV_PROJECT_ENVIRONMENT=/tmp/listener-venv uv sync --frozen --no-dev --no-editable --package
+arcflow-listener``. ``--pythonpath DIR[,DIR]`` puts other source trees first on the
+listener's PYTHONPATH, to measure an older version (``git archive <commit>
+libs/common/src services/listener/src``).
 
     .venv/bin/python benchmarks/listener_footprint.py --n 1,10,100 --runs 3
 """
@@ -83,7 +88,12 @@ class Footprint(Bench):
         with open(self.tmp / f"{ars}.log", "wb") as log:  # noqa: ASYNC230 - a log file, once
             started = time.monotonic()
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "arcflow.listener", env=env, stdout=log, stderr=log
+                self.args.listener_python or sys.executable,
+                "-m",
+                "arcflow.listener",
+                env=env,
+                stdout=log,
+                stderr=log,
             )
             first: tuple[float, float] | None = None
             try:
@@ -169,6 +179,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--poll-timeout", type=float, default=0.2, help="simulator long poll")
     parser.add_argument("--startup-timeout", type=float, default=300.0)
     parser.add_argument("--pythonpath", default="", help="source trees to put first")
+    parser.add_argument(
+        "--listener-python",
+        default="",
+        help="interpreter of the listener processes: the python of a virtualenv holding only "
+        "the listener's runtime packages, as the image has (default: this interpreter, whose "
+        "virtualenv also holds the dev tools)",
+    )
     parser.add_argument("--label", default="", help="a name for this result set")
     parser.add_argument("--out", default="benchmarks/results/listener_footprint.json")
     args = parser.parse_args(argv)
@@ -192,6 +209,7 @@ def main() -> None:
     document: dict[str, Any] = {
         "benchmark": "listener_footprint",
         "label": args.label,
+        "listener_python": args.listener_python or sys.executable,
         "started_at": started,
         "duration_seconds": round(time.time() - started, 1),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},

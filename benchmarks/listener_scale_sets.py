@@ -38,6 +38,7 @@ from arcflow.common.listener_config import ListenerConfig, ScaleSetConfig
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.kube_emulator import KubeEmulator
 from arcflow.devstack.nats_server import NatsServer
+from arcflow.devstack.pod_runner import LISTENER_IMAGE_ENV
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NAMESPACE = "bench"
@@ -145,6 +146,7 @@ class Bench:
         path.write_text(config.to_json())
         env = {
             **os.environ,
+            **LISTENER_IMAGE_ENV,  # as the listener image runs it (optimize level 2)
             "LISTENER_CONFIG_PATH": str(path),
             "ARCFLOW_NATS_URL": nats_url,
             "ARCFLOW_KUBE_KUBECONFIG": str(kubeconfig),

@@ -196,13 +196,13 @@ async def test_listener_pod_runs_a_process_that_deletion_stops(
     module_dir.mkdir()
     out = tmp_path / "seen.json"
     (module_dir / "fake_listener.py").write_text(
-        "import json, os, pathlib, time\n"
+        "import json, os, pathlib, sys, time\n"
         "cfg = pathlib.Path(os.environ['LISTENER_CONFIG_PATH']).read_text()\n"
         f"pathlib.Path({str(out)!r}).write_text(json.dumps({{'pid': os.getpid(), "
         "'cfg': json.loads(cfg), 'nats': os.environ.get('ARCFLOW_NATS_URL'),\n"
         "'user': os.environ.get('ARCFLOW_NATS_USER'),\n"
         "'password': os.environ.get('ARCFLOW_NATS_PASSWORD'),\n"
-        "'node': os.environ.get('NODE_LEVEL')}))\n"
+        "'node': os.environ.get('NODE_LEVEL'), 'optimize': sys.flags.optimize}))\n"
         "time.sleep(60)\n"
     )
     config = {"configure_url": "http://sim/org", "github_token": "t0ken", "metrics_addr": ":8080"}
@@ -250,6 +250,7 @@ async def test_listener_pod_runs_a_process_that_deletion_stops(
         assert seen["user"] == "listener"
         assert seen["password"] == "s3cret-pw"
         assert seen["node"] == "yes"
+        assert seen["optimize"] == 2  # the listener image's PYTHONOPTIMIZE (LISTENER_IMAGE_ENV)
         assert seen["cfg"]["github_token"] == "t0ken"
         assert seen["cfg"]["metrics_addr"].startswith("127.0.0.1:")
         assert runner.running_processes == [seen["pid"]]

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from arcflow.common import constants
 from arcflow.common.kube import (
@@ -324,6 +324,12 @@ def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+#: What the listener image's ENV sets (deploy/docker/Dockerfile, target ``listener``), given to
+#: every listener process under the pod's own env, as a container runtime does: the listener
+#: runs with docstrings and asserts stripped (ADR 0017, docs/listener.md#footprint).
+LISTENER_IMAGE_ENV: Final[Mapping[str, str]] = {"PYTHONOPTIMIZE": "2"}
+
+
 @dataclass
 class PodRunner:
     """Watch Pods (one namespace, or all) and play the arcflow ones until :meth:`stop`."""
@@ -544,6 +550,7 @@ class PodRunner:
         # NATS settings come from the pod spec only (as on a cluster), never from this
         # process's own environment, so a pod the reconciler built without them fails here too.
         env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ARCFLOW_NATS_")}
+        env.update(LISTENER_IMAGE_ENV)
         env.update(self.listener_env)
         env.update(pod_env)
         env["LISTENER_CONFIG_PATH"] = str(config_path)

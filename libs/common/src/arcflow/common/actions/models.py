@@ -46,6 +46,7 @@ class WireModel(BaseModel):
         populate_by_name=True,
         extra="ignore",
         frozen=False,
+        defer_build=True,
     )
     _aliases_by_lower: ClassVar[dict[str, str]] = {}
 

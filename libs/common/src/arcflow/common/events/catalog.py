@@ -266,7 +266,7 @@ EVENT_REGISTRY: Final[dict[str, type[EventBase]]] = {
     str(cls.model_fields["type"].default): cls for cls in EVENT_TYPES
 }
 
-_EVENT_ADAPTER: Final[TypeAdapter[Event]] = TypeAdapter(Event)
+_EVENT_ADAPTER: Final[TypeAdapter[Event]] = TypeAdapter(Event, config={"defer_build": True})
 
 _MSG_ID_SAFE: Final = re.compile(r"[^A-Za-z0-9:._/@+=-]")
 

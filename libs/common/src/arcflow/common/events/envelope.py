@@ -28,7 +28,7 @@ def new_event_id() -> str:
 class EventModel(BaseModel):
     """Base of every event payload part: frozen, tolerant of unknown fields."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True, defer_build=True)
 
 
 class EventKeys(EventModel):
