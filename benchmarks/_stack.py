@@ -394,7 +394,9 @@ async def warm_bytecode_cache(env: dict[str, str]) -> None:
         sys.executable,
         "-c",
         "import arcflow.listener.lean as l; l.skip_optional_imports(); "
-        "import arcflow.listener.main, arcflow.listener.app",
+        "import arcflow.listener.app\n"
+        "try:\n    import arcflow.listener.service, arcflow.common.service.main\n"
+        "except ImportError:\n    import arcflow.listener.main",
         env={**os.environ, **env},
     )
     await process.wait()

@@ -18,6 +18,7 @@ from arcflow.common.service.flow import (
     node_of,
     render_markdown,
 )
+from arcflow.listener.service import SERVICE as LISTENER
 from arcflow.reconciler.cache import CACHED_KINDS
 from arcflow.reconciler.routing import ROUTED_RESOURCES
 from arcflow.reconciler.service import SERVICE as RECONCILER
@@ -28,18 +29,6 @@ from arcflow.watcher.watchers import WATCHED_RESOURCES
 EVENTS_DOC = Path(__file__).parents[2] / "docs" / "events.md"
 START, END = "<!-- flow-table:start -->", "<!-- flow-table:end -->"
 
-#: The listener is not on the service skeleton yet (docs/listener.md); its flow, declared here:
-#: its session pumps publish job batches that its own workers consume, and the workers publish
-#: scale decisions.
-LISTENER = FlowNode(
-    "listener",
-    consumes=frozenset({"jobs.batch"}),
-    publishes=frozenset({"jobs.batch", "scale.decision", "deadletter"}),
-    subjects=(
-        ("jobs.batch", "arc.jobs.<ns>.<ars>.<variant>"),
-        ("scale.decision", "arc.scale.<ns>.<ars>.<variant>"),
-    ),
-)
 #: `arcflow audit` and any third party: read everything, produce nothing.
 AUDITORS = FlowNode(
     "auditors",
@@ -58,7 +47,7 @@ AUDITORS = FlowNode(
 
 
 def nodes() -> list[FlowNode]:
-    return [node_of(WATCHER), node_of(REGISTRAR), node_of(RECONCILER), LISTENER, AUDITORS]
+    return [node_of(s) for s in (WATCHER, REGISTRAR, RECONCILER, LISTENER)] + [AUDITORS]
 
 
 def test_every_consumed_event_type_has_a_producer() -> None:

@@ -14,6 +14,7 @@ back to ``_INBOX.``) would time out with a permissions violation.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import nats
@@ -33,8 +34,11 @@ from arcflow.common.rpc.registrar import (
     RegistrarRpcClient,
     RpcReply,
 )
-from arcflow.common.service.connection import make_service_broker
-from arcflow.listener.app import Listener, ListenerOptions
+from arcflow.common.service.connection import connect_plain, make_service_broker
+from arcflow.common.service.runtime import ServiceRuntime
+from arcflow.listener.app import ListenerOptions
+from arcflow.listener.service import SERVICE as LISTENER
+from arcflow.listener.settings import ListenerSettings
 from arcflow.reconciler.service import SERVICE as RECONCILER
 from arcflow.registrar.service import SERVICE as REGISTRAR
 from arcflow.watcher.service import SERVICE as WATCHER
@@ -150,9 +154,14 @@ async def _answers_on_its_inbox(nc: Any) -> None:
 
 @pytest.mark.parametrize("spec", [WATCHER, REGISTRAR, RECONCILER], ids=lambda s: s.name)
 async def test_service_runtime_connection_site(secured: SecuredNats, spec: Any) -> None:
-    """The one connection the service runtime opens (arcflow.common.service.connection)."""
-    broker = make_service_broker(secured.settings(spec.name), spec.name)
-    await _answers_on_its_inbox(await broker.connect())  # closes the connection
+    """The one connection the service runtime opens (arcflow.common.service.connection): a
+    broker's for a service that subscribes, plain nats-py for one that does not (ADR 0045)."""
+    settings = secured.settings(spec.name)
+    if spec.subscriptions:
+        nc = await make_service_broker(settings, spec.name).connect()
+    else:
+        nc = await connect_plain(settings, spec.name)
+    await _answers_on_its_inbox(nc)  # closes the connection
 
 
 async def test_listener_connection_site_takes_its_identity_from_code(
@@ -174,15 +183,20 @@ async def test_listener_connection_site_takes_its_identity_from_code(
             )
         ],
     )
-    app = Listener(
-        config, options=ListenerOptions(environ=_login_env(secured, "listener"), host="l-0")
-    )
-    js = await app._connect_nats()  # declares ARC_JOBS/ARC_SCALE/ARC_DLQ: replies on its inbox
-    assert app._nc is not None
+    options = ListenerOptions(environ=_login_env(secured, "listener"), host="l-0")
+    settings = ListenerSettings.resolve(config, options=options)
+
+    async def connected(ctx: Any) -> Any:
+        return ctx
+
+    # The listener's runtime up to its state: connects and declares ARC_JOBS/ARC_SCALE/ARC_DLQ,
+    # whose replies come back on its inbox (no GitHub session is opened).
+    runtime = ServiceRuntime(replace(LISTENER, build=connected, components=None), settings)
+    await runtime.start()
     try:
-        assert (await js.account_info()) is not None
+        assert (await runtime.state.js.account_info()) is not None
     finally:
-        await app._nc.close()
+        await runtime.stop()
 
 
 async def test_audit_and_faststream_connection_sites(secured: SecuredNats) -> None:

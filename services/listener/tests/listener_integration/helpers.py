@@ -13,9 +13,12 @@ from arcflow.common.events import EventKeys, JobInfo, JobsBatch, JobStatistics
 from arcflow.common.kube import KubeClient, KubeSettings
 from arcflow.common.listener_config import ListenerConfig, ScaleSetConfig
 from arcflow.common.nats import NatsSettings
+from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.listener.app import Listener, ListenerOptions
 from arcflow.listener.config import ScaleSetTarget
+from arcflow.listener.service import SERVICE
+from arcflow.listener.settings import ListenerSettings
 from arcflow.listener.supervisor import Backoff
 from tests import polling
 
@@ -135,6 +138,19 @@ def listener_options(nats_url: str, kubeconfig: Path, **overrides: Any) -> Liste
     return options
 
 
+def listener_runtime(listener: Listener) -> ServiceRuntime:
+    """The listener's spec on the service runtime (as ``python -m arcflow.listener`` runs it),
+    in this process, with ``listener`` as its state."""
+    settings = ListenerSettings.resolve(listener.config, listener.raw_config, listener.options)
+    return ServiceRuntime(SERVICE, settings, overrides={"listener": listener})
+
+
+async def run_listener(listener: Listener, stop: asyncio.Event) -> None:
+    """Run ``listener`` on the runtime until ``stop``; a failure raises ServiceFailedError
+    with the listener's error as its cause."""
+    await listener_runtime(listener).run(stop)
+
+
 class RunningListener:
     """``async with RunningListener(listener):`` runs it in a task and stops it cleanly."""
 
@@ -144,7 +160,7 @@ class RunningListener:
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Listener:
-        self.task = asyncio.ensure_future(self.listener.run(self.stop))
+        self.task = asyncio.ensure_future(run_listener(self.listener, self.stop))
         return self.listener
 
     async def __aexit__(self, *exc: object) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from arcflow.common.actions import ConflictRetry
 from arcflow.common.listener_config import ListenerConfig
+from arcflow.common.service.runtime import ServiceFailedError
 from arcflow.listener.app import Listener
 
 from .helpers import (
@@ -21,9 +22,18 @@ from .helpers import (
     Variant,
     eventually,
     ready,
+    run_listener,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+#: ``python -m arcflow.listener`` that prints the top-level modules it had loaded at exit.
+AS_MAIN_LISTING_MODULES = """
+import atexit, runpy, sys
+names = lambda: sorted({m.split('.')[0] for m, v in sys.modules.items() if v})
+atexit.register(lambda: print(' '.join(names()), flush=True))
+runpy.run_module('arcflow.listener', run_name='__main__', alter_sys=True)
+"""
 
 
 def _env(config_path: Path, nats_url: str, kubeconfig: Path) -> dict[str, str]:
@@ -52,8 +62,8 @@ async def test_sigterm_deletes_every_session_and_exits_zero(
     kubeconfig = rig.kubeconfig
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "arcflow.listener",
+        "-c",
+        AS_MAIN_LISTING_MODULES,
         env=_env(config_path, rig.nats_url, kubeconfig),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -70,7 +80,7 @@ async def test_sigterm_deletes_every_session_and_exits_zero(
             lambda s: s["gpu"].get("replicas") == 1,
         )
         proc.send_signal(signal.SIGTERM)
-        _stdout, stderr = await asyncio.wait_for(proc.communicate(), 20)
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), 20)
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -81,6 +91,10 @@ async def test_sigterm_deletes_every_session_and_exits_zero(
     assert sorted(r.status for r in closed) == [204, 204]
     assert token not in stderr.decode()
     assert b"message session open" in stderr
+    # The spec ran on the runtime's light path: nothing heavy was imported while it served.
+    loaded = set(stdout.decode().split())
+    assert {"arcflow", "nats", "httpx"} <= loaded
+    assert not loaded & {"faststream", "aiohttp", "pydantic_settings", "kubernetes_asyncio"}
 
 
 async def test_invalid_config_is_a_clear_fatal_error(tmp_path: Path) -> None:
@@ -132,7 +146,7 @@ async def test_single_set_mode_error_ends_the_listener(
     options = rig.options(retry_conflict=ConflictRetry(interval=0.01, attempts=2))
     listener = Listener(config, options=options)
     assert listener.targets[0].owner == "listener-pod"  # bare host name in single-set mode
-    with pytest.raises(Exception, match="409") as info:
-        await asyncio.wait_for(listener.run(asyncio.Event()), 20)
-    assert type(info.value).__name__ == "SessionConflictError"
+    with pytest.raises(ServiceFailedError, match="409") as info:
+        await asyncio.wait_for(run_listener(listener, asyncio.Event()), 20)
+    assert type(info.value.__cause__).__name__ == "SessionConflictError"
     assert listener.units[0].pump_stats.starts == 0  # not supervised

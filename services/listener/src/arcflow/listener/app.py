@@ -1,4 +1,8 @@
-"""The listener process: one GitHub session pump and one worker per scale set, wired together.
+"""The listener's state: one GitHub session pump and one worker per scale set, wired together.
+
+The service runtime (``arcflow.listener.service``) connects NATS and declares the streams,
+then :meth:`Listener.open` builds the clients on that connection, :meth:`Listener.serve` runs
+the scale sets until stopped and :meth:`Listener.close` closes the clients.
 
 Single-set mode (no ``scale_sets`` in ``config.json``) keeps upstream's semantics: any error of
 the pump or the worker stops the other and ends :meth:`Listener.run` with that error, so the
@@ -9,7 +13,6 @@ and worker on its own with capped backoff, so one failing scale set never stops 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import os
@@ -30,20 +33,13 @@ from arcflow.common.actions import (
 )
 from arcflow.common.kube.lite import LiteKubeClient, LiteKubeSettings, LiteSettings
 from arcflow.common.listener_config import ListenerConfig
-from arcflow.common.nats import (
-    STREAM_DLQ,
-    STREAM_JOBS,
-    STREAM_SCALE,
-    NatsConnection,
-    ensure_stream,
-)
-from arcflow.common.service.connection import connect_plain
+from arcflow.common.nats import NatsConnection
+from arcflow.common.service.connection import DependencyUnavailableError
 from arcflow.common.telemetry import setup_tracing
 from arcflow.listener.config import (
     ConfigError,
     ScaleSetTarget,
     hostname,
-    nats_settings,
     scale_set_targets,
 )
 from arcflow.listener.lease import (
@@ -64,7 +60,7 @@ from arcflow.listener.pump import AfterPublish, SessionPump
 from arcflow.listener.scaler import DesiredRunnerScaler
 from arcflow.listener.sessions import SessionStore
 from arcflow.listener.standby import run_standby
-from arcflow.listener.supervisor import Backoff, FatalError
+from arcflow.listener.supervisor import Backoff
 from arcflow.listener.unit import ScaleSetUnit
 from arcflow.listener.worker import ScaleSetWorker
 
@@ -139,20 +135,14 @@ class Listener:
         self.metrics = ListenerMetrics(specs, enabled=bool(config.metrics_addr))
         self.units: list[ScaleSetUnit] = []
         self.leases: dict[int, ScaleSetLease] = {}
-        self._nc: NatsClient | None = None
-        self._closing = False
+        self._js: JetStreamContext | None = None
+        self._kube: LiteKubeClient | None = None
+        self._client: ActionsClient | None = None
+        self._sessions = SessionStore(None)
 
     @property
     def metrics_port(self) -> int | None:
         return self.metrics.port
-
-    async def _connect_nats(self) -> JetStreamContext:
-        settings = self.options.nats or nats_settings(self.raw_config, self.options.environ)
-        self._nc = await connect_plain(settings, "listener", closing=lambda: self._closing)
-        js = self._nc.jetstream(timeout=10.0)
-        for spec in (STREAM_JOBS, STREAM_SCALE, STREAM_DLQ):
-            await ensure_stream(js, spec)
-        return js
 
     async def _session_store(self, js: JetStreamContext) -> SessionStore:
         try:
@@ -224,16 +214,22 @@ class Listener:
             self.config.configure_url, target.ephemeral_runner_set_name, target.namespace
         )
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def open(self, nc: NatsClient) -> None:
+        """Build the clients the pumps and workers share, on the service's NATS connection.
+
+        An unusable Kubernetes client configuration is an unavailable dependency (exit 3).
+        """
         environ = self.options.environ if self.options.environ is not None else os.environ
         setup_tracing("listener")  # once per process; spans exist so trace ids propagate
-        js = await self._connect_nats()
+        self._js = js = nc.jetstream(timeout=10.0)
         try:
             kube_settings = self.options.kube_settings or default_kube_settings(environ)
-            kube = LiteKubeClient.from_settings(kube_settings, user_agent="arcflow-listener")
+            self._kube = LiteKubeClient.from_settings(kube_settings, user_agent="arcflow-listener")
         except Exception as exc:
-            raise FatalError(f"cannot load Kubernetes client configuration: {exc}") from None
-        client = ActionsClient(
+            raise DependencyUnavailableError(
+                f"cannot load Kubernetes client configuration: {exc}"
+            ) from None
+        self._client = ActionsClient(
             self.config.configure_url,
             actions_credentials(self.config),
             system_info=SystemInfo(
@@ -244,39 +240,47 @@ class Listener:
             retry=self.options.retry,
             root_ca_pem=self.config.server_root_ca or None,
         )
-        try:
-            await self.metrics.start(self.config.metrics_addr, self.config.metrics_endpoint)
-            sessions = await self._session_store(js)
-            if self.replicas.standby:
-                log.info(
-                    "listener replica %d of %d contending for %d scale set(s)",
-                    self.replicas.replica,
-                    self.replicas.replicas,
-                    len(self.targets),
-                )
-                leases = await LeaseStore.open(js)
-                await run_standby(
-                    self, stop, leases, lambda t: self.build_unit(t, client, js, kube, sessions)
-                )
-                return
-            self.units = self._build_units(client, js, kube, sessions)
-            log.info(
-                "listener serving %d scale set(s) in %s mode",
-                len(self.units),
-                "multi-set" if self.multi else "single-set",
-            )
-            if self.multi:
-                await self._run_multi(stop)
-            else:
-                await self._run_single(stop)
-        finally:
+        self._sessions = await self._session_store(js)
+
+    async def start_metrics(self) -> None:
+        await self.metrics.start(self.config.metrics_addr, self.config.metrics_endpoint)
+
+    async def close(self) -> None:
+        """Close the clients :meth:`open` built."""
+        client, self._client = self._client, None
+        kube, self._kube = self._kube, None
+        if client is not None:
             await client.aclose()
+        if kube is not None:
             await kube.close()
-            await self.metrics.stop()
-            if self._nc is not None:
-                self._closing = True
-                with contextlib.suppress(Exception):
-                    await self._nc.drain()
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Run every scale set (or contend for them, standby mode) until ``stop`` is set."""
+        js, kube, client, sessions = self._js, self._kube, self._client, self._sessions
+        if js is None or kube is None or client is None:
+            raise RuntimeError("Listener.serve before Listener.open")
+        if self.replicas.standby:
+            log.info(
+                "listener replica %d of %d contending for %d scale set(s)",
+                self.replicas.replica,
+                self.replicas.replicas,
+                len(self.targets),
+            )
+            leases = await LeaseStore.open(js)
+            await run_standby(
+                self, stop, leases, lambda t: self.build_unit(t, client, js, kube, sessions)
+            )
+            return
+        self.units = self._build_units(client, js, kube, sessions)
+        log.info(
+            "listener serving %d scale set(s) in %s mode",
+            len(self.units),
+            "multi-set" if self.multi else "single-set",
+        )
+        if self.multi:
+            await self._run_multi(stop)
+        else:
+            await self._run_single(stop)
 
     async def _run_multi(self, stop: asyncio.Event) -> None:
         await asyncio.gather(*(u.run_supervised(stop, self.options.backoff) for u in self.units))

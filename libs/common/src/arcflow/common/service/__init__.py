@@ -6,12 +6,15 @@ OpenTelemetry exporters: the runtime imports each when a spec needs it (subscrip
 """
 
 from arcflow.common.service.context import ServiceContext
+from arcflow.common.service.loop import Loop
 from arcflow.common.service.spec import (
     Component,
     Handler,
+    InvalidSettingsError,
     Part,
     PeriodicTask,
     Publication,
+    Pull,
     RpcEndpoint,
     ServiceSpec,
     Subscription,
@@ -20,9 +23,12 @@ from arcflow.common.service.spec import (
 __all__ = [
     "Component",
     "Handler",
+    "InvalidSettingsError",
+    "Loop",
     "Part",
     "PeriodicTask",
     "Publication",
+    "Pull",
     "RpcEndpoint",
     "ServiceContext",
     "ServiceSpec",

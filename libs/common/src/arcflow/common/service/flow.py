@@ -1,7 +1,7 @@
 """The event flow as data: which service produces each event type and which consumes it.
 
 Built from the declared :class:`~arcflow.common.service.spec.ServiceSpec` of every service
-(plus :class:`FlowNode` entries for processes that do not run on the skeleton yet); the table
+(plus :class:`FlowNode` entries for roles that are not services, such as auditors); the table
 in docs/events.md is rendered from it and a test keeps the two equal.
 """
 
@@ -26,10 +26,10 @@ class FlowNode:
 
 
 def node_of(spec: ServiceSpec[Any]) -> FlowNode:
-    """The flow node a service spec declares (every subscriber also publishes dead letters)."""
+    """The flow node a service spec declares (every consumer also publishes dead letters)."""
     subjects = tuple((_type(t), p.subject) for p in spec.publishes for t in p.event_types)
     publishes = set(spec.published_types)
-    if spec.subscriptions:  # the settle policy dead-letters what no handler can process
+    if spec.subscriptions or spec.pulls:  # the settle policy dead-letters what none can process
         publishes.add("deadletter")
         subjects += (("deadletter", "arc.dlq.<original subject>"),)
     return FlowNode(spec.name, frozenset(spec.consumed_types), frozenset(publishes), subjects)

@@ -5,7 +5,8 @@ Exit codes (also in docs/operations.md):
 ====  ==================================================================================
 0     stopped by SIGTERM or SIGINT, cleanly
 1     failed while running: an unexpected error, or a loop that must run forever ended
-2     invalid settings (the message names the setting; nothing was started)
+2     invalid settings (the message names the setting; nothing was started); a settings
+      loader's :class:`~arcflow.common.service.spec.InvalidSettingsError` is printed as it is
 3     a dependency was unreachable at start-up: NATS (within 30 s), or the Kubernetes client
       configuration
 ====  ==================================================================================
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 from arcflow.common.service.connection import DependencyUnavailableError
 from arcflow.common.service.runtime import ServiceFailedError, ServiceRuntime
 from arcflow.common.service.signals import run_until_signalled
-from arcflow.common.service.spec import ServiceSpec
+from arcflow.common.service.spec import InvalidSettingsError, ServiceSpec
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -42,6 +43,9 @@ def main(spec: ServiceSpec[Any]) -> int:
     """Read the settings, set up logging and tracing, run the service; the exit code."""
     try:
         settings = spec.settings()
+    except InvalidSettingsError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_INVALID_SETTINGS
     except (ValidationError, ValueError) as exc:
         print(f"arcflow-{spec.name}: invalid settings: {exc}", file=sys.stderr)
         return EXIT_INVALID_SETTINGS

@@ -5,6 +5,10 @@ layout -> Kubernetes client (only when the spec declares ``kube_settings``) -> t
 state -> components -> health server -> subscribers -> periodic tasks; :meth:`stop` undoes it
 in reverse. Used by :func:`arcflow.common.service.main` (a process) and by
 :mod:`arcflow.common.service.inprocess` (tests: several services in one event loop).
+
+The spec picks the light path (ADR 0045): without subscriptions the connection is plain
+nats-py (no FastStream imported), ``streams`` narrows the layout, ``runtime_servers=False``
+starts neither the metrics nor the health server.
 """
 
 from __future__ import annotations
@@ -17,10 +21,17 @@ import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from arcflow.common.nats.jetstream import ConsumerSpec, ensure_bucket, ensure_jetstream
+from arcflow.common.nats.jetstream import (
+    ConsumerSpec,
+    ensure_bucket,
+    ensure_consumer,
+    ensure_jetstream,
+    ensure_stream,
+)
 from arcflow.common.service.connection import (
     DependencyUnavailableError,
     ErrorHook,
+    connect_plain,
     make_service_broker,
 )
 from arcflow.common.service.context import ServiceContext
@@ -29,6 +40,8 @@ from arcflow.common.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from faststream.nats import NatsBroker
+    from nats.aio.client import Client as NatsClient
+    from nats.js import JetStreamContext
     from opentelemetry.metrics import Meter
 
     from arcflow.common.health import HealthServer
@@ -78,6 +91,7 @@ class ServiceRuntime:
         self._fetch_timeout = fetch_timeout
         self._run_periodic = run_periodic
         self.broker: NatsBroker | None = None
+        self._plain: NatsClient | None = None
         self.context: ServiceContext | None = None
         self.state: Any = None
         self.components: list[Component] = []
@@ -151,7 +165,7 @@ class ServiceRuntime:
     async def _start(self) -> None:
         spec, settings = self.spec, self.settings
         meter = self._meter
-        if self._serve_metrics:
+        if self._serve_metrics and spec.runtime_servers:
             from arcflow.common.telemetry.metrics import setup_metrics
 
             self._metrics = setup_metrics(
@@ -165,14 +179,11 @@ class ServiceRuntime:
             nats_settings = NatsSettings()
         if not nats_settings.name:
             nats_settings = nats_settings.model_copy(update={"name": f"arcflow-{spec.name}"})
-        self.broker = make_service_broker(
-            nats_settings, spec.name, on_error=self._on_nats_error, closing=lambda: self._closing
-        )
         try:
             # nats-py retries an unreachable server forever at start-up; a deadline turns that
             # into exit code 3 so the orchestrator sees a failed start.
             async with asyncio.timeout(STARTUP_CONNECT_SECONDS):
-                nc = await self.broker.connect()
+                nc = await self._connect(nats_settings)
         except Exception as exc:
             raise DependencyUnavailableError(
                 f"cannot connect to NATS at {nats_settings.url}: {type(exc).__name__}"
@@ -182,9 +193,7 @@ class ServiceRuntime:
 
             meter = get_meter(f"arcflow.{spec.name}")
         js = nc.jetstream()
-        await ensure_jetstream(js, consumers=self._consumer_specs())
-        for bucket in spec.buckets:
-            await ensure_bucket(js, bucket)
+        await self._declare_layout(js)
         kube = self._given_kube
         if kube is None and spec.kube_settings is not None:
             from arcflow.common.kube import KubeClient
@@ -211,7 +220,7 @@ class ServiceRuntime:
         for component in components:
             await component.start()
             self.components.append(component)
-        if self._serve_health:
+        if self._serve_health and spec.runtime_servers:
             await self._start_health()
         await self._start_subscribers(nats_settings.inbox_prefix_for(spec.name))
         if self._run_periodic:
@@ -228,6 +237,38 @@ class ServiceRuntime:
                 "subscriptions": [s.consumer.durable for s in spec.subscriptions],
             },
         )
+
+    async def _connect(self, nats_settings: Any) -> NatsClient:
+        """The service's one connection: a FastStream broker's when it subscribes, else plain
+        nats-py (same identity, inbox prefix and state logs; FastStream is not imported)."""
+        if not self.spec.subscriptions:
+            self._plain = await connect_plain(
+                nats_settings,
+                self.spec.name,
+                on_error=self._on_nats_error,
+                closing=lambda: self._closing,
+            )
+            return self._plain
+        self.broker = make_service_broker(
+            nats_settings,
+            self.spec.name,
+            on_error=self._on_nats_error,
+            closing=lambda: self._closing,
+        )
+        return await self.broker.connect()
+
+    async def _declare_layout(self, js: JetStreamContext) -> None:
+        """The whole JetStream layout, or only the streams the spec names (a NATS user that
+        may declare no more), then the subscriptions' consumers and the spec's buckets."""
+        if self.spec.streams is None:
+            await ensure_jetstream(js, consumers=self._consumer_specs())
+        else:
+            for stream in self.spec.streams:
+                await ensure_stream(js, stream)
+            for consumer in self._consumer_specs():
+                await ensure_consumer(js, consumer)
+        for bucket in self.spec.buckets:
+            await ensure_bucket(js, bucket)
 
     async def _start_health(self) -> None:
         from arcflow.common.health import HealthServer
@@ -335,6 +376,10 @@ class ServiceRuntime:
             with contextlib.suppress(Exception):
                 await self.broker.stop()
             self.broker = None
+        if self._plain is not None:
+            with contextlib.suppress(Exception):
+                await self._plain.drain()
+            self._plain = None
         if self._metrics is not None:
             self._metrics.stop()
             self._metrics = None

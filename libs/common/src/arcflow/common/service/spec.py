@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from arcflow.common.events import EventBase
     from arcflow.common.kube.settings import KubeSettings
     from arcflow.common.nats.consume import Delivery
-    from arcflow.common.nats.jetstream import ConsumerSpec, KvBucketSpec
+    from arcflow.common.nats.jetstream import ConsumerSpec, KvBucketSpec, StreamSpec
     from arcflow.common.service.context import ServiceContext
 
 #: The object a service builds at start (its domain objects); handlers receive it first.
@@ -105,6 +105,22 @@ class Publication:
 
 
 @dataclass(frozen=True, slots=True)
+class Pull:
+    """Event types the service's own loops pull through :mod:`arcflow.common.service.fetch`
+    rather than through a :class:`Subscription` (the listener's workers: one durable per scale
+    set, known only at run time). Declared for the flow table; the runtime starts nothing."""
+
+    subject: str
+    event_types: tuple[type[EventBase], ...]
+
+
+class InvalidSettingsError(ValueError):
+    """Raised by a settings loader (``ServiceSpec.settings`` that is not a settings class):
+    ``main`` prints ``str(exc)`` as it is on stderr and exits 2, so the loader owns the wording
+    (the listener keeps its ``fatal configuration error`` line)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceSpec(Generic[StateT]):
     """One service, declared.
 
@@ -115,10 +131,16 @@ class ServiceSpec(Generic[StateT]):
     * ``kube_settings(settings)`` says the service needs a Kubernetes client and how to build
       it (``None``: no client);
     * ``ready(state)`` adds a service-specific readiness condition.
+
+    What the spec declares also picks the light path of the runtime (ADR 0045): a spec with no
+    ``subscriptions`` connects with plain nats-py (no FastStream broker); ``streams`` narrows the
+    JetStream layout to those streams; ``runtime_servers=False`` leaves ``/metrics`` and health
+    to the service's components. ``settings`` is a pydantic-settings class or any loader
+    callable (which raises :class:`InvalidSettingsError` on bad input).
     """
 
     name: str
-    settings: type[BaseSettings]
+    settings: type[BaseSettings] | Callable[[], Any]
     build: Callable[[ServiceContext], Awaitable[StateT]]
     subscriptions: Sequence[Subscription] = ()
     periodic: Sequence[PeriodicTask] = ()
@@ -127,6 +149,11 @@ class ServiceSpec(Generic[StateT]):
     components: Callable[[ServiceContext, StateT], Sequence[Component]] | None = None
     kube_settings: Callable[[Any], KubeSettings] | None = None
     buckets: Sequence[KvBucketSpec] = ()
+    #: ``None``: the whole JetStream layout; else only these streams (left at their replicas).
+    streams: Sequence[StreamSpec] | None = None
+    pulls: Sequence[Pull] = ()
+    #: ``False``: no runtime metrics or health server (a component serves its own endpoint).
+    runtime_servers: bool = True
     ready: Callable[[StateT], bool] | None = None
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -134,7 +161,8 @@ class ServiceSpec(Generic[StateT]):
     @property
     def consumed_types(self) -> set[str]:
         """The event ``type`` strings this service consumes."""
-        return {_type_of(t) for s in self.subscriptions for t in s.event_types}
+        subscribed = {_type_of(t) for s in self.subscriptions for t in s.event_types}
+        return subscribed | {_type_of(t) for p in self.pulls for t in p.event_types}
 
     @property
     def published_types(self) -> set[str]:

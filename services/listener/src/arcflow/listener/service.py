@@ -1,0 +1,57 @@
+"""The listener, declared: per scale set, a GitHub session pump publishing job batches and a
+worker pulling them to scale the EphemeralRunnerSet (ADR 0045: the runtime's light path)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from arcflow.common.events import JobsBatch, ScaleDecision
+from arcflow.common.nats import STREAM_DLQ, STREAM_JOBS, STREAM_SCALE
+from arcflow.common.service import (
+    Component,
+    Loop,
+    Part,
+    Publication,
+    Pull,
+    ServiceContext,
+    ServiceSpec,
+)
+from arcflow.listener.app import Listener
+from arcflow.listener.settings import ListenerSettings, load_settings
+
+JOBS_SUBJECT = "arc.jobs.<ns>.<ars>.<variant>"
+
+
+async def build(ctx: ServiceContext) -> Listener:
+    """The listener (a test may hand its own as ``overrides["listener"]``) and its clients."""
+    settings: ListenerSettings = ctx.settings
+    listener = ctx.overrides.get("listener") or Listener(
+        settings.config, settings.raw, settings.options
+    )
+    await listener.open(ctx.nc)
+    return listener
+
+
+def components(ctx: ServiceContext, listener: Listener) -> Sequence[Component]:
+    """Its own ``/metrics`` (upstream's names and path), its clients, then its scale sets:
+    stopped in reverse, so sessions are deleted before the clients close."""
+    return (
+        Part("metrics", listener.start_metrics, listener.metrics.stop),
+        Part("clients", on_stop=listener.close),
+        Loop("scale sets", listener.serve, ctx.fatal),
+    )
+
+
+SERVICE: ServiceSpec[Listener] = ServiceSpec(
+    name="listener",
+    settings=load_settings,
+    build=build,
+    components=components,
+    streams=(STREAM_JOBS, STREAM_SCALE, STREAM_DLQ),
+    runtime_servers=False,
+    pulls=(Pull(JOBS_SUBJECT, (JobsBatch,)),),
+    publishes=(
+        Publication(JOBS_SUBJECT, (JobsBatch,)),
+        Publication("arc.scale.<ns>.<ars>.<variant>", (ScaleDecision,)),
+    ),
+)
