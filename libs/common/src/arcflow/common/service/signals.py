@@ -1,13 +1,13 @@
 """Signal handling of every arcflow process: the one place arcflow processes handle signals.
 
-A service (``main(spec)``, the listener) stops on SIGTERM/SIGINT; a long-running CLI command
+A service (``main(spec)``) stops on SIGTERM/SIGINT; a long-running CLI command
 (``arcflow dev``, ``arcflow sim …``) adds SIGHUP (the terminal went away: a closed window or
 ``tmux kill-session``; without it the command died at once and left nats-server and the
 services running). The process awaits the stop event and then leaves its ``async with`` blocks,
 so servers and child processes are cleaned up rather than interrupted mid-way.
 
-Kept apart from the runtime so a light process (the listener, ADR 0016) can use it without
-importing anything else of the skeleton.
+Kept apart from the runtime so a command at a terminal can use it without importing anything
+else of the skeleton.
 """
 
 from __future__ import annotations
