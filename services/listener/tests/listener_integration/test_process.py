@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import sys
@@ -13,8 +14,11 @@ import pytest
 
 from arcflow.common.actions import ConflictRetry
 from arcflow.common.listener_config import ListenerConfig
+from arcflow.common.service import main, runtime
+from arcflow.common.service.main import EXIT_UNAVAILABLE
 from arcflow.common.service.runtime import ServiceFailedError
 from arcflow.listener.app import Listener
+from arcflow.listener.service import SERVICE
 
 from .helpers import (
     ARS,
@@ -123,6 +127,49 @@ async def test_invalid_config_is_a_clear_fatal_error(tmp_path: Path) -> None:
     assert 'RunnerScaleSetId "0" is missing' in text
     assert token not in text
     assert json.loads(path.read_text())["github_token"] == token  # the file itself is intact
+
+
+def _single_set_config(tmp_path: Path) -> Path:
+    config = ListenerConfig(
+        configure_url="https://github.com/octo",
+        github_token="ghp_listenerTestSecret0123456789",
+        ephemeral_runner_set_namespace="ci",
+        ephemeral_runner_set_name="arc",
+        runner_scale_set_id=1,
+        max_runners=1,
+    )
+    path = tmp_path / "config.json"
+    path.write_text(config.to_json())
+    return path
+
+
+async def test_an_unusable_kubeconfig_exits_3(rig: ListenerRig, tmp_path: Path) -> None:
+    """The common table's "dependency unavailable" (ADR 0045), after NATS connected."""
+    env = _env(_single_set_config(tmp_path), rig.nats_url, tmp_path / "missing-kubeconfig")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "arcflow.listener",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _stdout, stderr = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 3, stderr.decode()[-2000:]
+    assert b"cannot load Kubernetes client configuration" in stderr
+    assert b"ghp_listenerTestSecret" not in stderr
+
+
+def test_nats_unreachable_at_start_exits_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nats-py retries an unreachable server at start-up; the runtime's deadline (30 s, here
+    shortened) turns that into exit 3. In this process: ``main(SERVICE)`` as ``__main__``."""
+    monkeypatch.setattr(runtime, "STARTUP_CONNECT_SECONDS", 0.5)
+    root = logging.getLogger()  # main() installs its log handler: restored after the test
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setenv("LISTENER_CONFIG_PATH", str(_single_set_config(tmp_path)))
+    monkeypatch.setenv("ARCFLOW_NATS_URL", "nats://127.0.0.1:9")  # discard port: refused
+    assert main(SERVICE) == EXIT_UNAVAILABLE
 
 
 async def test_single_set_mode_error_ends_the_listener(
