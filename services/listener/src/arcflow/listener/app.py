@@ -5,7 +5,7 @@ then :meth:`Listener.open` builds the clients on that connection, :meth:`Listene
 the scale sets until stopped and :meth:`Listener.close` closes the clients.
 
 Single-set mode (no ``scale_sets`` in ``config.json``) keeps upstream's semantics: any error of
-the pump or the worker stops the other and ends :meth:`Listener.run` with that error, so the
+the pump or the worker stops the other and ends :meth:`Listener.serve` with that error, so the
 process exits non-zero and Kubernetes restarts the pod. Multi-set mode supervises every pump
 and worker on its own with capped backoff, so one failing scale set never stops its siblings.
 """
