@@ -378,7 +378,10 @@ class ServiceRuntime:
             self.broker = None
         if self._plain is not None:
             with contextlib.suppress(Exception):
-                await self._plain.drain()
+                await self._plain.drain()  # refused while reconnecting: then closed below
+            if not self._plain.is_closed:
+                with contextlib.suppress(Exception):
+                    await self._plain.close()
             self._plain = None
         if self._metrics is not None:
             self._metrics.stop()
