@@ -14,8 +14,8 @@ import pytest
 
 from arcflow.common.actions import ConflictRetry
 from arcflow.common.listener_config import ListenerConfig
-from arcflow.common.service import main, runtime
-from arcflow.common.service.main import EXIT_UNAVAILABLE
+from arcflow.common.service import runtime
+from arcflow.common.service.main import EXIT_UNAVAILABLE, main
 from arcflow.common.service.runtime import ServiceFailedError
 from arcflow.listener.app import Listener
 from arcflow.listener.service import SERVICE
