@@ -46,7 +46,8 @@ class ListenerSettings:
     @property
     def nats(self) -> NatsConnection:
         """What the runtime connects with (``ARCFLOW_NATS_*`` over the ``nats`` config key)."""
-        assert self.options.nats is not None  # filled by resolve()
+        if self.options.nats is None:  # resolve() fills it
+            raise RuntimeError("ListenerSettings without NATS settings: use resolve()")
         return self.options.nats
 
     @property
