@@ -395,7 +395,7 @@ async def warm_bytecode_cache(env: dict[str, str]) -> None:
         "-c",
         "import arcflow.listener.lean as l; l.skip_optional_imports(); "
         "import arcflow.listener.app\n"
-        "try:\n    import arcflow.listener.service, arcflow.common.service.main\n"
+        "try:\n    import arcflow.listener.service, arcflow.common.service.entry\n"
         "except ImportError:\n    import arcflow.listener.main",
         env={**os.environ, **env},
     )

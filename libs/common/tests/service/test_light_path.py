@@ -14,7 +14,7 @@ import pytest
 from arcflow.common.nats import NatsConnection
 from arcflow.common.nats.jetstream import STREAM_SCALE
 from arcflow.common.service import InvalidSettingsError, Loop, Part, ServiceContext, ServiceSpec
-from arcflow.common.service.main import EXIT_INVALID_SETTINGS, main
+from arcflow.common.service.entry import EXIT_INVALID_SETTINGS, main
 from arcflow.common.service.runtime import ServiceFailedError, ServiceRuntime
 from arcflow.devstack.nats_server import NatsServer
 from tests.polling import eventually

@@ -11,7 +11,7 @@ import sys
 def test_importing_the_skeleton_is_light() -> None:
     code = (
         "import sys, arcflow.common.service, arcflow.common.service.runtime, "
-        "arcflow.common.service.main, arcflow.common.service.flow\n"
+        "arcflow.common.service.entry, arcflow.common.service.flow\n"
         "heavy = ('faststream', 'kubernetes_asyncio', 'opentelemetry.exporter', "
         "'prometheus_client', 'pydantic_settings')\n"
         "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith(heavy)}))"

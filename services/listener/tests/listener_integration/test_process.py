@@ -15,7 +15,7 @@ import pytest
 from arcflow.common.actions import ConflictRetry
 from arcflow.common.listener_config import ListenerConfig
 from arcflow.common.service import runtime
-from arcflow.common.service.main import EXIT_UNAVAILABLE, main
+from arcflow.common.service.entry import EXIT_UNAVAILABLE, main
 from arcflow.common.service.runtime import ServiceFailedError
 from arcflow.listener.app import Listener
 from arcflow.listener.service import SERVICE

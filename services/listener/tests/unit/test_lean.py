@@ -22,7 +22,7 @@ PROBE = """
 import sys
 from arcflow.listener.lean import skip_optional_imports
 skip_optional_imports()
-import arcflow.listener.service, arcflow.common.service.main, nats, httpx
+import arcflow.listener.service, arcflow.common.service.entry, nats, httpx
 loaded = sorted({m.split('.')[0] for m, mod in sys.modules.items() if mod is not None})
 print(' '.join(loaded))
 """

@@ -38,7 +38,7 @@ __all__ = [
 
 
 def main(spec: ServiceSpec) -> int:  # type: ignore[type-arg]
-    """Run ``spec`` as this process (see :mod:`arcflow.common.service.main` for exit codes)."""
-    from arcflow.common.service.main import main as run_main
+    """Run ``spec`` as this process (see :mod:`arcflow.common.service.entry` for exit codes)."""
+    from arcflow.common.service.entry import main as run_main
 
     return run_main(spec)
