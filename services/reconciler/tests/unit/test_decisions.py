@@ -96,14 +96,12 @@ def test_failure_backoff_table_is_injectable() -> None:
 
 def test_jit_claim_holder() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    fresh = {"metadata": {"annotations": {ANNOTATION_JIT_CLAIM: f"r-1@{now.timestamp() - 5}"}}}
-    stale = {"metadata": {"annotations": {ANNOTATION_JIT_CLAIM: f"r-1@{now.timestamp() - 31}"}}}
+    fresh = {ANNOTATION_JIT_CLAIM: f"r-1@{now.timestamp() - 5}"}
+    stale = {ANNOTATION_JIT_CLAIM: f"r-1@{now.timestamp() - 31}"}
     assert jit_claim_holder(fresh, now) == "r-1"
     assert jit_claim_holder(stale, now) is None
-    assert jit_claim_holder({"metadata": {}}, now) is None
-    assert (
-        jit_claim_holder({"metadata": {"annotations": {ANNOTATION_JIT_CLAIM: "x@y"}}}, now) is None
-    )
+    assert jit_claim_holder({}, now) is None
+    assert jit_claim_holder({ANNOTATION_JIT_CLAIM: "x@y"}, now) is None
 
 
 def test_runner_names_come_from_a_counter_and_claims_count_in_flight_runners() -> None:
@@ -113,11 +111,8 @@ def test_runner_names_come_from_a_counter_and_claims_count_in_flight_runners() -
     assert runner_name("solo-runner-", "uid-2", 0) != names[0]
 
     claim = RunnerClaim(3, tuple(names[:3]), "r-a", 100.0)
-    ers = {"metadata": {"annotations": {ANNOTATION_RUNNER_CLAIM: claim.encode()}}}
-    assert parse_runner_claim(ers) == claim
-    assert parse_runner_claim({"metadata": {"annotations": {ANNOTATION_RUNNER_CLAIM: "{"}}}) == (
-        RunnerClaim()
-    )
+    assert parse_runner_claim({ANNOTATION_RUNNER_CLAIM: claim.encode()}) == claim
+    assert parse_runner_claim({ANNOTATION_RUNNER_CLAIM: "{"}) == RunnerClaim()
     # another replica claimed 3 names 2 s ago and created one: 2 are still on their way
     assert in_flight_runners(claim, {names[0]}, "r-b", 102.0) == 2
     assert in_flight_runners(claim, {names[0]}, "r-a", 102.0) == 0  # my own finished pass

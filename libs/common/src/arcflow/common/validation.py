@@ -31,7 +31,13 @@ from arcflow.common.constants import (
     UNBOUNDED_MAX_RUNNERS,
 )
 from arcflow.common.github_url import InvalidGitHubConfigUrlError, parse_github_config_url
-from arcflow.common.models import KINDS, AutoscalingRunnerSet, InvalidManifestError, KubeModel
+from arcflow.common.models import (
+    KINDS,
+    AutoscalingRunnerSet,
+    InvalidManifestError,
+    KubeModel,
+    KubeObject,
+)
 from arcflow.common.naming import ephemeral_runner_set_name, scale_set_name
 
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -98,8 +104,21 @@ def validate_manifest(doc: Any) -> list[FieldError]:
     try:
         parsed = model.from_manifest(doc)
     except InvalidManifestError as exc:
-        return [FieldError(path, message) for path, message in exc.problems]
-    errors = _unknown_fields(parsed.spec, "spec") if hasattr(parsed, "spec") else []
+        return schema_errors(exc)
+    return validate_parsed(parsed)
+
+
+def schema_errors(exc: InvalidManifestError) -> list[FieldError]:
+    """The schema problems of a manifest that did not parse, as field errors."""
+    return [FieldError(path, message) for path, message in exc.problems]
+
+
+def validate_parsed(parsed: KubeObject) -> list[FieldError]:
+    """What :func:`validate_manifest` reports for a manifest that parses, given the parsed
+    object (the reconciler parses each object once, ADR 0050): unknown spec fields, then for
+    an AutoscalingRunnerSet the rules of :func:`validate_autoscaling_runner_set`."""
+    spec = getattr(parsed, "spec", None)
+    errors = _unknown_fields(spec, "spec") if spec is not None else []
     if isinstance(parsed, AutoscalingRunnerSet):
         errors += validate_autoscaling_runner_set(parsed)
     return errors

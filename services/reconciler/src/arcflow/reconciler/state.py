@@ -26,11 +26,8 @@ from arcflow.common.telemetry import extract_trace_context
 from arcflow.common.telemetry.tracing import trace_headers_of
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.cache import build_cache, cached_keys
-from arcflow.reconciler.controllers.ars import reconcile_ars
 from arcflow.reconciler.controllers.base import Context
-from arcflow.reconciler.controllers.listener import reconcile_listener
-from arcflow.reconciler.controllers.runner import reconcile_runner
-from arcflow.reconciler.controllers.runner_set import reconcile_runner_set
+from arcflow.reconciler.controllers.registry import CONTROLLERS
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.routing import keys_for
 from arcflow.reconciler.scalesets import ScaleSetIds
@@ -40,13 +37,6 @@ from arcflow.reconciler.workqueue import Key, Result, WorkQueue
 log = logging.getLogger(__name__)
 
 CONFLICT_RETRY_SECONDS = 0.05
-
-_CONTROLLERS: dict[str, Callable[[Context, Key], Awaitable[Result]]] = {
-    "ars": reconcile_ars,
-    "al": reconcile_listener,
-    "ers": reconcile_runner_set,
-    "er": reconcile_runner,
-}
 
 
 class ReconcilerState:
@@ -114,7 +104,7 @@ class ReconcilerState:
             attributes={"arcflow.key": str(key), "arcflow.kind": key.kind},
         ) as span:
             try:
-                return await _CONTROLLERS[key.kind](self.context, key)
+                return await CONTROLLERS[key.kind](self.context, key)
             except ConflictError:
                 span.set_attribute("arcflow.conflict", True)
                 return Result.again(CONFLICT_RETRY_SECONDS)  # stale read: re-read and retry

@@ -95,8 +95,12 @@ class ObjectCache:
 
     # --- reads ------------------------------------------------------------------------
 
-    def get(self, resource: Resource | str, name: str, namespace: str = "") -> Manifest | None:
-        return self._store(resource).get(namespace, name)
+    def get(
+        self, resource: Resource | str, name: str, namespace: str = "", *, shared: bool = False
+    ) -> Manifest | None:
+        """A copy of the cached object; ``shared=True``: the cached object itself, for a
+        caller that never changes it (the reconciler's typed reads, ADR 0050)."""
+        return self._store(resource).get(namespace, name, shared=shared)
 
     def list(
         self,

@@ -92,9 +92,13 @@ class KindStore:
 
     # --- reads ------------------------------------------------------------------------
 
-    def get(self, namespace: str, name: str) -> Manifest | None:
+    def get(self, namespace: str, name: str, *, shared: bool = False) -> Manifest | None:
+        """A copy of the object; ``shared=True``: the stored object itself (see ``list``)."""
         obj = self._objects.get((namespace, name))
-        return copy_manifest(obj) if obj is not None else None
+        if obj is None or shared:
+            return obj
+        copied: Manifest = copy_manifest(obj)
+        return copied
 
     def list(
         self,

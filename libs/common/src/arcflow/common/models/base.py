@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     ValidationError,
@@ -186,17 +187,44 @@ class KubeObject(KubeModel):
     kind: str = ""
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
 
+    # The manifest an observed object was parsed from (``from_observed``); ``None`` otherwise.
+    _observed: dict[str, Any] | None = PrivateAttr(default=None)
+
     @classmethod
     def from_manifest(cls, doc: dict[str, Any]) -> Self:
         """Parse a manifest dict; raise :class:`InvalidManifestError` (a ValueError) if invalid.
 
         The input is deep-copied so later edits of the model never alter the caller's dict.
         """
+        return cls._parse(copy.deepcopy(doc))
+
+    @classmethod
+    def from_observed(cls, doc: dict[str, Any]) -> Self:
+        """Parse an object as read from the cluster, without copying it first (ADR 0050).
+
+        For read-only callers (the reconciler's controllers): the model builds its own
+        containers for the fields it models, but shares what it keeps verbatim (pod
+        templates, unknown keys) with ``doc``, and keeps ``doc`` itself as :attr:`manifest`.
+        Neither may be changed: ``doc`` may be the object a cache holds.
+        """
+        parsed = cls._parse(doc)
+        parsed._observed = doc
+        return parsed
+
+    @classmethod
+    def _parse(cls, doc: dict[str, Any]) -> Self:
         try:
-            return cls.model_validate(copy.deepcopy(doc))
+            return cls.model_validate(doc)
         except ValidationError as exc:
             kind = cls.model_fields["kind"].default
             raise InvalidManifestError(str(kind), schema_problems(exc)) from None
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The manifest this object was observed as (read-only, see :meth:`from_observed`),
+        for builders that take manifests and for merge patches against the live document;
+        a model built in code gives :meth:`to_manifest`."""
+        return self._observed if self._observed is not None else self.to_manifest()
 
     def to_manifest(self) -> dict[str, Any]:
         """The manifest dict: camelCase keys, only the fields that were set (plus Go always-on)."""
@@ -212,3 +240,33 @@ class KubeObject(KubeModel):
     def namespace(self) -> str:
         """``metadata.namespace`` or ``""``."""
         return self.metadata.namespace or ""
+
+    @property
+    def uid(self) -> str:
+        """``metadata.uid`` or ``""``."""
+        return self.metadata.uid or ""
+
+    @property
+    def resource_version(self) -> str | None:
+        """``metadata.resourceVersion`` (the precondition of a conditional write)."""
+        return self.metadata.resource_version
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """``metadata.labels`` (``{}`` when unset; the model's own dict)."""
+        return self.metadata.labels or {}
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        """``metadata.annotations`` (``{}`` when unset; the model's own dict)."""
+        return self.metadata.annotations or {}
+
+    @property
+    def finalizers(self) -> list[str]:
+        """``metadata.finalizers`` (``[]`` when unset)."""
+        return list(self.metadata.finalizers or [])
+
+    @property
+    def is_deleting(self) -> bool:
+        """``metadata.deletionTimestamp`` is set: the object is being deleted."""
+        return bool(self.metadata.deletion_timestamp)

@@ -14,6 +14,7 @@ from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.cache import ObjectCache
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
 from arcflow.common.listener_config import GitHubCredentials
+from arcflow.common.models import KubeObject
 from arcflow.common.rpc.registrar import RegistrarRpcClient
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.metrics import ReconcilerMetrics
@@ -69,6 +70,9 @@ class Context:
     uncreated: dict[str, set[str]] = dataclass_field(default_factory=dict)
     # "<namespace>/<ERS>" -> when its last JIT-failure Event went out (monotonic seconds).
     jit_failures_reported: dict[str, float] = dataclass_field(default_factory=dict)
+    # (kind, namespace, name) -> the resourceVersion of an object that does not parse whose
+    # Warning Event went out (one Event per version, however often it is looked at).
+    unparsable_reported: dict[tuple[str, str, str], str] = dataclass_field(default_factory=dict)
 
     def status_wait(self, kind: str, namespace: str, name: str) -> float:
         """Seconds before a counts-only status write for this object may go out (0: now)."""
@@ -99,6 +103,16 @@ async def read(ctx: Context, resource: Resource, name: str, namespace: str) -> M
     """One object: from the cache for the kinds it holds, else from the API server."""
     if ctx.cache is not None and ctx.cache.caches(resource):
         return ctx.cache.get(resource, name, namespace)
+    return await get_or_none(ctx.kube, resource, name, namespace)
+
+
+async def read_observed(
+    ctx: Context, resource: Resource, name: str, namespace: str
+) -> Manifest | None:
+    """The primary object of a pass, read-only: the cached object itself for the kinds the
+    cache holds (no copy, ADR 0029/0050), else one GET."""
+    if ctx.cache is not None and ctx.cache.caches(resource):
+        return ctx.cache.get(resource, name, namespace, shared=True)
     return await get_or_none(ctx.kube, resource, name, namespace)
 
 
@@ -136,11 +150,24 @@ def finalizers_of(obj: Mapping[str, Any]) -> list[str]:
     return list(meta(obj).get("finalizers") or [])
 
 
-def finalizer_patch(obj: Mapping[str, Any], finalizers: list[str]) -> dict[str, Any]:
+def finalizer_patch(obj: KubeObject | Mapping[str, Any], finalizers: list[str]) -> dict[str, Any]:
     """Merge patch replacing the finalizer list, conditional on the read resourceVersion."""
-    return {
-        "metadata": {"finalizers": finalizers, "resourceVersion": meta(obj).get("resourceVersion")}
-    }
+    return {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version(obj)}}
+
+
+def resource_version(obj: KubeObject | Mapping[str, Any]) -> str | None:
+    if isinstance(obj, KubeObject):
+        return obj.resource_version
+    value = meta(obj).get("resourceVersion")
+    return None if value is None else str(value)
+
+
+def owner_name(obj: KubeObject, kind: str) -> str | None:
+    """The name of ``obj``'s controller owner of ``kind``."""
+    for ref in obj.metadata.owner_references or []:
+        if ref.kind == kind and ref.controller:
+            return ref.name
+    return None
 
 
 def contains(actual: Mapping[str, str] | None, wanted: Mapping[str, str] | None) -> bool:

@@ -8,13 +8,24 @@ from typing import Any
 
 from arcflow.common.events import utc_now
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, build_event
+from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context, Manifest, meta
 
 
+def conditions_of(doc: Manifest) -> list[dict[str, Any]]:
+    """``status.conditions`` of an ARS manifest (conditions are not part of its model: they
+    are kept as the live document holds them, so a status patch rewrites them unchanged)."""
+    return list((doc.get("status") or {}).get("conditions") or [])
+
+
+def condition_of(doc: Manifest, kind: str) -> dict[str, Any] | None:
+    return next((c for c in conditions_of(doc) if c.get("type") == kind), None)
+
+
 async def turn_ars_condition(
     ctx: Context,
-    doc: Manifest,
+    ars: AutoscalingRunnerSet,
     scope: Scope,
     *,
     kind: str,
@@ -23,8 +34,10 @@ async def turn_ars_condition(
     message: str,
     about: str,
     summary: str,
-) -> Manifest:
-    """``about`` names the Event in the audit trail, ``summary`` the status write."""
+) -> AutoscalingRunnerSet:
+    """``about`` names the Event in the audit trail, ``summary`` the status write; returns
+    the ARS as written."""
+    doc = ars.manifest
     event = build_event(
         doc, reason, message, type="Normal" if ok else "Warning", component="arcflow-reconciler"
     )
@@ -38,9 +51,8 @@ async def turn_ars_condition(
         "observedGeneration": meta(doc).get("generation"),
         "lastTransitionTime": utc_now().strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    conditions = (doc.get("status") or {}).get("conditions") or []
-    others = [c for c in conditions if c.get("type") != kind]
-    return await ctx.writer.patch_status(
+    others = [c for c in conditions_of(doc) if c.get("type") != kind]
+    written = await ctx.writer.patch_status(
         AUTOSCALING_RUNNER_SET.kind,
         scope.ars,
         scope.namespace,
@@ -48,3 +60,4 @@ async def turn_ars_condition(
         scope,
         summary,
     )
+    return AutoscalingRunnerSet.from_observed(written)

@@ -14,9 +14,10 @@ from typing import Any
 
 from arcflow.common.constants import KIND_ERS
 from arcflow.common.kube import build_event
+from arcflow.common.models import EphemeralRunner
 from arcflow.common.rpc.registrar import RegistrarRpcError
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, Manifest, meta
+from arcflow.reconciler.controllers.base import Context, meta
 
 #: How soon a runner asks again after its JIT request failed upstream.
 JIT_RETRY_SECONDS = 3.0
@@ -25,27 +26,23 @@ EVENT_INTERVAL_SECONDS = 60.0
 REASON_JIT_FAILING = "RunnerRegistrationFailing"
 
 
-def _owner_set(er: Manifest) -> dict[str, Any] | None:
+def _owner_set(er: EphemeralRunner) -> dict[str, Any] | None:
     """The runner's EphemeralRunnerSet as an Event's involved object (from the owner ref)."""
-    for ref in meta(er).get("ownerReferences") or []:
-        if ref.get("kind") == KIND_ERS and ref.get("controller"):
+    for ref in er.metadata.owner_references or []:
+        if ref.kind == KIND_ERS and ref.controller:
             return {
-                "apiVersion": ref.get("apiVersion", ""),
+                "apiVersion": ref.api_version,
                 "kind": KIND_ERS,
-                "metadata": {
-                    "name": ref.get("name"),
-                    "namespace": meta(er).get("namespace"),
-                    "uid": ref.get("uid", ""),
-                },
+                "metadata": {"name": ref.name, "namespace": er.namespace, "uid": ref.uid},
             }
     return None
 
 
 async def report_jit_failure(
-    ctx: Context, er: Manifest, scope: Scope, scale_set_id: int, error: RegistrarRpcError
+    ctx: Context, er: EphemeralRunner, scope: Scope, scale_set_id: int, error: RegistrarRpcError
 ) -> float:
     """Say why the runner has no JIT config (rate-limited); the seconds to retry after."""
-    involved = _owner_set(er) or er
+    involved = _owner_set(er) or er.manifest
     key = f"{meta(involved).get('namespace')}/{meta(involved).get('name')}"
     now = time.monotonic()
     last = ctx.jit_failures_reported.get(key)

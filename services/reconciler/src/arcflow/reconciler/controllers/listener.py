@@ -41,6 +41,7 @@ from arcflow.common.kube import (
     ConflictError,
     Resource,
 )
+from arcflow.common.models import AutoscalingListener
 from arcflow.common.naming import listener_config_secret_name, listener_proxy_secret_name
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import (
@@ -49,7 +50,6 @@ from arcflow.reconciler.controllers.base import (
     annotations_of,
     contains,
     finalizer_patch,
-    finalizers_of,
     get_or_none,
     is_deleting,
     labels_of,
@@ -114,38 +114,34 @@ async def _first_error(*steps: Any) -> None:
             raise outcome
 
 
-def _scope_of(al: Manifest) -> Scope:
-    spec = al.get("spec") or {}
-    return Scope(
-        str(spec.get("autoscalingRunnerSetNamespace", "")),
-        str(spec.get("autoscalingRunnerSetName", "")),
-    )
+def _scope_of(al: AutoscalingListener) -> Scope:
+    return Scope(al.spec.autoscaling_runner_set_namespace, al.spec.autoscaling_runner_set_name)
 
 
-async def reconcile_listener(ctx: Context, key: Key) -> Result:
-    al = await _get(ctx, AUTOSCALING_LISTENER, key.name, key.namespace)
-    if al is None:
-        return Result.done()
+async def reconcile_listener(ctx: Context, al: AutoscalingListener) -> Result:
     scope = _scope_of(al)
-    if is_deleting(al):
+    if al.is_deleting:
         return await _clean_up(ctx, al, scope)
-    if FINALIZER_AL not in finalizers_of(al):
-        al = await ctx.writer.patch(
+    if FINALIZER_AL not in al.finalizers:
+        patched = await ctx.writer.patch(
             AUTOSCALING_LISTENER.kind,
-            key.name,
-            key.namespace,
-            finalizer_patch(al, [*finalizers_of(al), FINALIZER_AL]),
+            al.name,
+            al.namespace,
+            finalizer_patch(al, [*al.finalizers, FINALIZER_AL]),
             scope,
             "add the AutoscalingListener finalizer",
         )
+        al = AutoscalingListener.from_observed(patched)
     ars = await _get(ctx, AUTOSCALING_RUNNER_SET, scope.ars, scope.namespace)
     if ars is None:
-        await ctx.writer.delete(al, scope, "its AutoscalingRunnerSet is gone")
+        await ctx.writer.delete(al.manifest, scope, "its AutoscalingRunnerSet is gone")
         return Result.again(WAIT_SECONDS)
 
-    service_account = build_listener_service_account(al, ctx.build)
-    role = build_listener_role(al, ctx.build)
-    role_binding = build_listener_role_binding(al, ctx.build)
+    # The builders take the listener as the live document holds it.
+    doc = al.manifest
+    service_account = build_listener_service_account(doc, ctx.build)
+    role = build_listener_role(doc, ctx.build)
+    role_binding = build_listener_role_binding(doc, ctx.build)
     # Independent objects (a RoleBinding may name a Role that does not exist yet): together.
     await _first_error(
         _ensure_metadata_object(ctx, service_account, scope, compare=()),
@@ -153,24 +149,25 @@ async def reconcile_listener(ctx: Context, key: Key) -> Result:
         _ensure_metadata_object(ctx, role_binding, scope, compare=("subjects",)),
     )
 
-    spec = al.get("spec") or {}
+    spec = doc.get("spec") or {}
     proxy_credentials = await read_proxy_credentials(ctx.kube, scope.namespace, spec.get("proxy"))
-    proxy_secret = build_listener_proxy_secret(al, proxy_credentials)
+    proxy_secret = build_listener_proxy_secret(doc, proxy_credentials)
     if proxy_secret is not None:
         await _ensure_secret(ctx, proxy_secret, scope, "listener proxy settings")
 
     credentials = None
-    if not (spec.get("vaultConfig") or {}).get("type"):
+    vault = al.spec.vault_config
+    if vault is None or not vault.type:
         credentials = await read_github_credentials(
-            ctx.kube, scope.namespace, str(spec.get("githubConfigSecret", ""))
+            ctx.kube, scope.namespace, al.spec.github_config_secret
         )
     config_secret = build_listener_config_secret(
-        al, ctx.build, credentials, server_root_ca=await _server_root_ca(ctx, spec, scope)
+        doc, ctx.build, credentials, server_root_ca=await _server_root_ca(ctx, spec, scope)
     )
     await _ensure_secret(ctx, config_secret, scope, "listener config.json")
 
     pods = build_listener_pods(
-        al,
+        doc,
         ctx.build,
         config_secret=config_secret,
         service_account=service_account,
@@ -196,10 +193,11 @@ def _soonest(results: list[Result]) -> Result:
     return min(waiting, key=lambda r: r.requeue_after or 0.0) if waiting else Result.done()
 
 
-async def _remove_surplus_pods(ctx: Context, al: Manifest, replicas: int, scope: Scope) -> Result:
+async def _remove_surplus_pods(
+    ctx: Context, al: AutoscalingListener, replicas: int, scope: Scope
+) -> Result:
     """Standby replica pods beyond the annotation's count (standby mode switched off)."""
-    name = str(meta(al)["name"])
-    namespace = str(meta(al)["namespace"])
+    name, namespace = al.name, al.namespace
     remaining = False
     for replica in range(replicas, MAX_LISTENER_REPLICAS):
         live = await _standby_pod(ctx, listener_pod_name(name, replica), namespace)
@@ -276,10 +274,12 @@ def _listener_container_state(pod: Manifest) -> dict[str, Any] | None:
     return None
 
 
-async def _ensure_pod(ctx: Context, al: Manifest, want: Manifest, scope: Scope) -> Result:
+async def _ensure_pod(
+    ctx: Context, al: AutoscalingListener, want: Manifest, scope: Scope
+) -> Result:
     name = str(meta(want)["name"])
     namespace = str(meta(want)["namespace"])
-    gauge = upstream_labels(name, namespace, labels_of(al))
+    gauge = upstream_labels(name, namespace, al.labels)
     live = await _live_or_create(ctx, POD, want, scope, "listener pod")
     if live is None:
         ctx.metrics.running_listeners.set(0, gauge)
@@ -307,12 +307,11 @@ async def _ensure_pod(ctx: Context, al: Manifest, want: Manifest, scope: Scope) 
     return Result.again(WAIT_SECONDS)
 
 
-async def _clean_up(ctx: Context, al: Manifest, scope: Scope) -> Result:
+async def _clean_up(ctx: Context, al: AutoscalingListener, scope: Scope) -> Result:
     """Pod, config Secret, proxy Secret, RoleBinding, Role, ServiceAccount; then the finalizer."""
-    if FINALIZER_AL not in finalizers_of(al):
+    if FINALIZER_AL not in al.finalizers:
         return Result.done()
-    name = str(meta(al)["name"])
-    namespace = str(meta(al)["namespace"])
+    name, namespace = al.name, al.namespace
     targets: list[tuple[Resource, str, str]] = [
         (POD, name, namespace),
         (SECRET, listener_config_secret_name(name), namespace),
@@ -337,12 +336,12 @@ async def _clean_up(ctx: Context, al: Manifest, scope: Scope) -> Result:
             await ctx.writer.delete(live, scope, "AutoscalingListener deleted")
     if remaining:
         return Result.again(WAIT_SECONDS)
-    ctx.metrics.running_listeners.set(0, upstream_labels(name, namespace, labels_of(al)))
+    ctx.metrics.running_listeners.set(0, upstream_labels(name, namespace, al.labels))
     await ctx.writer.patch(
         AUTOSCALING_LISTENER.kind,
         name,
         namespace,
-        finalizer_patch(al, [f for f in finalizers_of(al) if f != FINALIZER_AL]),
+        finalizer_patch(al, [f for f in al.finalizers if f != FINALIZER_AL]),
         scope,
         "listener resources gone: release the AutoscalingListener",
     )

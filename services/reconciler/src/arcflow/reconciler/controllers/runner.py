@@ -7,6 +7,7 @@ never logged, audited or put on a stream (audit events carry names only).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -29,7 +30,7 @@ from arcflow.common.kube import (
     InvalidError,
     KubeApiError,
 )
-from arcflow.common.models import EphemeralRunner
+from arcflow.common.models import EphemeralRunner, EphemeralRunnerStatus
 from arcflow.common.naming import trim_label_value
 from arcflow.common.rpc.registrar import (
     RegistrarRpcClient,
@@ -42,13 +43,11 @@ from arcflow.reconciler.controllers.base import (
     FAILURE_BACKOFF_SECONDS,
     Context,
     Manifest,
-    annotations_of,
-    controller_owner,
     finalizer_patch,
-    finalizers_of,
     get_or_none,
     is_deleting,
     meta,
+    owner_name,
     utc_clock,
 )
 from arcflow.reconciler.controllers.jit_failures import report_jit_failure
@@ -104,9 +103,10 @@ def _parse_time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def jit_claim_holder(er: Manifest, now: datetime) -> str | None:
-    """The replica holding a fresh JIT claim on ``er`` (pure), or ``None``."""
-    claim = annotations_of(er).get(ANNOTATION_JIT_CLAIM, "")
+def jit_claim_holder(annotations: Mapping[str, str], now: datetime) -> str | None:
+    """The replica holding a fresh JIT claim on a runner with ``annotations`` (pure), or
+    ``None``."""
+    claim = annotations.get(ANNOTATION_JIT_CLAIM, "")
     instance, _, stamp = claim.rpartition("@")
     if not instance or not stamp:
         return None
@@ -151,22 +151,26 @@ def backoff_remaining(
     return max(0.0, (last.timestamp() + delay) - now.timestamp())
 
 
-async def _delete_runner(ctx: Context, er: Manifest, scope: Scope, why: str) -> None:
+def status_of(er: EphemeralRunner) -> EphemeralRunnerStatus:
+    return er.status if er.status is not None else EphemeralRunnerStatus()
+
+
+async def _delete_runner(ctx: Context, er: EphemeralRunner, scope: Scope, why: str) -> None:
     """Delete the ER and look at it again: its finalizers run on the next pass, without
     waiting for the watcher's echo."""
-    await ctx.writer.delete(er, scope, why)
-    ctx.enqueue(Key("er", str(meta(er)["namespace"]), str(meta(er)["name"])))
+    await ctx.writer.delete(er.manifest, scope, why)
+    ctx.enqueue(Key("er", er.namespace, er.name))
 
 
 async def set_runner_status(
-    ctx: Context, er: Manifest, scope: Scope, status: dict[str, Any], why: str
+    ctx: Context, er: EphemeralRunner, scope: Scope, status: dict[str, Any], why: str
 ) -> Manifest:
     """Patch the ER status; a phase change also publishes ``runner.lifecycle``."""
-    previous = str((er.get("status") or {}).get("phase") or "")
+    previous = status_of(er).phase
     patched = await ctx.writer.patch_status(
         EPHEMERAL_RUNNER.kind,
-        str(meta(er)["name"]),
-        str(meta(er)["namespace"]),
+        er.name,
+        er.namespace,
         status,
         scope,
         why,
@@ -184,38 +188,38 @@ async def set_runner_status(
     return patched
 
 
-async def reconcile_runner(ctx: Context, key: Key) -> Result:
-    er = await _get(ctx, EPHEMERAL_RUNNER, key.name, key.namespace)
-    if er is None:
-        return Result.done()
+async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
+    name, namespace = er.name, er.namespace
     scope = scope_of(er)
-    status = er.get("status") or {}
-    if is_deleting(er):
+    status = status_of(er)
+    if er.is_deleting:
         return await _clean_up(ctx, er, scope)
-    if status.get("phase") in DONE_PHASES:
+    if status.phase in DONE_PHASES:
         await _delete_pod_and_secret(ctx, er, scope, "runner is done")
         return Result.done()
-    missing = [f for f in (FINALIZER_ER, FINALIZER_ER_REGISTRATION) if f not in finalizers_of(er)]
+    finalizers = er.finalizers
+    missing = [f for f in (FINALIZER_ER, FINALIZER_ER_REGISTRATION) if f not in finalizers]
     if missing:
-        er = await ctx.writer.patch(
+        patched = await ctx.writer.patch(
             EPHEMERAL_RUNNER.kind,
-            key.name,
-            key.namespace,
-            finalizer_patch(er, [*finalizers_of(er), *missing]),
+            name,
+            namespace,
+            finalizer_patch(er, [*finalizers, *missing]),
             scope,
             "add the EphemeralRunner finalizers",
         )
+        er = EphemeralRunner.from_observed(patched)
 
-    secret = await _get(ctx, SECRET, key.name, key.namespace)
-    if secret is None and ctx.cache is not None and int(status.get("runnerId") or 0):
+    secret = await _get(ctx, SECRET, name, namespace)
+    if secret is None and ctx.cache is not None and status.runner_id:
         # Registered already but not in the cache: a Secret made before it carried our
         # label. Look once before asking the registrar again.
-        secret = await ctx.cache.get_or_read(SECRET, key.name, key.namespace)
+        secret = await ctx.cache.get_or_read(SECRET, name, namespace)
     if secret is None:
         try:
             secret = await _create_jit_secret(ctx, er, scope)
         except (UpstreamRpcError, RegistrarUnavailableError) as exc:
-            scale_set_id = int((er.get("spec") or {}).get("runnerScaleSetId") or 0)
+            scale_set_id = er.spec.runner_scale_set_id
             return Result.again(await report_jit_failure(ctx, er, scope, scale_set_id, exc))
         if secret is None:
             return Result.again(WAIT_SECONDS)
@@ -224,7 +228,7 @@ async def reconcile_runner(ctx: Context, key: Key) -> Result:
     # The registration goes into the ER status with the runner's first pod-driven status
     # write, not in a write of its own (ADR 0032); until then the JIT Secret says it.
     registration: dict[str, Any] = {}
-    if int(status.get("runnerId") or 0) == 0:
+    if status.runner_id == 0:
         try:
             registered_id = int(jit_data.get("runnerId", ""))
         except ValueError:
@@ -232,25 +236,27 @@ async def reconcile_runner(ctx: Context, key: Key) -> Result:
             return Result.again(WAIT_SECONDS)
         registration = {
             "runnerId": registered_id,
-            "runnerName": jit_data.get("runnerName", key.name),
+            "runnerName": jit_data.get("runnerName", name),
         }
 
-    failures: dict[str, str] = dict(status.get("failures") or {})
+    failures: dict[str, str] = dict(status.failures or {})
     if len(failures) > MAX_FAILURES:
         await _delete_runner(ctx, er, scope, f"runner pod failed more than {MAX_FAILURES} times")
         return Result.done()
 
-    pod = await _get(ctx, POD, key.name, key.namespace)
+    pod = await _get(ctx, POD, name, namespace)
     if pod is None:
         now = ctx.clock()
         remaining = backoff_remaining(failures, now, ctx.failure_backoff)
         if remaining > 0:
             return Result.again(remaining)
         try:
-            await ctx.writer.create(build_runner_pod(er, jit_data, ctx.build), scope, "runner pod")
+            await ctx.writer.create(
+                build_runner_pod(er.manifest, jit_data, ctx.build), scope, "runner pod"
+            )
         except (ConflictError, InvalidError, ForbiddenError) as exc:
-            created = meta(er).get("creationTimestamp")
-            age = now.timestamp() - _parse_time(str(created)).timestamp() if created else 0.0
+            created = er.metadata.creation_timestamp
+            age = now.timestamp() - _parse_time(created).timestamp() if created else 0.0
             return await _pod_refused(ctx, er, scope, pod_create_decision(exc, age), registration)
         # The created pod re-queues the runner (cache routing by owner); the registration is
         # written with the pod's first status, or after ``pending_status_delay`` (ADR 0032).
@@ -260,7 +266,7 @@ async def reconcile_runner(ctx: Context, key: Key) -> Result:
 
 async def _pod_refused(
     ctx: Context,
-    er: Manifest,
+    er: EphemeralRunner,
     scope: Scope,
     decision: PodCreateDecision,
     registration: dict[str, Any],
@@ -285,16 +291,15 @@ async def _pod_refused(
     return Result.done()
 
 
-async def _create_jit_secret(ctx: Context, er: Manifest, scope: Scope) -> Manifest | None:
-    name = str(meta(er)["name"])
-    spec = er.get("spec") or {}
-    scale_set_id = int(spec.get("runnerScaleSetId") or 0)
+async def _create_jit_secret(ctx: Context, er: EphemeralRunner, scope: Scope) -> Manifest | None:
+    name = er.name
+    scale_set_id = er.spec.runner_scale_set_id
     work_folder = ""
-    for container in (spec.get("spec") or {}).get("containers") or []:
+    for container in (er.spec.pod_spec or {}).get("containers") or []:
         if container.get("name") == RUNNER_CONTAINER:
             work_folder = str(container.get("workingDir") or "")
     registrar = _registrar(ctx)
-    holder = jit_claim_holder(er, ctx.clock())
+    holder = jit_claim_holder(er.annotations, ctx.clock())
     if holder is not None and holder != ctx.instance:
         return None  # another replica is asking for it; its Secret shows up shortly
     if holder is None:
@@ -313,7 +318,7 @@ async def _create_jit_secret(ctx: Context, er: Manifest, scope: Scope) -> Manife
         await _delete_runner(ctx, er, scope, "runner name registered in another scale set")
         return None
     secret = build_jit_secret(
-        er,
+        er.manifest,
         ctx.build,
         encoded_jit_config=jit.encoded_jit_config.get_secret_value(),
         runner_id=jit.runner_id,
@@ -322,7 +327,7 @@ async def _create_jit_secret(ctx: Context, er: Manifest, scope: Scope) -> Manife
     return await ctx.writer.create(secret, scope, "JIT config of the runner")
 
 
-async def _claim_jit(ctx: Context, er: Manifest, scope: Scope, name: str) -> None:
+async def _claim_jit(ctx: Context, er: EphemeralRunner, scope: Scope, name: str) -> None:
     """Claim the JIT request for this replica (the creating replica claimed at creation).
     Conditional on the read resourceVersion: of two racing replicas, the second gets 409."""
     await ctx.writer.patch(
@@ -332,7 +337,7 @@ async def _claim_jit(ctx: Context, er: Manifest, scope: Scope, name: str) -> Non
         {
             "metadata": {
                 "annotations": {ANNOTATION_JIT_CLAIM: f"{ctx.instance}@{ctx.clock().timestamp()}"},
-                "resourceVersion": meta(er).get("resourceVersion"),
+                "resourceVersion": er.resource_version,
             }
         },
         scope,
@@ -340,9 +345,9 @@ async def _claim_jit(ctx: Context, er: Manifest, scope: Scope, name: str) -> Non
     )
 
 
-def _runner_id(er: Manifest, registration: dict[str, Any]) -> int:
+def _runner_id(er: EphemeralRunner, registration: dict[str, Any]) -> int:
     """The runner's id: from its status, or from a registration not written there yet."""
-    return int((er.get("status") or {}).get("runnerId") or registration.get("runnerId") or 0)
+    return int(status_of(er).runner_id or registration.get("runnerId") or 0)
 
 
 def _age_seconds(obj: Manifest, now: datetime) -> float:
@@ -351,9 +356,9 @@ def _age_seconds(obj: Manifest, now: datetime) -> float:
 
 
 async def _follow_pod(
-    ctx: Context, er: Manifest, pod: Manifest, scope: Scope, registration: dict[str, Any]
+    ctx: Context, er: EphemeralRunner, pod: Manifest, scope: Scope, registration: dict[str, Any]
 ) -> Result:
-    namespace = str(meta(er)["namespace"])
+    namespace = er.namespace
     pod_status = pod.get("status") or {}
     state = runner_container_state(pod)
     terminated = (state or {}).get("terminated")
@@ -380,13 +385,14 @@ async def _follow_pod(
             runner = _runner_id(er, registration)
             if runner > 0:  # markAsOutdated also removes it from the service
                 await _registrar(ctx).remove_runner(scope.namespace, scope.ars, runner)
-            owner = controller_owner(er, KIND_ERS)
+            owner = owner_name(er, KIND_ERS)
             if owner:
-                ctx.enqueue(Key("ers", namespace, str(owner)))
+                ctx.enqueue(Key("ers", namespace, owner))
             return Result.done()
         return await _pod_failed(ctx, er, pod, scope, registration)
     phase = pod_status.get("phase") or "Pending"
-    status = er.get("status") or {}
+    # Compared key by key with what a status patch would write: the live document.
+    status = er.manifest.get("status") or {}
     if not status.get("phase") and (state is None or phase != "Running"):
         # A new runner's pod that is not running yet: its first status write (phase and
         # registration in one) waits for it to run, or for ``pending_status_delay`` to pass
@@ -416,23 +422,22 @@ async def _follow_pod(
     }
     if any(status.get(k) != v for k, v in wanted.items()):
         await set_runner_status(ctx, er, scope, wanted, f"runner pod is {phase}")
-        owner = controller_owner(er, KIND_ERS)
+        owner = owner_name(er, KIND_ERS)
         if owner:
-            ctx.enqueue(Key("ers", namespace, str(owner)))
+            ctx.enqueue(Key("ers", namespace, owner))
     return Result.done()
 
 
 async def _pod_failed(
-    ctx: Context, er: Manifest, pod: Manifest, scope: Scope, registration: dict[str, Any]
+    ctx: Context, er: EphemeralRunner, pod: Manifest, scope: Scope, registration: dict[str, Any]
 ) -> Result:
     """``deleteEphemeralRunnerOrPod``: a runner with a job goes; otherwise retry its pod."""
-    name = str(meta(er)["name"])
-    namespace = str(meta(er)["namespace"])
-    if (er.get("status") or {}).get("jobId"):
+    name, namespace = er.name, er.namespace
+    if er.has_job():
         await _delete_runner(ctx, er, scope, "runner pod failed during a job")
         return Result.done()
     await ctx.writer.delete(pod, scope, "runner pod failed: retry with backoff")
-    failures = dict((er.get("status") or {}).get("failures") or {})
+    failures = dict(status_of(er).failures or {})
     failures[str(meta(pod).get("uid", ""))] = _stamp(ctx.clock())
     pod_status = pod.get("status") or {}
     await ctx.writer.patch_status(
@@ -452,9 +457,8 @@ async def _pod_failed(
     return Result.again(WAIT_SECONDS)
 
 
-async def _delete_pod_and_secret(ctx: Context, er: Manifest, scope: Scope, why: str) -> bool:
-    name = str(meta(er)["name"])
-    namespace = str(meta(er)["namespace"])
+async def _delete_pod_and_secret(ctx: Context, er: EphemeralRunner, scope: Scope, why: str) -> bool:
+    name, namespace = er.name, er.namespace
     remaining = False
     for kind in (POD, SECRET):
         obj = await _get(ctx, kind, name, namespace)
@@ -464,16 +468,12 @@ async def _delete_pod_and_secret(ctx: Context, er: Manifest, scope: Scope, why: 
     return remaining
 
 
-async def _delete_container_hook_objects(ctx: Context, er: Manifest, scope: Scope) -> None:
+async def _delete_container_hook_objects(ctx: Context, er: EphemeralRunner, scope: Scope) -> None:
     """Kubernetes-mode container hooks leave job pods/secrets labelled ``runner-pod=<er>``."""
-    try:
-        configured = EphemeralRunner.from_manifest(er).has_container_hook_configured()
-    except Exception:  # an unparsable runner spec cannot have started a hook
-        configured = False
-    if not configured:
+    if not er.has_container_hook_configured():
         return
-    namespace = str(meta(er)["namespace"])
-    selector = {LABEL_RUNNER_POD: trim_label_value(str(meta(er)["name"]))}
+    namespace = er.namespace
+    selector = {LABEL_RUNNER_POD: trim_label_value(er.name)}
     for resource in (POD, SECRET):
         for obj in (
             await ctx.kube.list(resource, namespace=namespace, label_selector=selector)
@@ -482,14 +482,14 @@ async def _delete_container_hook_objects(ctx: Context, er: Manifest, scope: Scop
                 await ctx.writer.delete(obj, scope, "container hook object of a deleted runner")
 
 
-async def _clean_up(ctx: Context, er: Manifest, scope: Scope) -> Result:
-    finalizers = finalizers_of(er)
+async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
+    finalizers = er.finalizers
     if FINALIZER_ER not in finalizers:
         return Result.done()
     if FINALIZER_ER_REGISTRATION in finalizers:
-        registered = int((er.get("status") or {}).get("runnerId") or 0)
+        registered = status_of(er).runner_id
         if registered == 0:
-            secret = await _get(ctx, SECRET, str(meta(er)["name"]), str(meta(er)["namespace"]))
+            secret = await _get(ctx, SECRET, er.name, er.namespace)
             if secret is not None:
                 try:
                     registered = int(decode_secret_data(secret.get("data")).get("runnerId", "0"))
@@ -505,15 +505,15 @@ async def _clean_up(ctx: Context, er: Manifest, scope: Scope) -> Result:
     await _delete_container_hook_objects(ctx, er, scope)
     await ctx.writer.patch(
         EPHEMERAL_RUNNER.kind,
-        str(meta(er)["name"]),
-        str(meta(er)["namespace"]),
+        er.name,
+        er.namespace,
         finalizer_patch(
             er, [f for f in finalizers if f not in (FINALIZER_ER, FINALIZER_ER_REGISTRATION)]
         ),
         scope,
         "runner removed from the service: release the EphemeralRunner",
     )
-    owner = controller_owner(er, KIND_ERS)
+    owner = owner_name(er, KIND_ERS)
     if owner:
-        ctx.enqueue(Key("ers", str(meta(er)["namespace"]), str(owner)))
+        ctx.enqueue(Key("ers", er.namespace, owner))
     return Result.done()

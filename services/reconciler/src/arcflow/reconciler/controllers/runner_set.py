@@ -13,7 +13,7 @@ import asyncio
 import copy
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from arcflow.common.kube import (
     NotFoundError,
     build_event,
 )
+from arcflow.common.models import EphemeralRunnerSet, KubeObject
 from arcflow.common.naming import runner_proxy_secret_name
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import (
@@ -44,12 +45,9 @@ from arcflow.reconciler.controllers.base import (
     Manifest,
     annotations_of,
     finalizer_patch,
-    finalizers_of,
     is_deleting,
-    labels_of,
     meta,
     owned_by,
-    read,
     read_proxy_credentials,
 )
 from arcflow.reconciler.workqueue import Key, Result
@@ -59,10 +57,11 @@ BUSY_RECHECK_SECONDS = 5.0
 REASON_SPEC_EDITED = "RunnerSpecEdited"
 
 
-def scope_of(obj: Manifest) -> Scope:
-    labels = labels_of(obj)
+def scope_of(obj: KubeObject) -> Scope:
+    """The audit scope of a runner set or runner: its ARS and variant, from its labels."""
+    labels = obj.labels
     return Scope(
-        labels.get(LABEL_SCALE_SET_NAMESPACE) or str(meta(obj).get("namespace", "")),
+        labels.get(LABEL_SCALE_SET_NAMESPACE) or obj.namespace,
         labels.get(LABEL_SCALE_SET_NAME, ""),
         labels.get(LABEL_RUNNER_VARIANT, ""),
     )
@@ -165,8 +164,9 @@ class RunnerClaim:
         return bool(self.by) and self.by != me and now < self.until
 
 
-def parse_runner_claim(ers: Manifest) -> RunnerClaim:
-    raw = annotations_of(ers).get(ANNOTATION_RUNNER_CLAIM)
+def parse_runner_claim(annotations: Mapping[str, str]) -> RunnerClaim:
+    """The runner-name claim in a set's ``annotations`` (pure); an unreadable one is empty."""
+    raw = annotations.get(ANNOTATION_RUNNER_CLAIM)
     try:
         value = json.loads(raw) if raw else {}
         return RunnerClaim(
@@ -206,59 +206,61 @@ def idle_removal_candidates(buckets: dict[str, list[Manifest]]) -> list[Manifest
     return [er for er in ordered if runner_id(er) != 0 and not has_job(er)]
 
 
-async def runners_of(ctx: Context, ers: Manifest) -> list[Manifest]:
-    uid = str(meta(ers).get("uid"))
+async def runners_of(ctx: Context, ers: EphemeralRunnerSet) -> list[Manifest]:
+    uid = ers.uid
     if ctx.cache is not None:
         # Read-only here (bucketed, counted, passed to deletes): the cached objects themselves.
         # A burst re-reads a set's runners after every runner change; copying them all each
         # time was a third of the reconciler's CPU (ADR 0029). Never change what this returns.
-        return ctx.cache.list(
-            EPHEMERAL_RUNNER, str(meta(ers)["namespace"]), owner_uid=uid, shared=True
-        )
+        return ctx.cache.list(EPHEMERAL_RUNNER, ers.namespace, owner_uid=uid, shared=True)
     listed = await ctx.kube.list(
         EPHEMERAL_RUNNER,
-        namespace=str(meta(ers)["namespace"]),
+        namespace=ers.namespace,
         label_selector={
-            LABEL_SCALE_SET_NAME: labels_of(ers).get(LABEL_SCALE_SET_NAME, ""),
-            LABEL_SCALE_SET_NAMESPACE: labels_of(ers).get(LABEL_SCALE_SET_NAMESPACE, ""),
+            LABEL_SCALE_SET_NAME: ers.labels.get(LABEL_SCALE_SET_NAME, ""),
+            LABEL_SCALE_SET_NAMESPACE: ers.labels.get(LABEL_SCALE_SET_NAMESPACE, ""),
         },
     )
     return [er for er in listed.items if owned_by(er, uid)]
 
 
-async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
-    found = await read(ctx, EPHEMERAL_RUNNER_SET, key.name, key.namespace)
-    if found is None:
-        return Result.done()
-    ers = found
+def runner_spec_of(ers: EphemeralRunnerSet) -> dict[str, Any]:
+    """The set's ``ephemeralRunnerSpec`` as the live document holds it: what its integrity
+    hash is computed over (the parsed model would hash differently)."""
+    spec: dict[str, Any] = (ers.manifest.get("spec") or {}).get("ephemeralRunnerSpec") or {}
+    return spec
+
+
+async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
+    name, namespace = ers.name, ers.namespace
     scope = scope_of(ers)
-    if is_deleting(ers):
+    if ers.is_deleting:
         return await _clean_up(ctx, ers, scope)
-    if FINALIZER_ERS not in finalizers_of(ers):
-        ers = await ctx.writer.patch(
+    if FINALIZER_ERS not in ers.finalizers:
+        patched = await ctx.writer.patch(
             EPHEMERAL_RUNNER_SET.kind,
-            key.name,
-            key.namespace,
-            finalizer_patch(ers, [*finalizers_of(ers), FINALIZER_ERS]),
+            name,
+            namespace,
+            finalizer_patch(ers, [*ers.finalizers, FINALIZER_ERS]),
             scope,
             "add the EphemeralRunnerSet finalizer",
         )
-    spec = ers.get("spec") or {}
-    computed = ephemeral_runner_set_integrity_hash(spec.get("ephemeralRunnerSpec") or {})
-    if annotations_of(ers).get(ANNOTATION_INTEGRITY_HASH) != computed:
+        ers = EphemeralRunnerSet.from_observed(patched)
+    computed = ephemeral_runner_set_integrity_hash(runner_spec_of(ers))
+    if ers.annotations.get(ANNOTATION_INTEGRITY_HASH) != computed:
         return Result.again(await _replace_for_new_spec(ctx, ers, scope, computed))
-    if (ers.get("status") or {}).get("phase") == "Outdated":
-        await _remove_runners(ctx, ers, scope, await runners_of(ctx, ers))
+    if ers.status is not None and ers.status.phase == "Outdated":
+        await _remove_runners(ctx, scope, await runners_of(ctx, ers))
         return Result.done()
     await _ensure_proxy_secret(ctx, ers, scope)
 
     runners = await runners_of(ctx, ers)
     buckets = bucket_runners(runners)
-    patch_id = int(spec.get("patchID") or 0)
-    replicas = int(spec.get("replicas") or 0)
+    patch_id = ers.spec.patch_id
+    replicas = ers.spec.replicas
     total = len(buckets["pending"]) + len(buckets["running"]) + len(buckets["failed"])
-    claim = parse_runner_claim(ers)
-    ers_uid = str(meta(ers).get("uid"))
+    claim = parse_runner_claim(ers.annotations)
+    ers_uid = ers.uid
     # A scale request (a patchID) is served once: later passes for the same patchID (each
     # finished runner re-queues its set) must not top up runners whose jobs are done while
     # the listener's replicas still count them. The claim remembers it across replicas and
@@ -276,7 +278,7 @@ async def reconcile_runner_set(ctx: Context, key: Key) -> Result:
     if should_scale(patch_id, latest_patch_id(runners)) and not served:
         for er in buckets["finished"]:
             await ctx.writer.delete(er, scope, "finished runner cleared on a new scale request")
-            ctx.enqueue(Key("er", key.namespace, str(meta(er)["name"])))
+            ctx.enqueue(Key("er", namespace, str(meta(er)["name"])))
         now = ctx.clock().timestamp()
         in_flight = in_flight_runners(claim, live_names, ctx.instance, now) + len(owed)
         if total + in_flight < replicas and claim.leased_to_another(ctx.instance, now):
@@ -303,7 +305,9 @@ def runner_template_hash(er: Manifest) -> str:
     return ephemeral_runner_set_integrity_hash(spec)
 
 
-async def _replace_for_new_spec(ctx: Context, ers: Manifest, scope: Scope, computed: str) -> float:
+async def _replace_for_new_spec(
+    ctx: Context, ers: EphemeralRunnerSet, scope: Scope, computed: str
+) -> float:
     """The runner spec was edited directly (the ARS controller writes spec and hash together):
     idle runners of the old spec are replaced with the new one at once, up to ``replicas``,
     and busy ones finish their job first (ADR 0037, docs/upstream-behaviour.md#direct-ers-edits).
@@ -312,11 +316,10 @@ async def _replace_for_new_spec(ctx: Context, ers: Manifest, scope: Scope, compu
     made are of the new spec and are kept."""
     runners = await runners_of(ctx, ers)
     old = [er for er in runners if runner_template_hash(er) != computed]
-    await _remove_runners(ctx, ers, scope, old)
+    await _remove_runners(ctx, scope, old)
     left = bucket_runners(await runners_of(ctx, ers))
-    spec = ers.get("spec") or {}
-    replicas = int(spec.get("replicas") or 0)
-    claim = parse_runner_claim(ers)
+    replicas = ers.spec.replicas
+    claim = parse_runner_claim(ers.annotations)
     now = ctx.clock().timestamp()
     live_names = {str(meta(er).get("name")) for er in runners}
     in_flight = in_flight_runners(claim, live_names, ctx.instance, now)
@@ -328,14 +331,16 @@ async def _replace_for_new_spec(ctx: Context, ers: Manifest, scope: Scope, compu
     busy = sum(1 for er in old if has_job(er) and not is_deleting(er))
     record = {ANNOTATION_INTEGRITY_HASH: computed}
     if count:
-        patch_id = int(spec.get("patchID") or 0)
-        built = copy.deepcopy(ers)  # the new runners copy the hash of the spec they are built from
-        built["metadata"].setdefault("annotations", {}).update(record)
-        await _create_runners(ctx, built, scope, claim, count, replicas, patch_id)
+        # The new runners copy the hash of the spec they are built from.
+        source = copy.deepcopy(ers.manifest)
+        source["metadata"].setdefault("annotations", {}).update(record)
+        await _create_runners(
+            ctx, ers, scope, claim, count, replicas, ers.spec.patch_id, source=source
+        )
     await ctx.writer.patch(
         EPHEMERAL_RUNNER_SET.kind,
-        str(meta(ers)["name"]),
-        str(meta(ers)["namespace"]),
+        ers.name,
+        ers.namespace,
         {"metadata": {"annotations": record}},
         scope,
         "runner spec edited in place: record its hash",
@@ -344,7 +349,7 @@ async def _replace_for_new_spec(ctx: Context, ers: Manifest, scope: Scope, compu
         f"runner spec edited directly: {count} runner(s) created with the new spec, "
         f"{busy} busy runner(s) of the old spec finish their job first"
     )
-    event = build_event(ers, REASON_SPEC_EDITED, message, component="arcflow-reconciler")
+    event = build_event(ers.manifest, REASON_SPEC_EDITED, message, component="arcflow-reconciler")
     created = await ctx.kube.create(event)
     await ctx.writer.audit("created", created, scope, "Kubernetes Event about a direct edit")
     return WAIT_SECONDS
@@ -352,17 +357,21 @@ async def _replace_for_new_spec(ctx: Context, ers: Manifest, scope: Scope, compu
 
 async def _create_runners(
     ctx: Context,
-    ers: Manifest,
+    ers: EphemeralRunnerSet,
     scope: Scope,
     claim: RunnerClaim,
     count: int,
     replicas: int,
     patch_id: int,
+    *,
+    source: Manifest | None = None,
 ) -> None:
-    template = build_ephemeral_runner(ers, ctx.build)
+    """``source``: the set's manifest the runners are built from (``ers.manifest`` unless
+    given)."""
+    template = build_ephemeral_runner(source if source is not None else ers.manifest, ctx.build)
     generate_name = str(template["metadata"].pop("generateName"))
-    uid = str(meta(ers).get("uid"))
-    namespace = str(meta(ers)["namespace"])
+    uid = ers.uid
+    namespace = ers.namespace
     now = ctx.clock().timestamp()
     block = ctx.name_blocks.get(uid)
     if (
@@ -384,12 +393,12 @@ async def _create_runners(
         # Conditional on the read resourceVersion: a racing replica's claim makes this one 409.
         await ctx.writer.patch(
             EPHEMERAL_RUNNER_SET.kind,
-            str(meta(ers)["name"]),
+            ers.name,
             namespace,
             {
                 "metadata": {
                     "annotations": {ANNOTATION_RUNNER_CLAIM: new_claim.encode()},
-                    "resourceVersion": meta(ers).get("resourceVersion"),
+                    "resourceVersion": ers.resource_version,
                 }
             },
             scope,
@@ -404,7 +413,7 @@ async def _create_runners(
 
 async def _create_named(
     ctx: Context,
-    ers: Manifest,
+    ers: EphemeralRunnerSet,
     scope: Scope,
     names: Sequence[str],
     why: str,
@@ -415,9 +424,9 @@ async def _create_named(
     counts as created. Names whose create failed are remembered in ``ctx.uncreated`` (the next
     pass creates them) and the first error is raised."""
     if template is None:
-        template = build_ephemeral_runner(ers, ctx.build)
+        template = build_ephemeral_runner(ers.manifest, ctx.build)
         template["metadata"].pop("generateName", None)
-    namespace = str(meta(ers)["namespace"])
+    namespace = ers.namespace
     # Created with their finalizers and this replica's JIT claim (no patch for either
     # afterwards).
     template["metadata"]["finalizers"] = [FINALIZER_ER, FINALIZER_ER_REGISTRATION]
@@ -444,7 +453,7 @@ async def _create_named(
         if isinstance(result, BaseException)
     ]
     if failed:
-        ctx.uncreated.setdefault(str(meta(ers).get("uid")), set()).update(n for n, _ in failed)
+        ctx.uncreated.setdefault(ers.uid, set()).update(n for n, _ in failed)
         raise failed[0][1]
 
 
@@ -466,15 +475,15 @@ async def _remove_idle(
 
 
 async def _update_status(
-    ctx: Context, ers: Manifest, scope: Scope, buckets: dict[str, list[Manifest]]
+    ctx: Context, ers: EphemeralRunnerSet, scope: Scope, buckets: dict[str, list[Manifest]]
 ) -> float:
     """Write the counts (and phase) when they changed; returns the seconds to wait when a
     counts-only change was held back (at most one such write per ``status_interval``)."""
     counts = {k: len(v) for k, v in buckets.items()}
-    ctx.metrics.record_runner_counts(
-        str(meta(ers)["name"]), str(meta(ers)["namespace"]), labels_of(ers), counts
-    )
-    status = ers.get("status") or {}
+    name, namespace = ers.name, ers.namespace
+    ctx.metrics.record_runner_counts(name, namespace, ers.labels, counts)
+    # Compared key by key with what the status patch would write: the live document.
+    status = ers.manifest.get("status") or {}
     phase = "Outdated" if buckets["outdated"] else (status.get("phase") or "Running")
     wanted: dict[str, Any] = {
         "currentReplicas": counts["pending"] + counts["running"] + counts["failed"],
@@ -485,7 +494,6 @@ async def _update_status(
     }
     if all(status.get(k) == v for k, v in wanted.items()):
         return 0.0
-    name, namespace = str(meta(ers)["name"]), str(meta(ers)["namespace"])
     wait = ctx.status_wait("ers", namespace, name)
     if wait > 0 and status.get("phase") == phase:
         return wait
@@ -497,12 +505,12 @@ async def _update_status(
     return 0.0
 
 
-async def _ensure_proxy_secret(ctx: Context, ers: Manifest, scope: Scope) -> None:
-    proxy = ((ers.get("spec") or {}).get("ephemeralRunnerSpec") or {}).get("proxy")
+async def _ensure_proxy_secret(ctx: Context, ers: EphemeralRunnerSet, scope: Scope) -> None:
+    proxy = runner_spec_of(ers).get("proxy")
     if not proxy:
         return
     credentials = await read_proxy_credentials(ctx.kube, scope.namespace, proxy)
-    want = build_runner_proxy_secret(ers, credentials)
+    want = build_runner_proxy_secret(ers.manifest, credentials)
     if want is None:
         return
     name = str(meta(want)["name"])
@@ -523,9 +531,7 @@ async def _ensure_proxy_secret(ctx: Context, ers: Manifest, scope: Scope) -> Non
         )
 
 
-async def _remove_runners(
-    ctx: Context, ers: Manifest, scope: Scope, runners: list[Manifest]
-) -> bool:
+async def _remove_runners(ctx: Context, scope: Scope, runners: list[Manifest]) -> bool:
     """``cleanUpEphemeralRunners``: every runner but busy ones; True when none is left."""
     for er in runners:
         if is_deleting(er):
@@ -539,22 +545,22 @@ async def _remove_runners(
     return not runners
 
 
-async def _clean_up(ctx: Context, ers: Manifest, scope: Scope) -> Result:
-    if FINALIZER_ERS not in finalizers_of(ers):
+async def _clean_up(ctx: Context, ers: EphemeralRunnerSet, scope: Scope) -> Result:
+    if FINALIZER_ERS not in ers.finalizers:
         return Result.done()
     runners = await runners_of(ctx, ers)
-    if not await _remove_runners(ctx, ers, scope, runners):
+    if not await _remove_runners(ctx, scope, runners):
         busy = any(has_job(er) for er in runners)
         return Result.again(BUSY_RECHECK_SECONDS if busy else WAIT_SECONDS)
-    proxy_name = runner_proxy_secret_name(str(meta(ers)["name"]), str(meta(ers)["namespace"]))
-    proxy = await _secret(ctx, proxy_name, str(meta(ers)["namespace"]))
+    proxy_name = runner_proxy_secret_name(ers.name, ers.namespace)
+    proxy = await _secret(ctx, proxy_name, ers.namespace)
     if proxy is not None:
         await ctx.writer.delete(proxy, scope, "EphemeralRunnerSet deleted")
     await ctx.writer.patch(
         EPHEMERAL_RUNNER_SET.kind,
-        str(meta(ers)["name"]),
-        str(meta(ers)["namespace"]),
-        finalizer_patch(ers, [f for f in finalizers_of(ers) if f != FINALIZER_ERS]),
+        ers.name,
+        ers.namespace,
+        finalizer_patch(ers, [f for f in ers.finalizers if f != FINALIZER_ERS]),
         scope,
         "runners gone: release the EphemeralRunnerSet",
     )

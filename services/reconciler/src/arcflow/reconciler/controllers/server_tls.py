@@ -9,23 +9,27 @@ from typing import Any
 
 from arcflow.common.actions.tls import CABundleError, ca_bundle_from_config_map, ca_config_map_ref
 from arcflow.common.kube import CONFIG_MAP
+from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, Manifest, get_or_none
-from arcflow.reconciler.controllers.conditions import turn_ars_condition
+from arcflow.reconciler.controllers.base import Context, get_or_none
+from arcflow.reconciler.controllers.conditions import condition_of, turn_ars_condition
 
 CONDITION_SERVER_TLS = "GitHubServerTLSValid"
 REASON_CA_VALID = "CACertificateFound"
 REASON_CA_INVALID = "CACertificateUnusable"
 
 
-async def check_server_tls(ctx: Context, doc: Manifest, scope: Scope) -> Manifest:
+async def check_server_tls(
+    ctx: Context, ars: AutoscalingRunnerSet, scope: Scope
+) -> AutoscalingRunnerSet:
     """Keep the condition current: one ConfigMap GET per pass of an ARS that names a CA
-    (none otherwise); a status patch and an Event only when the verdict changes."""
-    tls: dict[str, Any] = (doc.get("spec") or {}).get("githubServerTLS") or {}
-    conditions: list[dict[str, Any]] = list((doc.get("status") or {}).get("conditions") or [])
-    current = next((c for c in conditions if c.get("type") == CONDITION_SERVER_TLS), None)
+    (none otherwise); a status patch and an Event only when the verdict changes. Returns the
+    ARS as written (itself when nothing was)."""
+    # As the live document holds it: what the registrar and the listener config read too.
+    tls: dict[str, Any] = (ars.manifest.get("spec") or {}).get("githubServerTLS") or {}
+    current = condition_of(ars.manifest, CONDITION_SERVER_TLS)
     if not tls:
-        return doc  # a condition left from an earlier CA stays until it is set again
+        return ars  # a condition left from an earlier CA stays until it is set again
     name, _ = ca_config_map_ref(tls)
     config_map = await get_or_none(ctx.kube, CONFIG_MAP, name, scope.namespace) if name else None
     try:
@@ -35,17 +39,17 @@ async def check_server_tls(ctx: Context, doc: Manifest, scope: Scope) -> Manifes
     else:
         ok, message = True, f"CA certificate of ConfigMap {scope.namespace}/{name} is usable"
     if current is None and ok:
-        return doc
+        return ars
     was = current or {}
     if (
         current is not None
         and (was.get("status") == "True") == ok
         and (ok or was.get("message") == message)
     ):
-        return doc
+        return ars
     return await turn_ars_condition(
         ctx,
-        doc,
+        ars,
         scope,
         kind=CONDITION_SERVER_TLS,
         ok=ok,

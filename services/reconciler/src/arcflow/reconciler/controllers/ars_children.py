@@ -1,0 +1,229 @@
+"""The AutoscalingRunnerSet's children: one EphemeralRunnerSet per variant (created, patched
+behind the drain gate, or deleted with its variant) and exactly one AutoscalingListener, found
+by its spec back-reference (docs/upstream-behaviour.md#ars-controller, #traps)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from arcflow.common.constants import (
+    ANNOTATION_INTEGRITY_HASH,
+    LABEL_SCALE_SET_NAME,
+    LABEL_SCALE_SET_NAMESPACE,
+)
+from arcflow.common.kube import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.reconciler.audit import Scope
+from arcflow.reconciler.controllers.ars_rules import variant_of
+from arcflow.reconciler.controllers.base import (
+    Context,
+    Manifest,
+    annotations_of,
+    contains,
+    is_deleting,
+    labels_of,
+    merge_patch_to,
+    meta,
+    read_list,
+)
+from arcflow.reconciler.controllers.runner_set import bucket_runners
+from arcflow.reconciler.controllers.runner_spec_drift import (
+    runner_spec_drift,
+    wanted_annotations,
+)
+from arcflow.reconciler.workqueue import Key
+
+
+async def listeners_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:
+    """Every AutoscalingListener whose spec points back at this ARS
+    (docs/upstream-behaviour.md#traps: not by name)."""
+    listed = await read_list(ctx, AUTOSCALING_LISTENER, ctx.controller_namespace)
+    return [
+        al
+        for al in listed
+        if (al.get("spec") or {}).get("autoscalingRunnerSetNamespace") == namespace
+        and (al.get("spec") or {}).get("autoscalingRunnerSetName") == name
+    ]
+
+
+async def runner_sets_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:
+    """Every EphemeralRunnerSet of this ARS, all variants, found by labels
+    (docs/upstream-behaviour.md#traps)."""
+    return await read_list(
+        ctx,
+        EPHEMERAL_RUNNER_SET,
+        namespace,
+        {LABEL_SCALE_SET_NAME: name, LABEL_SCALE_SET_NAMESPACE: namespace},
+    )
+
+
+async def converge_runner_sets(
+    ctx: Context, ars: AutoscalingRunnerSet, desired: list[Manifest]
+) -> tuple[bool, bool, list[Manifest]]:
+    """Create / patch / delete the EphemeralRunnerSets; returns (waiting, draining, live)."""
+    live = await runner_sets_of(ctx, ars.namespace, ars.name)
+    by_name = {str(meta(e).get("name")): e for e in live}
+    wanted_names = {str(meta(d)["name"]) for d in desired}
+    waiting = draining = False
+    result: list[Manifest] = []
+    # New variants' sets are created together (an ARS of 10 variants: one round trip of
+    # latency instead of ten, ADR 0040), bounded like a set's runners.
+    gate = asyncio.Semaphore(ctx.create_concurrency)
+
+    async def create(want: Manifest) -> Manifest:
+        name = str(meta(want)["name"])
+        scope = Scope(ars.namespace, ars.name, variant_of(want, ars))
+        async with gate:
+            created = await ctx.writer.create(want, scope, "EphemeralRunnerSet of a variant")
+        ctx.enqueue(Key("ers", ars.namespace, name))
+        return created
+
+    missing = [d for d in desired if str(meta(d)["name"]) not in by_name]
+    outcomes = await asyncio.gather(*(create(d) for d in missing), return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    created_by_name = {str(meta(c)["name"]): c for c in outcomes if isinstance(c, dict)}
+    for want in desired:
+        name = str(meta(want)["name"])
+        scope = Scope(ars.namespace, ars.name, variant_of(want, ars))
+        current = by_name.get(name)
+        if current is None:
+            result.append(created_by_name[name])
+            continue
+        result.append(current)
+        if is_deleting(current):
+            waiting = True  # a removed-then-re-added variant: wait for the old one to go
+            continue
+        updated, drains = await converge_one_runner_set(ctx, scope, current, want)
+        draining = draining or drains
+        if updated is not None:
+            result[-1] = updated
+            ctx.enqueue(Key("ers", ars.namespace, name))
+    for name, current in by_name.items():
+        if name in wanted_names:
+            continue
+        if not is_deleting(current):
+            await ctx.writer.delete(
+                current,
+                Scope(ars.namespace, ars.name, variant_of(current, ars)),
+                "variant removed from the AutoscalingRunnerSet",
+            )
+            ctx.enqueue(Key("ers", ars.namespace, name))
+        waiting = True
+    return waiting, draining, result
+
+
+def active_runners(ctx: Context, ers: Manifest) -> int:
+    """Pending and running runners of a set: counted from the cache of its runners when there
+    is one (the set's status counts are written at most every ``status_interval``, ADR 0033),
+    else from its status."""
+    if ctx.cache is not None and ctx.cache.caches(EPHEMERAL_RUNNER):
+        runners = ctx.cache.list(
+            EPHEMERAL_RUNNER, str(meta(ers)["namespace"]), owner_uid=str(meta(ers).get("uid"))
+        )
+        buckets = bucket_runners(runners)
+        return len(buckets["pending"]) + len(buckets["running"])
+    status = ers.get("status") or {}
+    return int(status.get("runningEphemeralRunners") or 0) + int(
+        status.get("pendingEphemeralRunners") or 0
+    )
+
+
+async def converge_one_runner_set(
+    ctx: Context, scope: Scope, current: Manifest, want: Manifest
+) -> tuple[Manifest | None, bool]:
+    """Drift handling of one EphemeralRunnerSet; returns (patched object or None, draining)."""
+    name = str(meta(current)["name"])
+    current_spec = current.get("spec") or {}
+    want_spec = want.get("spec") or {}
+    want_hash = annotations_of(want)[ANNOTATION_INTEGRITY_HASH]
+    # A direct edit of the ERS's runner spec stands until the ARS's own template changes (ADR
+    # 0037); only a change of the ARS's template is patched in (after the drain gate).
+    drift = runner_spec_drift(annotations_of(current), want_hash)
+    spec_drift = drift.changed
+    wanted = wanted_annotations(annotations_of(want), want_hash, drift)
+    if spec_drift and active_runners(ctx, current) > 0:
+        # Drain gate (docs/upstream-behaviour.md#ars-controller, #traps): the listener goes (no
+        # new jobs) and idle
+        # runners are scaled away (patchID 0 forces it), then the spec is patched.
+        if current_spec.get("replicas") or current_spec.get("patchID"):
+            patched = await ctx.writer.patch(
+                EPHEMERAL_RUNNER_SET.kind,
+                name,
+                scope.namespace,
+                {"spec": {"replicas": None, "patchID": 0}},
+                scope,
+                "drain before a runner spec change: scale idle runners to zero",
+            )
+            return patched, True
+        return None, True
+    metadata_drift = (
+        not contains(labels_of(current), labels_of(want))
+        or not contains(annotations_of(current), wanted)
+        or current_spec.get("ephemeralRunnerMetadata") != want_spec.get("ephemeralRunnerMetadata")
+    )
+    if not spec_drift and not metadata_drift:
+        return None, False
+    patch: dict[str, Any] = {
+        "metadata": {
+            "labels": labels_of(want),
+            "annotations": wanted,
+            "resourceVersion": meta(current).get("resourceVersion"),
+        },
+        "spec": {
+            "ephemeralRunnerMetadata": want_spec.get("ephemeralRunnerMetadata"),
+        },
+    }
+    if spec_drift:
+        patch["spec"]["ephemeralRunnerSpec"] = merge_patch_to(
+            current_spec.get("ephemeralRunnerSpec") or {}, want_spec.get("ephemeralRunnerSpec")
+        )
+    why = "runner spec changed" if spec_drift else "labels/annotations changed"
+    patched = await ctx.writer.patch(
+        EPHEMERAL_RUNNER_SET.kind, name, scope.namespace, patch, scope, why
+    )
+    return patched, False
+
+
+def listener_differs(live: Manifest, want: Manifest) -> bool:
+    return (
+        live.get("spec") != want.get("spec")
+        or labels_of(live) != labels_of(want)
+        or annotations_of(live) != annotations_of(want)
+    )
+
+
+async def converge_listener(
+    ctx: Context, ars: AutoscalingRunnerSet, want: Manifest, *, draining: bool
+) -> bool:
+    """Exactly one AutoscalingListener per ARS; returns whether it exists as desired."""
+    scope = Scope(ars.namespace, ars.name)
+    want_name = str(meta(want)["name"])
+    ready = False
+    for live in await listeners_of(ctx, ars.namespace, ars.name):
+        name = str(meta(live).get("name"))
+        if is_deleting(live):
+            continue
+        if draining:
+            why = "drain: no new jobs until the runner spec change is applied"
+        elif name != want_name:
+            why = "orphaned listener (runnerGroup or githubConfigUrl changed its name)"
+        elif listener_differs(live, want):
+            why = "listener spec, labels or annotations changed: recreate"
+        else:
+            ready = True
+            continue
+        await ctx.writer.delete(live, scope, why)
+        ctx.enqueue(Key("al", str(meta(live).get("namespace")), name))
+    if ready or draining:
+        return ready
+    if await listeners_of(ctx, ars.namespace, ars.name):
+        # The old listener (maybe under another name) is still going away: never two
+        # listeners, so never two message sessions for one scale set
+        # (docs/upstream-behaviour.md#traps).
+        return False
+    await ctx.writer.create(want, scope, "the AutoscalingListener of the set")
+    ctx.enqueue(Key("al", ctx.controller_namespace, want_name))
+    return True

@@ -1,0 +1,93 @@
+"""Deleting an AutoscalingRunnerSet (docs/upstream-behaviour.md#deletion-order): the listener,
+then every variant's EphemeralRunnerSet, then the Helm dependents' cleanup finalizers, then
+ours. Scale sets are the registrar's to delete."""
+
+from __future__ import annotations
+
+from arcflow.common.constants import (
+    ANNOTATION_CLEANUP_PREFIX,
+    FINALIZER_ARS,
+    FINALIZER_CLEANUP_PROTECTION,
+)
+from arcflow.common.kube import AUTOSCALING_RUNNER_SET, ForbiddenError, NotFoundError
+from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.reconciler.audit import Scope
+from arcflow.reconciler.controllers.ars_children import listeners_of, runner_sets_of
+from arcflow.reconciler.controllers.base import (
+    Context,
+    finalizer_patch,
+    finalizers_of,
+    is_deleting,
+    meta,
+)
+from arcflow.reconciler.workqueue import Key, Result
+
+WAIT_SECONDS = 1.0
+
+# cleanup-* annotation suffix -> kind of the Helm-created object it names
+# (docs/upstream-behaviour.md#deletion-order order).
+_HELM_DEPENDENTS = (
+    ("kubernetes-mode-role-binding-name", "RoleBinding"),
+    ("kubernetes-mode-role-name", "Role"),
+    ("kubernetes-mode-service-account-name", "ServiceAccount"),
+    ("no-permission-service-account-name", "ServiceAccount"),
+    ("github-secret-name", "Secret"),
+    ("manager-role-binding", "RoleBinding"),
+    ("manager-role-name", "Role"),
+)
+
+
+async def clean_up(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope) -> Result:
+    """Deletion order (docs/upstream-behaviour.md#deletion-order): listener, then every variant's
+    ERS, then Helm dependents'
+    finalizers, then ours. Scale sets are the registrar's to delete."""
+    if FINALIZER_ARS not in ars.finalizers:
+        return Result.done()
+    pending = False
+    for al in await listeners_of(ctx, scope.namespace, scope.ars):
+        pending = True
+        if not is_deleting(al):
+            await ctx.writer.delete(al, scope, "AutoscalingRunnerSet deleted: listener first")
+            ctx.enqueue(Key("al", str(meta(al).get("namespace")), str(meta(al).get("name"))))
+    if pending:
+        return Result.again(WAIT_SECONDS)
+    for ers in await runner_sets_of(ctx, scope.namespace, scope.ars):
+        pending = True
+        if not is_deleting(ers):
+            await ctx.writer.delete(ers, scope, "AutoscalingRunnerSet deleted")
+        ctx.enqueue(Key("ers", scope.namespace, str(meta(ers).get("name"))))
+    if pending:
+        return Result.again(WAIT_SECONDS)
+    await _release_helm_dependents(ctx, ars, scope)
+    await ctx.writer.patch(
+        AUTOSCALING_RUNNER_SET.kind,
+        scope.ars,
+        scope.namespace,
+        finalizer_patch(ars, [f for f in ars.finalizers if f != FINALIZER_ARS]),
+        scope,
+        "children gone: release the AutoscalingRunnerSet",
+    )
+    return Result.done()
+
+
+async def _release_helm_dependents(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope) -> None:
+    annotations = ars.annotations
+    for suffix, kind in _HELM_DEPENDENTS:
+        name = annotations.get(f"{ANNOTATION_CLEANUP_PREFIX}{suffix}")
+        if not name:
+            continue
+        try:
+            obj = await ctx.kube.get(kind, name, scope.namespace)
+        except (NotFoundError, ForbiddenError):
+            continue
+        finalizers = finalizers_of(obj)
+        if FINALIZER_CLEANUP_PROTECTION not in finalizers:
+            continue
+        await ctx.writer.patch(
+            kind,
+            name,
+            scope.namespace,
+            finalizer_patch(obj, [f for f in finalizers if f != FINALIZER_CLEANUP_PROTECTION]),
+            scope,
+            "release Helm-created dependent of a deleted AutoscalingRunnerSet",
+        )

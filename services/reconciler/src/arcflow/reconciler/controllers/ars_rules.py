@@ -1,0 +1,107 @@
+"""Pure decisions of the AutoscalingRunnerSet controller: the version gate, the outdated loop
+guard's delay and records, the scale set id annotations, the summed status counts."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from arcflow.common.builders import encode_scale_set_ids
+from arcflow.common.constants import (
+    ANNOTATION_RUNNER_GROUP_NAME,
+    ANNOTATION_SCALE_SET_ID,
+    ANNOTATION_SCALE_SET_IDS,
+    ANNOTATION_SCALE_SET_NAME,
+)
+from arcflow.common.models import AutoscalingRunnerSet, is_multi_variant
+from arcflow.reconciler.controllers.base import Manifest, meta
+from arcflow.reconciler.scalesets import ScaleSetAssignment
+
+# Per variant: how often its outdated ERS was recreated, the last time, and which ERS (uid)
+# that attempt was about; the loop guard of docs/upstream-behaviour.md#traps.
+ANNOTATION_OUTDATED_RECREATIONS = "arcflow.io/outdated-recreations"
+
+_SEMVER = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+].*)?$")
+
+
+def is_version_allowed(resource_version: str, build_version: str) -> bool:
+    """docs/upstream-behaviour.md#ars-controller (pure): ``dev`` and ``canary-*`` builds allow
+    anything; else the label must
+    equal the build or share its semver major.minor. No or garbage label: not allowed."""
+    if build_version == "dev" or build_version.startswith("canary-"):
+        return True
+    if resource_version == build_version:
+        return True
+    resource = _SEMVER.match(resource_version)
+    build = _SEMVER.match(build_version)
+    if resource is None or build is None:
+        return False
+    return resource.group(1, 2) == build.group(1, 2)
+
+
+def outdated_recreate_delay(attempts: int, base: float, cap: float) -> float:
+    """Wait before recreating an outdated set again: 0 the first time, then base doubling."""
+    if attempts <= 0:
+        return 0.0
+    return float(min(cap, base * (2 ** min(attempts - 1, 30))))
+
+
+def outdated_records(annotations: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The loop guard's per-variant records from the ARS annotations (unreadable: none)."""
+    raw = annotations.get(ANNOTATION_OUTDATED_RECREATIONS)
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def id_annotations(
+    ars: AutoscalingRunnerSet, assignments: dict[str, ScaleSetAssignment]
+) -> dict[str, str | None]:
+    """ARS annotations mirroring the registrar's ids (``None`` = remove the key).
+
+    The scalar keys carry the default variant, or in variant mode the *first* variant (as
+    upstream mirrors it); the JSON map exists only in variant mode.
+    """
+    variants = ars.spec.effective_variants()
+    first = assignments[variants[0].name]
+    wanted: dict[str, str | None] = {
+        ANNOTATION_SCALE_SET_ID: str(first.scale_set_id),
+        ANNOTATION_SCALE_SET_NAME: first.scale_set_name,
+        ANNOTATION_RUNNER_GROUP_NAME: first.runner_group_name,
+    }
+    if is_multi_variant(ars.spec):
+        wanted[ANNOTATION_SCALE_SET_IDS] = encode_scale_set_ids(
+            {v.name: assignments[v.name].scale_set_id for v in variants}
+        )
+    else:
+        wanted[ANNOTATION_SCALE_SET_IDS] = None
+    return wanted
+
+
+def annotations_need_patch(current: Mapping[str, str], wanted: dict[str, str | None]) -> bool:
+    return any(current.get(k) != v for k, v in wanted.items())
+
+
+def sum_status(runner_sets: list[Manifest]) -> dict[str, int]:
+    """The ARS counts: each EphemeralRunnerSet's status summed over the variants."""
+    total = {"current": 0, "pending": 0, "running": 0, "failed": 0}
+    for ers in runner_sets:
+        status = ers.get("status") or {}
+        total["current"] += int(status.get("currentReplicas") or 0)
+        total["pending"] += int(status.get("pendingEphemeralRunners") or 0)
+        total["running"] += int(status.get("runningEphemeralRunners") or 0)
+        total["failed"] += int(status.get("failedEphemeralRunners") or 0)
+    return total
+
+
+def variant_of(ers: Manifest, ars: AutoscalingRunnerSet) -> str:
+    """The variant an EphemeralRunnerSet of ``ars`` serves, from its name (``""``: default)."""
+    name = str(meta(ers).get("name", ""))
+    prefix = f"{ars.name}-"
+    return name[len(prefix) :] if name.startswith(prefix) else ""
