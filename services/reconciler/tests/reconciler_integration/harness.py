@@ -17,6 +17,7 @@ from typing import Any
 import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
+from opentelemetry.metrics import Meter
 
 from arcflow.common import subjects
 from arcflow.common.events import K8sObjectChanged, ObjectWritten, OwnerRef, parse_event
@@ -317,6 +318,7 @@ async def build_stack(
     *,
     replicas: int = 1,
     settings: ReconcilerSettings | None = None,
+    meter: Meter | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Stack]:
     nc = await nats.connect(nats_url)
@@ -332,7 +334,9 @@ async def build_stack(
     rpc = FakeRegistrarRpc(nc)
     await rpc.start()
     runtimes = [
-        reconciler_runtime(nats_url, kube, settings or reconciler_test_settings(), **overrides)
+        reconciler_runtime(
+            nats_url, kube, settings or reconciler_test_settings(), meter=meter, **overrides
+        )
         for _ in range(replicas)
     ]
     try:
@@ -352,6 +356,7 @@ def reconciler_runtime(
     settings: ReconcilerSettings,
     *,
     serve_health: bool = False,
+    meter: Meter | None = None,
     **overrides: Any,
 ) -> ServiceRuntime:
     """One reconciler replica through the service runtime, with fast test timings."""
@@ -364,4 +369,5 @@ def reconciler_runtime(
         overrides=overrides,
         serve_health=serve_health,
         serve_metrics=False,
+        meter=meter,
     )

@@ -2,8 +2,10 @@
 
 An error says it itself: a :class:`TerminalError` (a marker, as controller-runtime's terminal
 error) never is; an error with a boolean ``retryable`` attribute (the Actions client's errors:
-transport failures, 429 and 5xx but 501) says so; anything else is not. Consumers (the
-registrar's converge, the reconciler's work queue) ask :func:`is_retryable` and nothing else.
+transport failures, 429 and 5xx but 501) says so; anything else is not. The registrar's
+converge asks :func:`is_retryable`; the reconciler's work queue asks :func:`is_terminal`
+(a level-triggered reconcile retries every other error with backoff: ADR 0050). Nothing else
+decides.
 """
 
 from __future__ import annotations

@@ -145,10 +145,6 @@ def lock_key(namespace: str, ars: str) -> str:
     return ars_key_filter(namespace, ars).removesuffix(".*")
 
 
-def _is_retryable(exc: BaseException) -> bool:
-    return is_retryable(exc)  # the one decision: arcflow.common.errors
-
-
 def _reason(exc: BaseException) -> str:
     return redact_text(f"{type(exc).__name__}: {exc}")[:1000]
 
@@ -512,7 +508,7 @@ class Registrar:
                     await self._apply(namespace, name, ars, action, client, group)
             except ActionsClientError as exc:
                 reason = _reason(exc)
-                retryable = _is_retryable(exc)
+                retryable = is_retryable(exc)  # the one decision: arcflow.common.errors
                 scale_set = (
                     action.desired.name
                     if action.desired

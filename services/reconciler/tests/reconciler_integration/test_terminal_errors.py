@@ -1,0 +1,146 @@
+"""Retryability travels on the exception type (ADR 0050): an object that does not parse is a
+terminal error (a Warning Event or the ARS's SpecValid condition says why, and the key waits
+for the next change instead of being retried), while an API server error is retried until it
+goes away. Passes are counted with the reconciler's own metrics."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from arcflow.common.constants import FINALIZER_ER
+from arcflow.common.kube import KubeClient
+from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.nats_server import NatsServer
+from tests.polling import eventually, settled
+
+from .harness import SECRET_NAME, Stack, ars_manifest, build_stack
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def reader() -> InMemoryMetricReader:
+    return InMemoryMetricReader()
+
+
+@pytest.fixture
+async def counted_stack(
+    private_nats_server: NatsServer,
+    kube_client: KubeClient,
+    kube_namespace: str,
+    reader: InMemoryMetricReader,
+) -> AsyncIterator[Stack]:
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    async with build_stack(
+        private_nats_server.url, kube_client, kube_namespace, meter=meter
+    ) as built:
+        yield built
+
+
+def _count(reader: InMemoryMetricReader, metric_name: str, kind: str) -> int:
+    data = reader.get_metrics_data()
+    total = 0
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name != metric_name:
+                    continue
+                for point in metric.data.data_points:
+                    if point.attributes.get("kind") == kind:
+                        total += int(point.value)
+    return total
+
+
+def _runner(namespace: str, name: str, scale_set_id: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "EphemeralRunner",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "githubConfigUrl": "https://github.com/acme",
+            "githubConfigSecret": SECRET_NAME,
+            "runnerScaleSetId": scale_set_id,
+            "spec": {"containers": [{"name": "runner", "image": "runner:1"}]},
+        },
+    }
+
+
+async def test_runner_that_does_not_parse_is_reported_and_not_retried(
+    counted_stack: Stack, reader: InMemoryMetricReader
+) -> None:
+    stack = counted_stack
+    await stack.kube.create(_runner(stack.namespace, "broken", "seven-secret-value"))
+
+    warnings = await eventually(lambda: stack.events("InvalidObject", "broken"))
+    assert warnings[0]["type"] == "Warning"
+    assert "spec.runnerScaleSetId" in warnings[0]["message"]
+    assert "seven-secret-value" not in warnings[0]["message"]  # paths, never values
+
+    # No hot retry: with a 0.05 s base and a 0.5 s cap, a retried key would pass several
+    # times a second; a terminal one is not looked at again until it changes.
+    passes = await settled(lambda: _count(reader, "arcflow_reconciler_reconciles", "er"), quiet=1.5)
+    assert 1 <= passes <= 2, passes
+    assert _count(reader, "arcflow_reconciler_errors", "er") == passes
+    assert len(await stack.events("InvalidObject", "broken")) == 1
+    runner = await stack.kube.get("EphemeralRunner", "broken", stack.namespace)
+    assert not runner["metadata"].get("finalizers")  # nothing was written to it
+
+    # The change brings the key back: the fixed runner is reconciled.
+    await stack.kube.patch_merge(
+        "EphemeralRunner", "broken", {"spec": {"runnerScaleSetId": 7}}, namespace=stack.namespace
+    )
+
+    async def finalized() -> bool:
+        fixed = await stack.kube.get("EphemeralRunner", "broken", stack.namespace)
+        return FINALIZER_ER in (fixed["metadata"].get("finalizers") or [])
+
+    await eventually(finalized)
+
+
+async def test_api_server_error_is_retried(
+    counted_stack: Stack, reader: InMemoryMetricReader, kube_emulator: KubeEmulator
+) -> None:
+    stack = counted_stack
+    refusal = kube_emulator.inject_error(
+        verb="patch",
+        resource="ephemeralrunners",
+        namespace=stack.namespace,
+        name_prefix="flaky",
+        status=500,
+        reason="InternalError",
+        message="etcd leader changed",
+        times=2,
+    )
+    await stack.kube.create(_runner(stack.namespace, "flaky", 7))
+
+    async def finalized() -> bool:
+        runner = await stack.kube.get("EphemeralRunner", "flaky", stack.namespace)
+        return FINALIZER_ER in (runner["metadata"].get("finalizers") or [])
+
+    await eventually(finalized)
+    assert refusal.hits == 2
+    assert _count(reader, "arcflow_reconciler_errors", "er") >= 2
+
+
+async def test_ars_that_does_not_parse_gets_the_spec_condition(counted_stack: Stack) -> None:
+    stack = counted_stack
+    doc = ars_manifest(stack.namespace, "typo", minRunners="2")
+    await stack.register("typo", "", 7)
+    await stack.apply_ars(doc)
+
+    async def invalid() -> dict[str, Any] | None:
+        ars = await stack.kube.get("AutoscalingRunnerSet", "typo", stack.namespace)
+        conditions = (ars.get("status") or {}).get("conditions") or []
+        found = next((c for c in conditions if c["type"] == "SpecValid"), None)
+        return found if found and found["status"] == "False" else None
+
+    condition = await eventually(invalid)
+    assert "spec.minRunners" in condition["message"]
+    assert await stack.events("InvalidSpec", "typo")
+    await stack.wait_idle()
+    assert await stack.list("EphemeralRunnerSet") == []
