@@ -16,19 +16,16 @@ from arcflow.common.kube import (
     NotFoundError,
 )
 from arcflow.reconciler.controllers.ars import is_version_allowed, outdated_recreate_delay
-from arcflow.reconciler.controllers.runner import (
+from arcflow.reconciler.controllers.runner_claims import (
     ANNOTATION_JIT_CLAIM,
-    backoff_remaining,
-    jit_claim_holder,
-    pod_create_decision,
-)
-from arcflow.reconciler.controllers.runner_set import (
     ANNOTATION_RUNNER_CLAIM,
     RunnerClaim,
     in_flight_runners,
+    jit_claim_holder,
     parse_runner_claim,
     runner_name,
 )
+from arcflow.reconciler.controllers.runner_rules import backoff_remaining, pod_create_decision
 from arcflow.reconciler.settings import reconciler_kube_settings
 
 

@@ -27,7 +27,7 @@ from arcflow.reconciler.controllers.base import (
     meta,
     read_list,
 )
-from arcflow.reconciler.controllers.runner_set import bucket_runners
+from arcflow.reconciler.controllers.runner_set_rules import bucket_runners
 from arcflow.reconciler.controllers.runner_spec_drift import (
     runner_spec_drift,
     wanted_annotations,

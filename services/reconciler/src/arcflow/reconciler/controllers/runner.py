@@ -7,10 +7,8 @@ never logged, audited or put on a stream (audit events carry names only).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from arcflow.common.builders import build_jit_secret, build_runner_pod, decode_secret_data
 from arcflow.common.constants import (
@@ -28,7 +26,6 @@ from arcflow.common.kube import (
     ConflictError,
     ForbiddenError,
     InvalidError,
-    KubeApiError,
 )
 from arcflow.common.models import EphemeralRunner, EphemeralRunnerStatus
 from arcflow.common.naming import trim_label_value
@@ -51,70 +48,24 @@ from arcflow.reconciler.controllers.base import (
     utc_clock,
 )
 from arcflow.reconciler.controllers.jit_failures import report_jit_failure
-from arcflow.reconciler.controllers.runner_set import ANNOTATION_JIT_CLAIM, scope_of
+from arcflow.reconciler.controllers.runner_claims import ANNOTATION_JIT_CLAIM, jit_claim_holder
+from arcflow.reconciler.controllers.runner_rules import (
+    PodCreateDecision,
+    backoff_remaining,
+    parse_time,
+    pod_create_decision,
+    runner_container_state,
+    stamp,
+)
+from arcflow.reconciler.controllers.runner_set import scope_of
 from arcflow.reconciler.workqueue import Key, Result
 
 MAX_FAILURES = 5
 JOB_RUNNING_RECHECK_SECONDS = 30.0
 WAIT_SECONDS = 1.0
-ALREADY_EXISTS_RECHECK_SECONDS = 5.0
-QUOTA_RECHECK_SECONDS = 30.0
-QUOTA_GIVE_UP_SECONDS = 600.0
 DONE_PHASES = ("Succeeded", "Failed", "Outdated")
-JIT_CLAIM_TTL_SECONDS = 30.0
 
 __all__ = ["FAILURE_BACKOFF_SECONDS", "MAX_FAILURES", "reconcile_runner"]
-
-
-def _stamp(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass(frozen=True, slots=True)
-class PodCreateDecision:
-    """What to do after the API server refused a runner pod
-    (docs/upstream-behaviour.md#runner-controller)."""
-
-    action: Literal["requeue", "mark_invalid", "delete_runner"]
-    requeue_after: float | None = None
-    remove_runner: bool = False
-    message: str = ""
-
-
-def pod_create_decision(error: KubeApiError, runner_age_seconds: float) -> PodCreateDecision:
-    """Pure mapping of a pod-create error: AlreadyExists waits; Invalid and Forbidden mark the
-    runner ``Failed/InvalidPod``, except a quota refusal, retried for 10 min, then the runner
-    is deleted (its set creates a fresh one). Anything else is re-raised by the caller."""
-    message = f"Failed to create the pod: {error.message}"
-    if isinstance(error, ConflictError) and error.already_exists:
-        return PodCreateDecision("requeue", ALREADY_EXISTS_RECHECK_SECONDS)
-    if isinstance(error, InvalidError):
-        return PodCreateDecision("mark_invalid", remove_runner=True, message=message)
-    if isinstance(error, ForbiddenError):
-        if "exceeded quota:" in error.message:
-            if runner_age_seconds > QUOTA_GIVE_UP_SECONDS:
-                return PodCreateDecision("delete_runner", message=message)
-            return PodCreateDecision("requeue", QUOTA_RECHECK_SECONDS, message=message)
-        return PodCreateDecision("mark_invalid", message=message)
-    raise error
-
-
-def _parse_time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def jit_claim_holder(annotations: Mapping[str, str], now: datetime) -> str | None:
-    """The replica holding a fresh JIT claim on a runner with ``annotations`` (pure), or
-    ``None``."""
-    claim = annotations.get(ANNOTATION_JIT_CLAIM, "")
-    instance, _, stamp = claim.rpartition("@")
-    if not instance or not stamp:
-        return None
-    try:
-        age = now.timestamp() - float(stamp)
-    except ValueError:
-        return None
-    return instance if age < JIT_CLAIM_TTL_SECONDS else None
 
 
 def _registrar(ctx: Context) -> RegistrarRpcClient:
@@ -128,27 +79,6 @@ async def _get(ctx: Context, kind: Any, name: str, namespace: str) -> Manifest |
     if ctx.cache is not None and ctx.cache.caches(kind):
         return ctx.cache.get(kind, name, namespace)
     return await get_or_none(ctx.kube, kind, name, namespace)
-
-
-def runner_container_state(pod: Manifest) -> dict[str, Any] | None:
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") == RUNNER_CONTAINER:
-            state: dict[str, Any] = status.get("state") or {}
-            return state
-    return None
-
-
-def backoff_remaining(
-    failures: dict[str, str],
-    now: datetime,
-    table: tuple[float, ...] = FAILURE_BACKOFF_SECONDS,
-) -> float:
-    """Seconds left before the next pod may be created (0/5/10/20/40/80 s by failure count)."""
-    if not failures:
-        return 0.0
-    delay = table[min(len(failures), len(table) - 1)]
-    last = max(_parse_time(v) for v in failures.values())
-    return max(0.0, (last.timestamp() + delay) - now.timestamp())
 
 
 def status_of(er: EphemeralRunner) -> EphemeralRunnerStatus:
@@ -256,7 +186,7 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
             )
         except (ConflictError, InvalidError, ForbiddenError) as exc:
             created = er.metadata.creation_timestamp
-            age = now.timestamp() - _parse_time(created).timestamp() if created else 0.0
+            age = now.timestamp() - parse_time(created).timestamp() if created else 0.0
             return await _pod_refused(ctx, er, scope, pod_create_decision(exc, age), registration)
         # The created pod re-queues the runner (cache routing by owner); the registration is
         # written with the pod's first status, or after ``pending_status_delay`` (ADR 0032).
@@ -352,7 +282,7 @@ def _runner_id(er: EphemeralRunner, registration: dict[str, Any]) -> int:
 
 def _age_seconds(obj: Manifest, now: datetime) -> float:
     created = meta(obj).get("creationTimestamp")
-    return now.timestamp() - _parse_time(str(created)).timestamp() if created else 0.0
+    return now.timestamp() - parse_time(str(created)).timestamp() if created else 0.0
 
 
 async def _follow_pod(
@@ -438,7 +368,7 @@ async def _pod_failed(
         return Result.done()
     await ctx.writer.delete(pod, scope, "runner pod failed: retry with backoff")
     failures = dict(status_of(er).failures or {})
-    failures[str(meta(pod).get("uid", ""))] = _stamp(ctx.clock())
+    failures[str(meta(pod).get("uid", ""))] = stamp(ctx.clock())
     pod_status = pod.get("status") or {}
     await ctx.writer.patch_status(
         EPHEMERAL_RUNNER.kind,

@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import hashlib
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from arcflow.common.builders import build_ephemeral_runner, build_runner_proxy_secret
 from arcflow.common.constants import (
     ANNOTATION_INTEGRITY_HASH,
-    ANNOTATION_PATCH_ID,
     FINALIZER_ER,
     FINALIZER_ER_REGISTRATION,
     FINALIZER_ERS,
@@ -50,6 +46,25 @@ from arcflow.reconciler.controllers.base import (
     owned_by,
     read_proxy_credentials,
 )
+from arcflow.reconciler.controllers.runner_claims import (
+    ANNOTATION_JIT_CLAIM,
+    ANNOTATION_RUNNER_CLAIM,
+    RUNNER_LEASE_RENEW_SECONDS,
+    RUNNER_LEASE_SECONDS,
+    RUNNER_NAME_BLOCK,
+    RunnerClaim,
+    in_flight_runners,
+    parse_runner_claim,
+    runner_name,
+)
+from arcflow.reconciler.controllers.runner_set_rules import (
+    bucket_runners,
+    has_job,
+    idle_removal_candidates,
+    latest_patch_id,
+    runner_id,
+    should_scale,
+)
 from arcflow.reconciler.workqueue import Key, Result
 
 WAIT_SECONDS = 1.0
@@ -65,145 +80,6 @@ def scope_of(obj: KubeObject) -> Scope:
         labels.get(LABEL_SCALE_SET_NAME, ""),
         labels.get(LABEL_RUNNER_VARIANT, ""),
     )
-
-
-def bucket_runners(runners: list[Manifest]) -> dict[str, list[Manifest]]:
-    """Upstream's buckets: deleting, running, finished, failed, outdated, pending."""
-    buckets: dict[str, list[Manifest]] = {
-        k: [] for k in ("deleting", "running", "finished", "failed", "outdated", "pending")
-    }
-    for er in runners:
-        phase = (er.get("status") or {}).get("phase", "")
-        if is_deleting(er):
-            buckets["deleting"].append(er)
-        elif phase == "Running":
-            buckets["running"].append(er)
-        elif phase == "Succeeded":
-            buckets["finished"].append(er)
-        elif phase == "Failed":
-            buckets["failed"].append(er)
-        elif phase == "Outdated":
-            buckets["outdated"].append(er)
-        else:
-            buckets["pending"].append(er)
-    return buckets
-
-
-def latest_patch_id(runners: list[Manifest]) -> int:
-    latest = 0
-    for er in runners:
-        try:
-            latest = max(latest, int(annotations_of(er).get(ANNOTATION_PATCH_ID, "0")))
-        except ValueError:
-            continue
-    return latest
-
-
-def should_scale(patch_id: int, latest: int) -> bool:
-    """docs/upstream-behaviour.md#scaling-and-patch-id: 0 forces; otherwise only a patch id no
-    runner was created for yet."""
-    return patch_id == 0 or patch_id != latest
-
-
-# Which replica asked the registrar for this runner's JIT config, and when: a conditional
-# patch (resourceVersion) makes exactly one of two racing replicas the one that asks; the
-# replica that creates a runner writes it at creation.
-ANNOTATION_JIT_CLAIM = "arcflow.io/jit-claim"
-
-# The API server's generateName alphabet (no vowels, no look-alikes): our names look the same.
-_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-# The ERS's runner-name claim: a counter of names handed out, the last batch, who and when.
-ANNOTATION_RUNNER_CLAIM = "arcflow.io/runner-claim"
-RUNNER_CLAIM_TTL_SECONDS = 10.0
-# A claim is also a short lease on creating the set's runners (ADR 0033): its holder reserves a
-# block of names and creates from it without a new claim until the block is used up or the
-# lease is about to end; another replica creates nothing for the set while the lease lives.
-RUNNER_LEASE_SECONDS = 10.0
-RUNNER_LEASE_RENEW_SECONDS = 4.0
-RUNNER_NAME_BLOCK = 16
-
-
-def runner_name(generate_name: str, ers_uid: str, index: int) -> str:
-    """The ``index``-th runner name of one ERS (pure): ``<ers>-runner-xxxxx``.
-
-    Names come from a counter that only grows (kept on the ERS, bumped by a conditional
-    patch), so a name is never reused and two replicas never invent different names for the
-    same missing runner: the one whose claim lost gets 409 and re-reads.
-    """
-    digest = hashlib.sha256(f"{ers_uid}/{index}".encode()).digest()
-    return generate_name + "".join(_NAME_ALPHABET[b % len(_NAME_ALPHABET)] for b in digest[:5])
-
-
-@dataclass(frozen=True, slots=True)
-class RunnerClaim:
-    next_index: int = 0
-    names: tuple[str, ...] = ()
-    by: str = ""
-    at: float = 0.0
-    # The patchID these names were created for: a scale request is served once, even after
-    # its runners finished and were deleted before the listener lowered the replicas.
-    patch_id: int = 0
-    # End of the creation lease of ``by`` (wall-clock seconds; 0: no lease). ``next_index`` is
-    # then the end of the block of names it reserved.
-    until: float = 0.0
-
-    def encode(self) -> str:
-        return json.dumps(
-            {
-                "next": self.next_index,
-                "names": list(self.names),
-                "by": self.by,
-                "at": self.at,
-                "patch": self.patch_id,
-                "until": self.until,
-            }
-        )
-
-    def leased_to_another(self, me: str, now: float) -> bool:
-        """Another replica holds a live creation lease on the set (pure)."""
-        return bool(self.by) and self.by != me and now < self.until
-
-
-def parse_runner_claim(annotations: Mapping[str, str]) -> RunnerClaim:
-    """The runner-name claim in a set's ``annotations`` (pure); an unreadable one is empty."""
-    raw = annotations.get(ANNOTATION_RUNNER_CLAIM)
-    try:
-        value = json.loads(raw) if raw else {}
-        return RunnerClaim(
-            int(value.get("next", 0)),
-            tuple(str(n) for n in value.get("names", [])),
-            str(value.get("by", "")),
-            float(value.get("at", 0.0)),
-            int(value.get("patch", 0)),
-            float(value.get("until", 0.0)),
-        )
-    except (ValueError, TypeError, AttributeError):
-        return RunnerClaim()
-
-
-def in_flight_runners(claim: RunnerClaim, live_names: set[str], me: str, now: float) -> int:
-    """Runners another replica claimed moments ago and is still creating (pure)."""
-    if claim.by == me or now - claim.at >= RUNNER_CLAIM_TTL_SECONDS:
-        return 0
-    return sum(1 for name in claim.names if name not in live_names)
-
-
-def has_job(er: Manifest) -> bool:
-    return bool((er.get("status") or {}).get("jobId"))
-
-
-def runner_id(er: Manifest) -> int:
-    return int((er.get("status") or {}).get("runnerId") or 0)
-
-
-def idle_removal_candidates(buckets: dict[str, list[Manifest]]) -> list[Manifest]:
-    """Pending then running runners, oldest first, minus unregistered and busy ones."""
-
-    def created(er: Manifest) -> str:
-        return str(meta(er).get("creationTimestamp") or "")
-
-    ordered = sorted(buckets["pending"], key=created) + sorted(buckets["running"], key=created)
-    return [er for er in ordered if runner_id(er) != 0 and not has_job(er)]
 
 
 async def runners_of(ctx: Context, ers: EphemeralRunnerSet) -> list[Manifest]:

@@ -1,0 +1,74 @@
+"""Pure decisions of the EphemeralRunner controller (docs/upstream-behaviour.md#runner-controller):
+what a refused pod create means, the pod failure backoff, the runner container's state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from arcflow.common.constants import RUNNER_CONTAINER
+from arcflow.common.kube import ConflictError, ForbiddenError, InvalidError, KubeApiError
+from arcflow.reconciler.controllers.base import FAILURE_BACKOFF_SECONDS, Manifest
+
+ALREADY_EXISTS_RECHECK_SECONDS = 5.0
+QUOTA_RECHECK_SECONDS = 30.0
+QUOTA_GIVE_UP_SECONDS = 600.0
+
+
+def stamp(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class PodCreateDecision:
+    """What to do after the API server refused a runner pod
+    (docs/upstream-behaviour.md#runner-controller)."""
+
+    action: Literal["requeue", "mark_invalid", "delete_runner"]
+    requeue_after: float | None = None
+    remove_runner: bool = False
+    message: str = ""
+
+
+def pod_create_decision(error: KubeApiError, runner_age_seconds: float) -> PodCreateDecision:
+    """Pure mapping of a pod-create error: AlreadyExists waits; Invalid and Forbidden mark the
+    runner ``Failed/InvalidPod``, except a quota refusal, retried for 10 min, then the runner
+    is deleted (its set creates a fresh one). Anything else is re-raised by the caller."""
+    message = f"Failed to create the pod: {error.message}"
+    if isinstance(error, ConflictError) and error.already_exists:
+        return PodCreateDecision("requeue", ALREADY_EXISTS_RECHECK_SECONDS)
+    if isinstance(error, InvalidError):
+        return PodCreateDecision("mark_invalid", remove_runner=True, message=message)
+    if isinstance(error, ForbiddenError):
+        if "exceeded quota:" in error.message:
+            if runner_age_seconds > QUOTA_GIVE_UP_SECONDS:
+                return PodCreateDecision("delete_runner", message=message)
+            return PodCreateDecision("requeue", QUOTA_RECHECK_SECONDS, message=message)
+        return PodCreateDecision("mark_invalid", message=message)
+    raise error
+
+
+def parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def runner_container_state(pod: Manifest) -> dict[str, Any] | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == RUNNER_CONTAINER:
+            state: dict[str, Any] = status.get("state") or {}
+            return state
+    return None
+
+
+def backoff_remaining(
+    failures: dict[str, str],
+    now: datetime,
+    table: tuple[float, ...] = FAILURE_BACKOFF_SECONDS,
+) -> float:
+    """Seconds left before the next pod may be created (0/5/10/20/40/80 s by failure count)."""
+    if not failures:
+        return 0.0
+    delay = table[min(len(failures), len(table) - 1)]
+    last = max(parse_time(v) for v in failures.values())
+    return max(0.0, (last.timestamp() + delay) - now.timestamp())
