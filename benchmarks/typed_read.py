@@ -1,0 +1,150 @@
+"""The primary read of one reconcile pass, before and after ADR 0050, in isolation.
+
+Before: ``ObjectCache.get`` hands out a copy of the cached object (ADR 0029's plain recursive
+copy) and the controller works on the dict. After: the cached object itself
+(``get(..., shared=True)``) parsed once with ``Kind.from_observed``. Objects are the ones a
+burst reconciles most: an EphemeralRunner and an EphemeralRunnerSet of the example ARS
+(``examples/02-runner-variants.yaml``), as the API server holds them (metadata, spec, status).
+For the ARS, "with validation" adds what each pass does next: before, validate the manifest
+(deep copy + parse + rules) and parse it (deep copy + parse) again; after, the rules on the
+model.
+
+    .venv/bin/python benchmarks/typed_read.py [--n 20000] [--runs 3]
+
+Prints microseconds per read (best of 5 rounds, ``--runs`` times) and writes
+benchmarks/results/typed-read.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from arcflow.common.builders import (
+    BuildSettings,
+    build_ephemeral_runner,
+    desired_runner_sets,
+)
+from arcflow.common.cache.store import KindStore
+from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunner, EphemeralRunnerSet
+from arcflow.common.validation import validate_manifest, validate_parsed
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "02-runner-variants.yaml"
+
+
+def _observed(doc: dict[str, Any], name: str, uid: str) -> dict[str, Any]:
+    """``doc`` as the API server returns it: name, uid, version, timestamps."""
+    out: dict[str, Any] = json.loads(json.dumps(doc))
+    meta = out.setdefault("metadata", {})
+    meta.pop("generateName", None)
+    meta.update(
+        name=name,
+        uid=uid,
+        resourceVersion="12345",
+        generation=1,
+        creationTimestamp="2026-11-30T12:00:00Z",
+    )
+    return out
+
+
+def objects() -> dict[str, dict[str, Any]]:
+    ars_doc = yaml.safe_load(EXAMPLE.read_text())
+    ars_doc = _observed(ars_doc, ars_doc["metadata"]["name"], "uid-ars")
+    ars = AutoscalingRunnerSet.from_manifest(ars_doc)
+    ids = {v.name: index + 1 for index, v in enumerate(ars.spec.effective_variants())}
+    settings = BuildSettings(controller_namespace="arc-systems", listener_image="listener:1")
+    ers = _observed(desired_runner_sets(ars, ids, settings)[0], "ars-cpu", "uid-ers")
+    ers["spec"].update(replicas=67, patchID=3)
+    ers["status"] = {"currentReplicas": 67, "pendingEphemeralRunners": 10, "phase": "Running"}
+    er = _observed(build_ephemeral_runner(ers, settings), "ars-cpu-runner-abcde", "uid-er")
+    er["status"] = {"phase": "Running", "runnerId": 42, "runnerName": "ars-cpu-runner-abcde"}
+    return {"AutoscalingRunnerSet": ars_doc, "EphemeralRunnerSet": ers, "EphemeralRunner": er}
+
+
+def per_call_us(fn: Callable[[], object], n: int) -> float:
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, time.perf_counter() - started)
+    return best / n * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=20000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    runs = [measure(args.n) for _ in range(args.runs)]
+    out = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadavg": list(os.getloadavg()),
+        },
+        "n": args.n,
+        "runs": runs,
+    }
+    path = ROOT / "benchmarks" / "results" / "typed-read.json"
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"written to {path}")
+
+
+def measure(n: int) -> dict[str, dict[str, float]]:
+    models = {
+        "AutoscalingRunnerSet": AutoscalingRunnerSet,
+        "EphemeralRunnerSet": EphemeralRunnerSet,
+        "EphemeralRunner": EphemeralRunner,
+    }
+    results: dict[str, dict[str, float]] = {}
+    for kind, doc in objects().items():
+        store = KindStore(kind)
+        store.upsert(doc)
+        ns, name = str(doc["metadata"].get("namespace") or ""), doc["metadata"]["name"]
+        model = models[kind]
+
+        def before(store: KindStore = store, ns: str = ns, name: str = name) -> object:
+            return store.get(ns, name)
+
+        def after(
+            store: KindStore = store, ns: str = ns, name: str = name, model: Any = model
+        ) -> object:
+            found = store.get(ns, name, shared=True)
+            assert found is not None
+            return model.from_observed(found)
+
+        row = {"before_us": per_call_us(before, n), "after_us": per_call_us(after, n)}
+        if kind == "AutoscalingRunnerSet":
+
+            def before_ars(store: KindStore = store, ns: str = ns, name: str = name) -> object:
+                found = store.get(ns, name)
+                assert found is not None
+                validate_manifest(found)
+                return AutoscalingRunnerSet.from_manifest(found)
+
+            def after_ars(store: KindStore = store, ns: str = ns, name: str = name) -> object:
+                found = store.get(ns, name, shared=True)
+                assert found is not None
+                parsed = AutoscalingRunnerSet.from_observed(found)
+                validate_parsed(parsed)
+                return parsed
+
+            row["before_with_validation_us"] = per_call_us(before_ars, max(1, n // 10))
+            row["after_with_validation_us"] = per_call_us(after_ars, max(1, n // 10))
+        results[kind] = {k: round(v, 2) for k, v in row.items()}
+        print(kind, results[kind])
+    return results
+
+
+if __name__ == "__main__":
+    main()
