@@ -99,13 +99,6 @@ async def get_or_none(
         return None
 
 
-async def read(ctx: Context, resource: Resource, name: str, namespace: str) -> Manifest | None:
-    """One object: from the cache for the kinds it holds, else from the API server."""
-    if ctx.cache is not None and ctx.cache.caches(resource):
-        return ctx.cache.get(resource, name, namespace)
-    return await get_or_none(ctx.kube, resource, name, namespace)
-
-
 async def read_observed(
     ctx: Context, resource: Resource, name: str, namespace: str
 ) -> Manifest | None:
@@ -178,13 +171,6 @@ def contains(actual: Mapping[str, str] | None, wanted: Mapping[str, str] | None)
 
 def owned_by(obj: Mapping[str, Any], owner_uid: str) -> bool:
     return any(ref.get("uid") == owner_uid for ref in meta(obj).get("ownerReferences") or [])
-
-
-def controller_owner(obj: Mapping[str, Any], kind: str) -> str | None:
-    for ref in meta(obj).get("ownerReferences") or []:
-        if ref.get("kind") == kind and ref.get("controller"):
-            return str(ref.get("name"))
-    return None
 
 
 class CredentialsError(RuntimeError):

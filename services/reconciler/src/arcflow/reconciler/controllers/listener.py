@@ -64,12 +64,12 @@ WAIT_SECONDS = 1.0
 
 
 async def _get(ctx: Context, resource: Resource, name: str, namespace: str) -> Manifest | None:
-    """ARC kinds from the cache; the listener's Pod and Secrets from the cache when it holds
+    """The ARS from the cache; the listener's Pod and Secrets from the cache when it holds
     them (else one GET: an older one may lack our label); RBAC objects from the API server."""
     if ctx.cache is None:
         return await get_or_none(ctx.kube, resource, name, namespace)
-    if resource in (AUTOSCALING_LISTENER, AUTOSCALING_RUNNER_SET):
-        return ctx.cache.get(resource, name, namespace)
+    if resource is AUTOSCALING_RUNNER_SET:
+        return ctx.cache.get(resource, name, namespace, shared=True)  # only looked at
     return await ctx.cache.get_or_read(resource, name, namespace)
 
 

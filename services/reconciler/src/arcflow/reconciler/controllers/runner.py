@@ -75,7 +75,7 @@ def _registrar(ctx: Context) -> RegistrarRpcClient:
 
 
 async def _get(ctx: Context, kind: Any, name: str, namespace: str) -> Manifest | None:
-    """The runner, its Pod and its JIT Secret: from the cache (all three carry our labels)."""
+    """The runner's Pod and JIT Secret: from the cache (both carry our labels)."""
     if ctx.cache is not None and ctx.cache.caches(kind):
         return ctx.cache.get(kind, name, namespace)
     return await get_or_none(ctx.kube, kind, name, namespace)
