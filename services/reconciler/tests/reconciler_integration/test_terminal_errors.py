@@ -56,6 +56,10 @@ def _count(reader: InMemoryMetricReader, metric_name: str, kind: str) -> int:
     return total
 
 
+def _passes(reader: InMemoryMetricReader, kind: str) -> int:
+    return _count(reader, "arcflow_reconciler_reconciles", kind)
+
+
 def _runner(namespace: str, name: str, scale_set_id: Any) -> dict[str, Any]:
     return {
         "apiVersion": "actions.github.com/v1alpha1",
@@ -83,7 +87,7 @@ async def test_runner_that_does_not_parse_is_reported_and_not_retried(
 
     # No hot retry: with a 0.05 s base and a 0.5 s cap, a retried key would pass several
     # times a second; a terminal one is not looked at again until it changes.
-    passes = await settled(lambda: _count(reader, "arcflow_reconciler_reconciles", "er"), quiet=1.5)
+    passes = await settled(lambda: _passes(reader, "er"), quiet=1.5)
     assert 1 <= passes <= 2, passes
     assert _count(reader, "arcflow_reconciler_errors", "er") == passes
     assert len(await stack.events("InvalidObject", "broken")) == 1
@@ -127,7 +131,9 @@ async def test_api_server_error_is_retried(
     assert _count(reader, "arcflow_reconciler_errors", "er") >= 2
 
 
-async def test_ars_that_does_not_parse_gets_the_spec_condition(counted_stack: Stack) -> None:
+async def test_ars_that_does_not_parse_gets_the_spec_condition(
+    counted_stack: Stack, reader: InMemoryMetricReader
+) -> None:
     stack = counted_stack
     doc = ars_manifest(stack.namespace, "typo", minRunners="2")
     await stack.register("typo", "", 7)
@@ -144,3 +150,8 @@ async def test_ars_that_does_not_parse_gets_the_spec_condition(counted_stack: St
     assert await stack.events("InvalidSpec", "typo")
     await stack.wait_idle()
     assert await stack.list("EphemeralRunnerSet") == []
+    # Every pass ended terminal, and none was a retry (a few passes: the apply, the cache's
+    # echoes of the ARS and of its status write).
+    passes = await settled(lambda: _passes(reader, "ars"), quiet=1.5)
+    assert passes <= 4, passes
+    assert _count(reader, "arcflow_reconciler_errors", "ars") == passes
