@@ -31,6 +31,8 @@ import yaml
 from arcflow.common.builders import (
     BuildSettings,
     build_ephemeral_runner,
+    build_jit_secret,
+    build_runner_pod,
     desired_runner_sets,
 )
 from arcflow.common.cache.store import KindStore
@@ -68,6 +70,27 @@ def objects() -> dict[str, dict[str, Any]]:
     er = _observed(build_ephemeral_runner(ers, settings), "ars-cpu-runner-abcde", "uid-er")
     er["status"] = {"phase": "Running", "runnerId": 42, "runnerName": "ars-cpu-runner-abcde"}
     return {"AutoscalingRunnerSet": ars_doc, "EphemeralRunnerSet": ers, "EphemeralRunner": er}
+
+
+def runner_pass_objects(er: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The other objects an EphemeralRunner pass reads: its JIT Secret and its Pod (running)."""
+    settings = BuildSettings(controller_namespace="arc-systems", listener_image="listener:1")
+    name = er["metadata"]["name"]
+    secret = _observed(
+        build_jit_secret(
+            er, settings, encoded_jit_config="x" * 2000, runner_id=42, runner_name=name
+        ),
+        name,
+        "uid-secret",
+    )
+    jit = {"jitToken": "x" * 2000, "runnerId": "42", "runnerName": name}
+    pod = _observed(build_runner_pod(er, jit, settings), name, "uid-pod")
+    pod["status"] = {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [{"name": "runner", "ready": True, "state": {"running": {}}}],
+    }
+    return {"Secret": secret, "Pod": pod}
 
 
 def per_call_us(fn: Callable[[], object], n: int) -> float:
@@ -143,6 +166,30 @@ def measure(n: int) -> dict[str, dict[str, float]]:
             row["after_with_validation_us"] = per_call_us(after_ars, max(1, n // 10))
         results[kind] = {k: round(v, 2) for k, v in row.items()}
         print(kind, results[kind])
+    # A whole EphemeralRunner pass: the runner, then its JIT Secret and Pod (before: three
+    # copies; after: the runner parsed, the Secret and Pod shared).
+    er = objects()["EphemeralRunner"]
+    stores = {"EphemeralRunner": KindStore("EphemeralRunner")}
+    stores["EphemeralRunner"].upsert(er)
+    for kind, doc in runner_pass_objects(er).items():
+        stores[kind] = KindStore(kind)
+        stores[kind].upsert(doc)
+    ns, name = er["metadata"]["namespace"], er["metadata"]["name"]
+
+    def before_pass() -> object:
+        return [store.get(ns, name) for store in stores.values()]
+
+    def after_pass() -> object:
+        found = stores["EphemeralRunner"].get(ns, name, shared=True)
+        assert found is not None
+        parsed = EphemeralRunner.from_observed(found)
+        return [parsed, *(stores[k].get(ns, name, shared=True) for k in ("Secret", "Pod"))]
+
+    results["EphemeralRunner pass (runner, JIT Secret, Pod)"] = {
+        "before_us": round(per_call_us(before_pass, n), 2),
+        "after_us": round(per_call_us(after_pass, n), 2),
+    }
+    print("EphemeralRunner pass", results["EphemeralRunner pass (runner, JIT Secret, Pod)"])
     return results
 
 

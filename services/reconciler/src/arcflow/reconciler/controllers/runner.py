@@ -75,9 +75,10 @@ def _registrar(ctx: Context) -> RegistrarRpcClient:
 
 
 async def _get(ctx: Context, kind: Any, name: str, namespace: str) -> Manifest | None:
-    """The runner's Pod and JIT Secret: from the cache (both carry our labels)."""
+    """The runner's Pod and JIT Secret: from the cache (both carry our labels). Only read here
+    (followed, decoded, passed to deletes): the cached objects themselves (ADR 0050)."""
     if ctx.cache is not None and ctx.cache.caches(kind):
-        return ctx.cache.get(kind, name, namespace)
+        return ctx.cache.get(kind, name, namespace, shared=True)
     return await get_or_none(ctx.kube, kind, name, namespace)
 
 
