@@ -136,11 +136,28 @@ async def _loop(
 async def _loops_registrar(
     url: str, n: int, handler_s: float, on_event: Callable[[], None]
 ) -> Callable[[], Awaitable[None]]:
+    from arcflow.registrar.k8s_changes import on_k8s_change
+
+    # the same handler the skeleton runs (event -> ARS -> converge), as ChangeConsumer._handle did
+    state = _stub_registrar_state(handler_s, on_event)
+
     async def handle(event: Any, delivery: Any) -> None:
-        await asyncio.sleep(handler_s)  # the converge
-        on_event()
+        await on_k8s_change(state, event, delivery)
 
     return await _loop(url, CONSUMER_REGISTRAR_ARS, handle, batch=16, gather=True)
+
+
+def _stub_registrar_state(handler_s: float, on_event: Callable[[], None]) -> Any:
+    """The registrar's state with a converge that only awaits ``handler_s`` (its I/O)."""
+
+    class StubRegistrar:
+        async def converge(
+            self, namespace: str, name: str, *, trigger: str, seen_version: str = ""
+        ) -> None:
+            await asyncio.sleep(handler_s)
+            on_event()
+
+    return SimpleNamespace(registrar=StubRegistrar(), handled=0)
 
 
 async def _loops_reconciler(
@@ -186,13 +203,7 @@ async def _skeleton_registrar(
 ) -> Callable[[], Awaitable[None]]:
     from arcflow.registrar.service import SERVICE
 
-    class StubRegistrar:
-        async def converge(self, namespace: str, name: str, *, trigger: str) -> None:
-            await asyncio.sleep(handler_s)
-            on_event()
-
-    state = SimpleNamespace(registrar=StubRegistrar(), handled=0)
-    return await _run_spec(url, SERVICE, state)
+    return await _run_spec(url, SERVICE, _stub_registrar_state(handler_s, on_event))
 
 
 async def _skeleton_reconciler(

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from arcflow.common.nats.jetstream import ConsumerSpec
-from arcflow.common.service.subscribers import SettlePool
+from arcflow.common.service.settle import SettlePool
 from tests.polling import eventually
 
 SPEC = ConsumerSpec("pool-test", "ARC_K8S", "arc.k8s.>")

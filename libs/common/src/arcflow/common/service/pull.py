@@ -9,13 +9,18 @@ timeout, and a subscriber without workers handles a fetched batch one message at
 stream order (FastStream starts them all at once, so ``concurrency=1`` would not mean one).
 They are installed on the subscriber FastStream's factory built (same slots, only
 ``_consume_pull`` differs), as FastStream offers no option to choose the class.
+
+A batch subscriber may also get a :class:`FetchGate` (the workers that settle its fetches):
+before each fetch the loop asks it how many messages to fetch and waits while it has no room,
+so what is fetched starts at once (ADR 0055).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol, cast
 
 import anyio
 from faststream.nats.subscriber.usecases.stream_pull_subscriber import (
@@ -28,19 +33,27 @@ from nats.errors import TimeoutError as NatsTimeoutError
 log = logging.getLogger(__name__)
 
 
+class FetchGate(Protocol):
+    """Who settles the fetched messages: says how many to fetch next, waiting for room."""
+
+    async def room(self, batch: int) -> int: ...
+
+
 async def _pull_forever(
     sub: PullStreamSubscriber | BatchPullStreamSubscriber,
     cb: Callable[[Any], Coroutine[Any, Any, Any]],
     *,
     as_batch: bool = False,
+    gate: FetchGate | None = None,
 ) -> None:
     assert sub.subscription is not None
     failing = False
     while sub.running:
+        size = sub.pull_sub.batch_size
+        if gate is not None:
+            size = await gate.room(size)
         try:
-            messages = await sub.subscription.fetch(
-                batch=sub.pull_sub.batch_size, timeout=sub.pull_sub.timeout
-            )
+            messages = await sub.subscription.fetch(batch=size, timeout=sub.pull_sub.timeout)
         except (NatsTimeoutError, TimeoutError):
             continue  # nothing to fetch
         except Exception as exc:
@@ -87,20 +100,42 @@ class SteadyConcurrentPullSubscriber(ConcurrentPullStreamSubscriber):
 
 class SteadyBatchPullSubscriber(BatchPullStreamSubscriber):
     """One fetch, however many messages it returned, is one batch: FastStream's own loop
-    keeps fetching until the batch is full or the timeout passes, delaying a lone event."""
+    keeps fetching until the batch is full or the timeout passes, delaying a lone event.
+    With a ``fetch_gate``, each fetch asks for as many messages as the gate has room for."""
 
     __slots__ = ()
 
+    #: Set per instance by :func:`make_steady` (FastStream's subscribers keep a ``__dict__``).
+    fetch_gate: FetchGate | None = None
+
     async def _consume_pull(self) -> None:
-        await _pull_forever(self, self.consume, as_batch=True)
+        await _pull_forever(self, self.consume, as_batch=True, gate=self.fetch_gate)
+
+    @functools.cached_property
+    def _subscription_log_context(self) -> dict[str, str]:
+        return super().get_log_context(None)
+
+    def get_log_context(self, message: Any) -> dict[str, str]:
+        """FastStream's log context for a fetch, the subscription's part built once: FastStream
+        rebuilds the subject's address on every call (ADR 0055)."""
+        return {
+            **self._subscription_log_context,
+            "message_id": getattr(message, "message_id", ""),
+        }
 
 
-def make_steady(subscriber: Any) -> Any:
-    """Install the steady fetch loop on a FastStream pull subscriber (others unchanged)."""
+def make_steady(subscriber: Any, gate: FetchGate | None = None) -> Any:
+    """Install the steady fetch loop on a FastStream pull subscriber (others unchanged);
+    ``gate`` paces a batch subscriber's fetches."""
+    if type(subscriber) is BatchPullStreamSubscriber:
+        subscriber.__class__ = SteadyBatchPullSubscriber
+        if gate is not None:
+            cast(SteadyBatchPullSubscriber, subscriber).fetch_gate = gate
+        return subscriber
+    if gate is not None:
+        raise ValueError("a fetch gate paces batch subscribers only")
     if type(subscriber) is ConcurrentPullStreamSubscriber:
         subscriber.__class__ = SteadyConcurrentPullSubscriber
     elif type(subscriber) is PullStreamSubscriber:
         subscriber.__class__ = SteadyPullSubscriber
-    elif type(subscriber) is BatchPullStreamSubscriber:
-        subscriber.__class__ = SteadyBatchPullSubscriber
     return subscriber
