@@ -114,3 +114,65 @@ async def test_a_hung_handler_is_abandoned_retried_and_blocks_nothing(
     finally:
         await nc.drain()
         await runtime.stop()
+
+
+SLACK_CONSUMER = ConsumerSpec("test-slack", STREAM_K8S.name, "arc.k8s.>", ack_wait_seconds=2.0)
+
+
+async def handle_slowly(state: State, event: EventBase, delivery: Delivery) -> None:
+    assert isinstance(event, K8sObjectChanged)
+    state.attempts[event.name] = delivery.delivery_count
+    await asyncio.sleep(1.3)  # within the 1.8 s deadline, but two in a row outlast the ack wait
+    state.done.append(event.name)
+
+
+SLACK_SPEC: ServiceSpec[State] = ServiceSpec(
+    name="tester",
+    settings=Settings,
+    build=_build,
+    subscriptions=(
+        Subscription(
+            SLACK_CONSUMER,
+            (K8sObjectChanged,),
+            handle_slowly,
+            concurrency=2,
+            batch=2,
+            deadline_seconds=lambda _: 1.8,
+        ),
+    ),
+)
+
+
+async def test_a_message_that_waited_for_a_worker_is_not_redelivered_while_handled(
+    private_nats_server: NatsServer,
+) -> None:
+    """The second fetch waits ~1.3 s for the two workers, then runs 1.3 s: past its 2 s ack
+    wait unless the wait restarted it (+WPI), which the server's redelivery count shows."""
+    runtime = ServiceRuntime(
+        SLACK_SPEC,
+        Settings(),
+        nats_settings=NatsSettings(url=private_nats_server.url),
+        serve_health=False,
+        serve_metrics=False,
+    )
+    await runtime.start()
+    nc = await nats.connect(private_nats_server.url)
+    js = nc.jetstream()
+    try:
+        names = [f"m-{i}" for i in range(4)]
+        for name in names:
+            await publish_event(js, subjects.k8s_subject("pods", "ns", name), _event(name))
+        state: State = runtime.state
+
+        async def all_settled() -> bool:
+            info = await js.consumer_info(SLACK_CONSUMER.stream, SLACK_CONSUMER.durable)
+            assert sorted(state.done) == names, state.done
+            return (info.num_pending, info.num_ack_pending) == (0, 0)
+
+        await eventually(all_settled, within=15)
+        info = await js.consumer_info(SLACK_CONSUMER.stream, SLACK_CONSUMER.durable)
+        assert info.num_redelivered == 0
+        assert state.attempts == dict.fromkeys(names, 1)
+    finally:
+        await nc.drain()
+        await runtime.stop()

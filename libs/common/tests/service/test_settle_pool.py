@@ -68,3 +68,19 @@ async def test_stop_cancels_what_is_being_settled() -> None:
     recorder.release.set()
     await asyncio.sleep(0)  # a cancelled worker would have resumed here
     assert recorder.settled == ["x"]  # "slow" was cancelled: never acked, JetStream redelivers
+
+
+async def test_the_next_fetch_waits_until_every_fetched_message_has_a_worker() -> None:
+    recorder = Recorder()
+    pool = SettlePool(recorder, concurrency=2)  # type: ignore[arg-type]
+    await asyncio.wait_for(pool.submit(["slow", "slow"]), 5)  # returns at once
+    assert await asyncio.wait_for(pool.room(16), 5) == 16  # both started: fetch again
+    await asyncio.wait_for(pool.submit(["x"]), 5)
+    assert pool.waiting == 1  # behind the two slow ones
+    room = asyncio.create_task(pool.room(16))
+    done, _ = await asyncio.wait({room}, timeout=0.2)
+    assert not done  # one fetch waits at most: no further fetch meanwhile
+    recorder.release.set()
+    assert await asyncio.wait_for(room, 5) == 16
+    await eventually(_true(lambda: sorted(recorder.settled) == ["slow", "slow", "x"]), within=5)
+    await pool.stop()
