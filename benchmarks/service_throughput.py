@@ -7,8 +7,9 @@ clock runs from the first handled event until the consumer has nothing pending a
 waiting for an ack (connect and bind excluded); over the same span it also reports the CPU time
 the process spent per event, which other processes competing for the cores disturb far less:
 
-* ``registrar``: the ``registrar-ars`` consumer; the converge is replaced by a stub that
-  awaits ``--handler-ms`` (simulated I/O: GitHub and Kubernetes calls);
+* ``registrar``: the ``registrar-ars`` consumer; its real handler (event -> ARS -> converge),
+  with the converge replaced by a stub that awaits ``--handler-ms`` (simulated I/O: GitHub and
+  Kubernetes calls);
 * ``reconciler``: the ``reconciler-k8s`` consumer; the handler (event -> work-queue keys) is
   the real one, the work queue is not started (reconciles are not measured).
 
