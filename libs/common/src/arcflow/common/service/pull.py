@@ -11,8 +11,8 @@ They are installed on the subscriber FastStream's factory built (same slots, onl
 ``_consume_pull`` differs), as FastStream offers no option to choose the class.
 
 A batch subscriber may also get a :class:`FetchGate` (the workers that settle its fetches):
-before each fetch the loop asks it how many messages to fetch and waits while it has no room,
-so what is fetched starts at once (ADR 0055).
+before each fetch the loop waits until the gate has room and asks it how many messages to
+fetch, so the pacing happens here and FastStream's call only hands a fetch over (ADR 0055).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class SteadyConcurrentPullSubscriber(ConcurrentPullStreamSubscriber):
 class SteadyBatchPullSubscriber(BatchPullStreamSubscriber):
     """One fetch, however many messages it returned, is one batch: FastStream's own loop
     keeps fetching until the batch is full or the timeout passes, delaying a lone event.
-    With a ``fetch_gate``, each fetch asks for as many messages as the gate has room for."""
+    With a ``fetch_gate``, each fetch waits for the gate's room and asks for what it allows."""
 
     __slots__ = ()
 

@@ -8,8 +8,8 @@ subscriber on the service's ``NatsBroker`` (ADR 0006):
   typed handler and acks, naks with backoff or dead-letters;
 * one FastStream call per fetch (``PullSub(batch=True)``), whose messages a pool of
   ``concurrency`` worker tasks settles (1: in stream order), so one slow message does not hold
-  back the others fetched with it; each fetch asks for no more than the free workers can start
-  (:class:`~arcflow.common.service.settle.SettlePool`);
+  back the others fetched with it; the next fetch waits until every fetched message has a
+  worker (:class:`~arcflow.common.service.settle.SettlePool`);
 * ``inbox_prefix``: the service's own inbox, which the NATS permissions rely on;
 * a deadline per handler call: an overrunning call is abandoned (cancelled), logged and
   retried through the same nak/backoff path as any other failure
@@ -183,7 +183,7 @@ def attach_consumer(
         description=spec.description or None,
         **options,
     )
-    # a fetch loop that never spins and fetches what the workers can start at once
+    # a fetch loop that never spins, paced by the pool (at most one fetch waits for workers)
     make_steady(subscriber, gate=pool)
     return AttachedConsumer(consumer, subscriber(on_fetch), pool)
 
