@@ -176,3 +176,78 @@ async def test_a_message_that_waited_for_a_worker_is_not_redelivered_while_handl
     finally:
         await nc.drain()
         await runtime.stop()
+
+
+PACED_CONSUMER = ConsumerSpec("test-paced", STREAM_K8S.name, "arc.k8s.>")
+
+
+class Gate:
+    def __init__(self) -> None:
+        self.open = asyncio.Event()
+        self.done: list[str] = []
+
+
+async def handle_when_open(state: Gate, event: EventBase, delivery: Delivery) -> None:
+    assert isinstance(event, K8sObjectChanged)
+    await state.open.wait()
+    state.done.append(event.name)
+
+
+async def _build_gate(_ctx: Any) -> Gate:
+    return Gate()
+
+
+PACED_SPEC: ServiceSpec[Gate] = ServiceSpec(
+    name="tester",
+    settings=Settings,
+    build=_build_gate,
+    subscriptions=(
+        Subscription(PACED_CONSUMER, (K8sObjectChanged,), handle_when_open, concurrency=2, batch=2),
+    ),
+)
+
+
+async def test_with_every_worker_busy_at_most_one_fetch_waits(
+    private_nats_server: NatsServer,
+) -> None:
+    """Two workers held and one fetch (up to two messages) waiting; the rest stays on the
+    server however long the workers are busy."""
+    runtime = ServiceRuntime(
+        PACED_SPEC,
+        Settings(),
+        nats_settings=NatsSettings(url=private_nats_server.url),
+        serve_health=False,
+        serve_metrics=False,
+    )
+    await runtime.start()
+    nc = await nats.connect(private_nats_server.url)
+    js = nc.jetstream()
+    try:
+        names = [f"p-{i}" for i in range(6)]
+        for name in names:
+            await publish_event(js, subjects.k8s_subject("pods", "ns", name), _event(name))
+
+        async def counts() -> tuple[int, int]:
+            info = await js.consumer_info(PACED_CONSUMER.stream, PACED_CONSUMER.durable)
+            return int(info.num_ack_pending or 0), int(info.num_pending or 0)
+
+        async def fetched_ahead() -> tuple[int, int]:
+            found = await counts()
+            assert found[0] > 2, found  # more than the two workers hold: one fetch waits
+            return found
+
+        seen = await eventually(fetched_ahead, within=10)
+        await asyncio.sleep(0.6)  # three fetch timeouts: an unpaced loop would fetch on
+        assert await counts() == seen
+        assert seen[0] <= 2 + 2  # the two workers' messages and one fetch of two
+        assert sum(seen) == len(names)  # the rest still waits on the server
+        state: Gate = runtime.state
+        state.open.set()
+
+        async def all_done() -> bool:
+            return sorted(state.done) == names and await counts() == (0, 0)
+
+        await eventually(all_done, within=10)
+    finally:
+        await nc.drain()
+        await runtime.stop()
