@@ -58,6 +58,7 @@ class SettlePool:
         # set when the last waiting message is taken, and when the last worker ends
         self._changed = asyncio.Event()
         self._workers: set[asyncio.Task[None]] = set()
+        self._worker_name = f"settle {consumer.spec.durable}"
 
     @property
     def waiting(self) -> int:
@@ -95,7 +96,7 @@ class SettlePool:
 
     def _start(self, msg: Msg) -> None:
         self._busy += 1
-        worker = asyncio.create_task(self._work(msg), name=f"settle {self.consumer.spec.durable}")
+        worker = asyncio.create_task(self._work(msg), name=self._worker_name)
         self._workers.add(worker)
         worker.add_done_callback(self._workers.discard)
 
