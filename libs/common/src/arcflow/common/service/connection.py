@@ -150,9 +150,16 @@ def make_service_broker(
     closing: Callable[[], bool] = lambda: False,
     **options: Any,
 ) -> NatsBroker:
-    """A broker that connects as ``identity`` (its inbox prefix) with the logging callbacks."""
+    """A broker that connects as ``identity`` (its inbox prefix) with the logging callbacks.
+
+    FastStream's argument injection is off (``apply_types=False``): the runtime's one
+    subscriber handler receives a whole fetch as it is, and each event is parsed and typed by
+    the subscription's decoder (pydantic, with the size and depth limits), so FastDepends
+    would only re-validate an untyped argument on every call (ADR 0055).
+    """
     from arcflow.common.nats.settings import make_broker
 
     options.setdefault("reconnect_time_wait", 0.5)
+    options.setdefault("apply_types", False)
     callbacks = connection_callbacks(identity, on_error, closing)
     return make_broker(settings, identity, **callbacks, **options)
