@@ -47,6 +47,20 @@ async def listeners_of(ctx: Context, namespace: str, name: str) -> list[Manifest
     ]
 
 
+async def delete_listeners_first(
+    ctx: Context, ars: AutoscalingRunnerSet, scope: Scope, why: str
+) -> bool:
+    """Delete this ARS's listeners (they go before its runner sets, so nothing scales a set
+    being removed); ``True`` while any still exists (come back later)."""
+    pending = False
+    for al in await listeners_of(ctx, ars.namespace, ars.name):
+        pending = True
+        if not is_deleting(al):
+            await ctx.writer.delete(al, scope, why)
+            ctx.enqueue(Key("al", str(meta(al).get("namespace")), str(meta(al).get("name"))))
+    return pending
+
+
 async def runner_sets_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:
     """Every EphemeralRunnerSet of this ARS, all variants, found by labels
     (docs/upstream-behaviour.md#traps)."""

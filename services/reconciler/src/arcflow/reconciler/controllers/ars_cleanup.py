@@ -12,7 +12,7 @@ from arcflow.common.constants import (
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, ForbiddenError, NotFoundError
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.ars_children import listeners_of, runner_sets_of
+from arcflow.reconciler.controllers.ars_children import delete_listeners_first, runner_sets_of
 from arcflow.reconciler.controllers.base import (
     Context,
     finalizer_patch,
@@ -43,14 +43,11 @@ async def clean_up(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope) -> Res
     finalizers, then ours. Scale sets are the registrar's to delete."""
     if FINALIZER_ARS not in ars.finalizers:
         return Result.done()
-    pending = False
-    for al in await listeners_of(ctx, scope.namespace, scope.ars):
-        pending = True
-        if not is_deleting(al):
-            await ctx.writer.delete(al, scope, "AutoscalingRunnerSet deleted: listener first")
-            ctx.enqueue(Key("al", str(meta(al).get("namespace")), str(meta(al).get("name"))))
-    if pending:
+    if await delete_listeners_first(
+        ctx, ars, scope, "AutoscalingRunnerSet deleted: listener first"
+    ):
         return Result.again(WAIT_SECONDS)
+    pending = False
     for ers in await runner_sets_of(ctx, scope.namespace, scope.ars):
         pending = True
         if not is_deleting(ers):

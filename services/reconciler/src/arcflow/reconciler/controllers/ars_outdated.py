@@ -9,7 +9,7 @@ import json
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, build_event
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.ars_children import listeners_of, runner_sets_of
+from arcflow.reconciler.controllers.ars_children import delete_listeners_first, runner_sets_of
 from arcflow.reconciler.controllers.ars_rules import (
     ANNOTATION_OUTDATED_RECREATIONS,
     outdated_records,
@@ -95,13 +95,7 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
         acting.append(ers)
     if not acting:
         return Result.again(wait) if wait is not None else None
-    pending = False
-    for al in await listeners_of(ctx, ars.namespace, ars.name):
-        pending = True
-        if not is_deleting(al):
-            await ctx.writer.delete(al, scope, "runners are outdated: listener first")
-            ctx.enqueue(Key("al", str(meta(al).get("namespace")), str(meta(al).get("name"))))
-    if pending:
+    if await delete_listeners_first(ctx, ars, scope, "runners are outdated: listener first"):
         return Result.again(WAIT_SECONDS)
     for ers in acting:
         variant_scope = Scope(ars.namespace, ars.name, variant_of(ers, ars))
