@@ -5,17 +5,20 @@ extra consumer is left on the stream."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import nats
 import pytest
+from nats.js import JetStreamContext
 from pydantic_settings import BaseSettings
 
 from arcflow.common import subjects
 from arcflow.common.events import EventBase, K8sObjectChanged
 from arcflow.common.nats import NatsSettings, publish_event
 from arcflow.common.nats.consume import Delivery
-from arcflow.common.nats.jetstream import STREAM_DLQ, STREAM_K8S, ConsumerSpec
+from arcflow.common.nats.jetstream import STREAM_DLQ, STREAM_K8S, ConsumerSpec, ensure_stream
 from arcflow.common.service import ServiceSpec, Subscription
 from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.devstack.nats_server import NatsServer
@@ -78,24 +81,38 @@ def _event(name: str) -> K8sObjectChanged:
     )
 
 
-async def test_a_hung_handler_is_abandoned_retried_and_blocks_nothing(
-    private_nats_server: NatsServer,
-) -> None:
+@contextlib.asynccontextmanager
+async def running(
+    spec: ServiceSpec[Any], server: NatsServer, names: list[str]
+) -> AsyncIterator[tuple[Any, JetStreamContext]]:
+    """One event per name in the stream, then ``spec`` on the runtime (no servers): its first
+    fetch finds them all, so what each fetch holds does not depend on timing. Yields the
+    service's state and a JetStream client, and stops both on the way out."""
+    nc = await nats.connect(server.url)
+    js = nc.jetstream()
     runtime = ServiceRuntime(
-        SPEC,
+        spec,
         Settings(),
-        nats_settings=NatsSettings(url=private_nats_server.url),
+        nats_settings=NatsSettings(url=server.url),
         serve_health=False,
         serve_metrics=False,
     )
-    await runtime.start()
-    nc = await nats.connect(private_nats_server.url)
-    js = nc.jetstream()
     try:
-        names = ["stuck", *(f"ok-{i}" for i in range(6))]
+        await ensure_stream(js, STREAM_K8S)
         for name in names:
             await publish_event(js, subjects.k8s_subject("pods", "ns", name), _event(name))
-        state: State = runtime.state
+        await runtime.start()
+        yield runtime.state, js
+    finally:
+        await nc.drain()
+        await runtime.stop()
+
+
+async def test_a_hung_handler_is_abandoned_retried_and_blocks_nothing(
+    private_nats_server: NatsServer,
+) -> None:
+    names = ["stuck", *(f"ok-{i}" for i in range(6))]
+    async with running(SPEC, private_nats_server, names) as (state, js):
 
         async def others_done() -> bool:
             return set(state.done) >= set(names[1:])
@@ -111,9 +128,6 @@ async def test_a_hung_handler_is_abandoned_retried_and_blocks_nothing(
         assert (info.num_pending, info.num_ack_pending) == (0, 0)
         assert (await js.stream_info(STREAM_K8S.name)).state.consumer_count == 1
         assert (await js.stream_info(STREAM_DLQ.name)).state.messages == 0
-    finally:
-        await nc.drain()
-        await runtime.stop()
 
 
 SLACK_CONSUMER = ConsumerSpec("test-slack", STREAM_K8S.name, "arc.k8s.>", ack_wait_seconds=2.0)
@@ -148,21 +162,8 @@ async def test_a_message_that_waited_for_a_worker_is_not_redelivered_while_handl
 ) -> None:
     """The second fetch waits ~1.3 s for the two workers, then runs 1.3 s: past its 2 s ack
     wait unless the wait restarted it (+WPI), which the server's redelivery count shows."""
-    runtime = ServiceRuntime(
-        SLACK_SPEC,
-        Settings(),
-        nats_settings=NatsSettings(url=private_nats_server.url),
-        serve_health=False,
-        serve_metrics=False,
-    )
-    await runtime.start()
-    nc = await nats.connect(private_nats_server.url)
-    js = nc.jetstream()
-    try:
-        names = [f"m-{i}" for i in range(4)]
-        for name in names:
-            await publish_event(js, subjects.k8s_subject("pods", "ns", name), _event(name))
-        state: State = runtime.state
+    names = [f"m-{i}" for i in range(4)]
+    async with running(SLACK_SPEC, private_nats_server, names) as (state, js):
 
         async def all_settled() -> bool:
             info = await js.consumer_info(SLACK_CONSUMER.stream, SLACK_CONSUMER.durable)
@@ -173,9 +174,6 @@ async def test_a_message_that_waited_for_a_worker_is_not_redelivered_while_handl
         info = await js.consumer_info(SLACK_CONSUMER.stream, SLACK_CONSUMER.durable)
         assert info.num_redelivered == 0
         assert state.attempts == dict.fromkeys(names, 1)
-    finally:
-        await nc.drain()
-        await runtime.stop()
 
 
 PACED_CONSUMER = ConsumerSpec("test-paced", STREAM_K8S.name, "arc.k8s.>")
@@ -212,42 +210,27 @@ async def test_with_every_worker_busy_at_most_one_fetch_waits(
 ) -> None:
     """Two workers held and one fetch (up to two messages) waiting; the rest stays on the
     server however long the workers are busy."""
-    runtime = ServiceRuntime(
-        PACED_SPEC,
-        Settings(),
-        nats_settings=NatsSettings(url=private_nats_server.url),
-        serve_health=False,
-        serve_metrics=False,
-    )
-    await runtime.start()
-    nc = await nats.connect(private_nats_server.url)
-    js = nc.jetstream()
-    try:
-        names = [f"p-{i}" for i in range(6)]
-        for name in names:
-            await publish_event(js, subjects.k8s_subject("pods", "ns", name), _event(name))
+    names = [f"p-{i}" for i in range(6)]
+    async with running(PACED_SPEC, private_nats_server, names) as (state, js):
 
         async def counts() -> tuple[int, int]:
             info = await js.consumer_info(PACED_CONSUMER.stream, PACED_CONSUMER.durable)
             return int(info.num_ack_pending or 0), int(info.num_pending or 0)
 
         async def fetched_ahead() -> tuple[int, int]:
+            # the two workers' messages and one fetch of two delivered (waiting for a worker);
+            # the rest on the server. Waiting for this exact state, not "more than two", keeps
+            # a half-counted second fetch from being taken as the final state.
             found = await counts()
-            assert found[0] > 2, found  # more than the two workers hold: one fetch waits
+            assert found == (2 + 2, len(names) - 4), found
             return found
 
         seen = await eventually(fetched_ahead, within=10)
         await asyncio.sleep(0.6)  # three fetch timeouts: an unpaced loop would fetch on
         assert await counts() == seen
-        assert seen[0] <= 2 + 2  # the two workers' messages and one fetch of two
-        assert sum(seen) == len(names)  # the rest still waits on the server
-        state: Gate = runtime.state
         state.open.set()
 
         async def all_done() -> bool:
             return sorted(state.done) == names and await counts() == (0, 0)
 
         await eventually(all_done, within=10)
-    finally:
-        await nc.drain()
-        await runtime.stop()
