@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from arcflow.common.actions import ActionsClient, Label, PatCredentials, RetryPolicy, RunnerScaleSet
-from arcflow.common.events import EventKeys, JobInfo, JobsBatch, JobStatistics
+from arcflow.common.events import JobInfo, JobsBatch, JobStatistics
 from arcflow.common.kube import KubeClient, KubeSettings
 from arcflow.common.listener_config import ListenerConfig, ScaleSetConfig
 from arcflow.common.nats import NatsSettings
@@ -231,12 +231,7 @@ def jobs_batch(
     ``session_id`` with ``assigned`` jobs in its statistics."""
     return JobsBatch(
         source="listener",
-        keys=EventKeys(
-            namespace=target.namespace,
-            ars=target.ars,
-            variant=target.variant,
-            scale_set_id=target.scale_set_id,
-        ),
+        keys=target.event_keys,
         scale_set_id=target.scale_set_id,
         message_id=message_id,
         statistics=JobStatistics(total_assigned_jobs=assigned),

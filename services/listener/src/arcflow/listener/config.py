@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from arcflow.common import subjects
 from arcflow.common.constants import UNBOUNDED_MAX_RUNNERS
+from arcflow.common.events import EventKeys
 from arcflow.common.listener_config import (
     SUPPORTED_VAULT_TYPES,
     VAULT_TYPE_AZURE_KEY_VAULT,
@@ -253,6 +254,16 @@ class ScaleSetTarget:
     def label(self) -> str:
         """Human name for logs: ``ns/ers (id)``."""
         return f"{self.namespace}/{self.ephemeral_runner_set_name} ({self.scale_set_id})"
+
+    @property
+    def event_keys(self) -> EventKeys:
+        """What every event about this scale set is about (pump's batches, worker's decisions)."""
+        return EventKeys(
+            namespace=self.namespace,
+            ars=self.ars,
+            variant=self.variant,
+            scale_set_id=self.scale_set_id,
+        )
 
     @property
     def jobs_subject(self) -> str:

@@ -42,7 +42,7 @@ from arcflow.common.actions import (
     RunnerScaleSetMessage,
     RunnerScaleSetStatistic,
 )
-from arcflow.common.events import EventKeys, JobInfo, JobsBatch, JobStatistics
+from arcflow.common.events import JobInfo, JobsBatch, JobStatistics
 from arcflow.common.nats import publish_event
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
@@ -175,12 +175,7 @@ def jobs_batch(
         raise InvalidResponseError(f"message {message.message_id} has no statistics")
     return JobsBatch(
         source=SOURCE,
-        keys=EventKeys(
-            namespace=target.namespace,
-            ars=target.ars,
-            variant=target.variant,
-            scale_set_id=target.scale_set_id,
-        ),
+        keys=target.event_keys,
         scale_set_id=target.scale_set_id,
         message_id=message.message_id,
         statistics=job_statistics(message.statistics),

@@ -36,7 +36,6 @@ from opentelemetry import trace
 
 from arcflow.common.events import (
     EventBase,
-    EventKeys,
     JobInfo,
     JobsBatch,
     JobStatistics,
@@ -395,12 +394,7 @@ class ScaleSetWorker:
                 headers[JOBS_SEQ_HEADER] = str(last.stream_seq)
         event = ScaleDecision(
             source=SOURCE,
-            keys=EventKeys(
-                namespace=target.namespace,
-                ars=target.ars,
-                variant=target.variant,
-                scale_set_id=target.scale_set_id,
-            ),
+            keys=target.event_keys,
             scale_set_id=target.scale_set_id,
             ephemeral_runner_set=target.ephemeral_runner_set_name,
             desired_replicas=decision.target,
