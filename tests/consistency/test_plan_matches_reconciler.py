@@ -41,6 +41,7 @@ from services.reconciler.tests.reconciler_integration.harness import (
     reconciler_runtime,
     reconciler_test_settings,
 )
+from tests.manifests import pat_secret
 from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
@@ -69,14 +70,7 @@ async def reconciler_stack(nats_url: str, kube: KubeClient, namespace: str) -> A
     )
     nc = await nats.connect(nats_url)
     await ensure_jetstream(nc.jetstream())
-    await kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": SECRET_NAME, "namespace": namespace},
-            "data": {"github_token": base64.b64encode(TOKEN.encode()).decode()},
-        }
-    )
+    await kube.create(pat_secret(SECRET_NAME, namespace, TOKEN))
     rpc = FakeRegistrarRpc(nc)
     await rpc.start()
     runtime = reconciler_runtime(nats_url, kube, settings)

@@ -4,7 +4,6 @@ ARS from apply to a registered runner: proof that the generated permission lists
 
 from __future__ import annotations
 
-import base64
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +14,7 @@ from arcflow.common.service.inprocess import running
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.reconciler.settings import ReconcilerSettings
 from tests.fast_services import control_plane
+from tests.manifests import pat_secret
 from tests.polling import eventually
 
 from .conftest import SecuredNats
@@ -62,14 +62,7 @@ async def test_ars_apply_with_least_privilege_users(
 ) -> None:
     kube, ns = kube_client, kube_namespace
     token = actions_sim.add_pat()
-    await kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": SECRET_NAME, "namespace": ns},
-            "data": {"github_token": base64.b64encode(token.encode()).decode()},
-        }
-    )
+    await kube.create(pat_secret(SECRET_NAME, ns, token))
     await kube.create(
         {
             "apiVersion": "actions.github.com/v1alpha1",

@@ -6,7 +6,6 @@ RPC responder on the registrar subjects that hands out fake JIT configs and reco
 
 from __future__ import annotations
 
-import base64
 import builtins
 import json
 from collections.abc import AsyncIterator
@@ -28,6 +27,7 @@ from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.reconciler.service import SERVICE
 from arcflow.reconciler.settings import ReconcilerSettings
 from arcflow.reconciler.state import ReconcilerState
+from tests.manifests import pat_secret
 from tests.polling import eventually
 
 CONTROLLER_NS = "arc-systems"
@@ -323,14 +323,7 @@ async def build_stack(
 ) -> AsyncIterator[Stack]:
     nc = await nats.connect(nats_url)
     await ensure_jetstream(nc.jetstream())
-    await kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": SECRET_NAME, "namespace": namespace},
-            "data": {"github_token": base64.b64encode(TOKEN.encode()).decode()},
-        }
-    )
+    await kube.create(pat_secret(SECRET_NAME, namespace, TOKEN))
     rpc = FakeRegistrarRpc(nc)
     await rpc.start()
     runtimes = [

@@ -19,6 +19,7 @@ from arcflow.common.service.inprocess import running
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.nats_server import NatsServer
 from tests.fast_services import control_plane
+from tests.manifests import pat_secret
 from tests.polling import eventually
 
 from .harness import CONTROLLER_NS, reconciler_test_settings, runner_template
@@ -54,14 +55,7 @@ async def test_apply_scale_delete_end_to_end(parts: dict[str, Any]) -> None:
     kube: KubeClient = parts["kube"]
     ns: str = parts["ns"]
     token = sim.add_pat()
-    await kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": SECRET_NAME, "namespace": ns},
-            "data": {"github_token": base64.b64encode(token.encode()).decode()},
-        }
-    )
+    await kube.create(pat_secret(SECRET_NAME, ns, token))
     await kube.create(
         {
             "apiVersion": "actions.github.com/v1alpha1",

@@ -7,7 +7,6 @@ EphemeralRunnerSet, and its runners get their configs soon after the outage ends
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,6 +23,7 @@ from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.registrar.credentials import Credentials
 from tests.fast_services import control_plane
+from tests.manifests import pat_secret
 from tests.polling import eventually
 
 from .harness import CONTROLLER_NS, reconciler_test_settings, runner_template
@@ -81,14 +81,7 @@ async def test_an_outage_on_one_variant_does_not_starve_its_siblings(
     kube: KubeClient = parts["kube"]
     ns: str = parts["ns"]
     token = sim.add_pat()
-    await kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": SECRET_NAME, "namespace": ns},
-            "data": {"github_token": base64.b64encode(token.encode()).decode()},
-        }
-    )
+    await kube.create(pat_secret(SECRET_NAME, ns, token))
     await kube.create(
         {
             "apiVersion": "actions.github.com/v1alpha1",
