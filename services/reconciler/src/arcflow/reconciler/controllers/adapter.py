@@ -25,6 +25,7 @@ from arcflow.common.constants import (
 from arcflow.common.errors import TerminalError
 from arcflow.common.kube import Resource, build_event
 from arcflow.common.models import InvalidManifestError, KubeObject
+from arcflow.common.validation import FieldError, summarize
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context, Manifest, labels_of, meta, read_observed
 from arcflow.reconciler.workqueue import Key, Result
@@ -32,8 +33,6 @@ from arcflow.reconciler.workqueue import Key, Result
 M = TypeVar("M", bound=KubeObject)
 
 REASON_UNPARSABLE = "InvalidObject"
-#: Problems named in one Event; the rest are counted.
-EVENT_PROBLEMS = 10
 
 
 class UnparsableObjectError(TerminalError):
@@ -46,9 +45,8 @@ class UnparsableObjectError(TerminalError):
 
 
 def problems_text(error: InvalidManifestError) -> str:
-    shown = "; ".join(f"{path}: {message}" for path, message in error.problems[:EVENT_PROBLEMS])
-    rest = len(error.problems) - EVENT_PROBLEMS
-    return f"{shown}; (and {rest} more)" if rest > 0 else shown
+    """The first problems and a count of the rest, bounded as spec errors are."""
+    return summarize([FieldError(path, message) for path, message in error.problems])
 
 
 OnUnparsable = Callable[[Context, Manifest, InvalidManifestError], Awaitable[None]]
