@@ -62,6 +62,11 @@ class CaseResult:
     idle_pss_mib: float = 0.0
 
 
+def scale_set_of(path: str) -> int:
+    """The scale set id in a simulator request path (``.../runnerscalesets/<id>/...``)."""
+    return int(path.split("/runnerscalesets/")[1].split("/")[0])
+
+
 def proc_usage(pid: int) -> tuple[float, float]:
     """(resident MiB, CPU seconds) of one process, read from /proc."""
     with open(f"/proc/{pid}/stat") as handle:

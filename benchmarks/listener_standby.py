@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nats
 import nats.js.errors
 from _report import loadavg, write_runs
-from listener_scale_sets import NAMESPACE, Bench
+from listener_scale_sets import NAMESPACE, Bench, scale_set_of
 
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.actions_sim import ActionsSimulator
@@ -47,10 +47,6 @@ class Run:
     polling_again_s: float
     session_conflicts: int
     all_scaled_s: float
-
-
-def _scale_set_of(path: str) -> int:
-    return int(path.split("/runnerscalesets/")[1].split("/")[0])
 
 
 async def lease_holders(nats_url: str) -> dict[int, str]:
@@ -163,7 +159,7 @@ class Standby(Bench):
                             r.method == "GET"
                             and r.path.endswith("/messages")
                             and r.status < 300
-                            and _scale_set_of(r.path) == sid
+                            and scale_set_of(r.path) == sid
                             for r in requests[new_mark[sid] :]
                         )
                     ):

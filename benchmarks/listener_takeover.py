@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import loadavg, write_runs
-from listener_scale_sets import NAMESPACE, Bench
+from listener_scale_sets import NAMESPACE, Bench, scale_set_of
 
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.actions_sim import ActionsSimulator
@@ -40,10 +40,6 @@ class Run:
     all_polling_again_s: float
     session_conflicts: int
     all_scaled_s: float
-
-
-def _scale_set_of(path: str) -> int:
-    return int(path.split("/runnerscalesets/")[1].split("/")[0])
 
 
 class Takeover(Bench):
@@ -90,7 +86,7 @@ class Takeover(Bench):
                     raise TimeoutError(f"not recovered within {self.args.recovery_timeout}s")
                 after = list(sim.requests)[mark:]
                 polled = {
-                    _scale_set_of(r.path)
+                    scale_set_of(r.path)
                     for r in after
                     if r.method == "GET" and r.path.endswith("/messages") and r.status < 300
                 }

@@ -292,6 +292,11 @@ class ChaosStack:
         assert self.sim is not None
         return list(self.sim.snapshot()["scaleSets"])
 
+    def scale_set_id(self, target: VariantTarget) -> int:
+        """The simulator's id of ``target``'s scale set (exactly one must exist)."""
+        (found,) = [s["id"] for s in self.scale_sets() if s["name"] == target.scale_set_name]
+        return int(found)
+
     async def wait_sessions(self, within: float = 60.0) -> None:
         """Every variant has its scale set and a live listener session."""
         names = {t.scale_set_name for t in self.targets}

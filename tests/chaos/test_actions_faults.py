@@ -41,9 +41,7 @@ async def test_actions_faults_on_one_variant_while_siblings_scale(tmp_path: Path
         sim = stack.sim
         assert sim is not None
         target = next(t for t in stack.targets if t.variant == BROKEN)
-        (scale_set_id,) = [
-            s["id"] for s in stack.scale_sets() if s["name"] == target.scale_set_name
-        ]
+        scale_set_id = stack.scale_set_id(target)
         scale_set = f"*/runnerscalesets/{scale_set_id}"
         route = scale_set + "/*"
         rules = []

@@ -32,9 +32,7 @@ async def test_lasting_outage_on_one_variant_does_not_starve_its_siblings(
         sim = stack.sim
         assert sim is not None
         target = next(t for t in stack.targets if t.variant == BROKEN)
-        (scale_set_id,) = [
-            s["id"] for s in stack.scale_sets() if s["name"] == target.scale_set_name
-        ]
+        scale_set_id = stack.scale_set_id(target)
         burst = Burst(stack)
         began = time.monotonic()
         burst.enqueue(JOBS)
