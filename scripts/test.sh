@@ -9,6 +9,13 @@ uv run --frozen ruff check .
 uv run --frozen ruff format --check .
 uv run --frozen mypy
 uv run --frozen lint-imports
+# The real control plane the suite runs on (built once from the Go module proxy, then cached in
+# .cache/; KUBEBUILDER_ASSETS wins). ARCFLOW_TEST_KUBE=emulator runs the suite without it.
+if [ "${ARCFLOW_TEST_KUBE:-apiserver}" != "emulator" ] && [ -z "${ARCFLOW_TEST_KUBECONFIG:-}" ]; then
+  ARCFLOW_CONTROL_PLANE_DIR="$(bash scripts/control-plane.sh)"
+  export ARCFLOW_CONTROL_PLANE_DIR
+  echo "== control plane: $ARCFLOW_CONTROL_PLANE_DIR"
+fi
 set +e
 uv run --frozen pytest "$@"
 rc=$?
