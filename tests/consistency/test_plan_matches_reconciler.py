@@ -31,9 +31,9 @@ from arcflow.common.kube import KubeClient
 from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.nats import ensure_jetstream
+from arcflow.devstack.kube_emulator import KubeEmulator
 from arcflow.devstack.nats_server import NatsServer
 from services.reconciler.tests.reconciler_integration.harness import (
-    CONTROLLER_NS,
     SECRET_NAME,
     TOKEN,
     FakeRegistrarRpc,
@@ -41,7 +41,7 @@ from services.reconciler.tests.reconciler_integration.harness import (
     reconciler_runtime,
     reconciler_test_settings,
 )
-from tests.manifests import pat_secret
+from tests.manifests import assert_written, pat_secret
 from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
@@ -58,10 +58,13 @@ LISTENER_NATS_SECRET = "arcflow-listener-nats"
 
 
 @asynccontextmanager
-async def reconciler_stack(nats_url: str, kube: KubeClient, namespace: str) -> AsyncIterator[Stack]:
+async def reconciler_stack(
+    nats_url: str, kube: KubeClient, namespace: str, controller_namespace: str
+) -> AsyncIterator[Stack]:
     """The harness's stack, with the settings ``arcflow plan`` can express (no pull secrets)."""
     settings = reconciler_test_settings().model_copy(
         update={
+            "controller_namespace": controller_namespace,
             "listener_image": LISTENER_IMAGE,
             "listener_image_pull_secrets": [],
             "listener_nats_url": LISTENER_NATS_URL,
@@ -76,7 +79,7 @@ async def reconciler_stack(nats_url: str, kube: KubeClient, namespace: str) -> A
     runtime = reconciler_runtime(nats_url, kube, settings)
     await runtime.start()
     try:
-        yield Stack(nc, kube, namespace, runtime.state, rpc)
+        yield Stack(nc, kube, namespace, runtime.state, rpc, [], controller_namespace)
     finally:
         await runtime.stop()
         await nc.drain()
@@ -84,9 +87,14 @@ async def reconciler_stack(nats_url: str, kube: KubeClient, namespace: str) -> A
 
 @pytest.fixture
 async def stack(
-    private_nats_server: NatsServer, kube_client: KubeClient, kube_namespace: str
+    private_nats_server: NatsServer,
+    kube_client: KubeClient,
+    kube_namespace: str,
+    controller_namespace: str,
 ) -> AsyncIterator[Stack]:
-    async with reconciler_stack(private_nats_server.url, kube_client, kube_namespace) as built:
+    async with reconciler_stack(
+        private_nats_server.url, kube_client, kube_namespace, controller_namespace
+    ) as built:
         yield built
 
 
@@ -130,7 +138,7 @@ def _without_group_name(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return copied
 
 
-def _plan(path: Path) -> list[dict[str, Any]]:
+def _plan(path: Path, controller_namespace: str) -> list[dict[str, Any]]:
     result = CliRunner().invoke(
         cli,
         [
@@ -139,7 +147,7 @@ def _plan(path: Path) -> list[dict[str, Any]]:
             "--ids",
             ",".join(f"{k}={v}" for k, v in IDS.items()),
             "--controller-namespace",
-            CONTROLLER_NS,
+            controller_namespace,
             "--listener-image",
             LISTENER_IMAGE,
             "--listener-nats-url",
@@ -169,7 +177,7 @@ async def test_reconciler_writes_exactly_what_plan_prints(stack: Stack, tmp_path
 
     async def converged() -> bool:
         ars = await stack.kube.get("AutoscalingRunnerSet", "arc-runners", stack.namespace)
-        pods = await stack.list("Pod", CONTROLLER_NS)
+        pods = await stack.list("Pod", stack.controller_namespace)
         return (ars.get("status") or {}).get("phase") == "Running" and len(pods) == 1
 
     await eventually(converged, within=20)
@@ -182,9 +190,10 @@ async def test_reconciler_writes_exactly_what_plan_prints(stack: Stack, tmp_path
     )
     live_path = tmp_path / "live-ars.yaml"
     live_path.write_text(yaml.safe_dump(live_ars, sort_keys=False))
-    planned = _plan(live_path)
+    planned = _plan(live_path, stack.controller_namespace)
     # Planned from the file the user wrote, the only difference is that resolved group name.
-    assert _without_group_name(_plan(path)) == _without_group_name(planned)
+    from_file = _plan(path, stack.controller_namespace)
+    assert _without_group_name(from_file) == _without_group_name(planned)
     kinds = sorted(o["kind"] for o in planned)
     assert kinds == sorted(
         [
@@ -203,7 +212,7 @@ async def test_reconciler_writes_exactly_what_plan_prints(stack: Stack, tmp_path
         AutoscalingRunnerSet.from_manifest(live_ars),
         IDS,
         BuildSettings(
-            CONTROLLER_NS,
+            stack.controller_namespace,
             LISTENER_IMAGE,
             listener_nats_url=LISTENER_NATS_URL,
             listener_nats_secret=LISTENER_NATS_SECRET,
@@ -235,16 +244,16 @@ async def test_reconciler_writes_exactly_what_plan_prints(stack: Stack, tmp_path
             assert _config_with_token_redacted(live) == shown
             live_rest = {k: v for k, v in _comparable(live).items() if k != "data"}
             want_rest = {k: v for k, v in _comparable(want).items() if k != "stringData"}
-            assert live_rest == want_rest
+            assert_written(live_rest, want_rest, f"Secret {meta['name']}")
             continue
-        assert _comparable(live) == _comparable(want), f"{want['kind']} {meta['name']}"
+        assert_written(_comparable(live), _comparable(want), f"{want['kind']} {meta['name']}")
 
     # Nothing the plan does not mention was written (besides runners, which scale at runtime).
     for kind, namespace in (
         ("EphemeralRunnerSet", stack.namespace),
-        ("AutoscalingListener", CONTROLLER_NS),
-        ("Pod", CONTROLLER_NS),
-        ("Secret", CONTROLLER_NS),
+        ("AutoscalingListener", stack.controller_namespace),
+        ("Pod", stack.controller_namespace),
+        ("Secret", stack.controller_namespace),
         ("Role", stack.namespace),
         ("RoleBinding", stack.namespace),
     ):
@@ -258,8 +267,11 @@ async def test_reconciler_writes_exactly_what_plan_prints(stack: Stack, tmp_path
 
 
 async def test_validate_rejects_exactly_what_the_reconciler_refuses(
-    stack: Stack, tmp_path: Path
+    kube_emulator: KubeEmulator, stack: Stack, tmp_path: Path
 ) -> None:
+    """On the emulator: a real server's CRD schema refuses this ARS before the reconciler sees
+    it; the emulator stores it, as a server would keep an object stored under a laxer CRD, so
+    the reconciler's own refusal can be compared with ``arcflow validate``."""
     doc, path = _example_in(stack.namespace, tmp_path)
     doc["metadata"]["name"] = "arc-bad"
     doc["spec"]["runnerVariants"][0]["name"] = "Not_A_Label"
@@ -290,4 +302,4 @@ async def test_validate_rejects_exactly_what_the_reconciler_refuses(
     assert events[0]["message"].endswith("; ".join(lines))
     await stack.app.queue.wait_idle()
     assert await stack.list("EphemeralRunnerSet") == []
-    assert await stack.list("AutoscalingListener", CONTROLLER_NS) == []
+    assert await stack.list("AutoscalingListener", stack.controller_namespace) == []

@@ -21,7 +21,6 @@ from .conftest import SecuredNats
 
 pytestmark = pytest.mark.integration
 
-CONTROLLER_NS = "arc-systems"
 SECRET_NAME = "github-creds"
 
 
@@ -31,14 +30,17 @@ def _template(image: str) -> dict[str, Any]:
 
 @pytest.fixture
 async def restricted_stack(
-    secured: SecuredNats, kube_client: KubeClient, kube_namespace: str
+    secured: SecuredNats,
+    kube_client: KubeClient,
+    kube_namespace: str,
+    controller_namespace: str,
 ) -> AsyncIterator[None]:
     runs = control_plane(
-        namespaces=[kube_namespace, CONTROLLER_NS],
+        namespaces=[kube_namespace, controller_namespace],
         nats_for=secured.settings,
         errors_for=secured.error_hook,
         reconciler_settings=ReconcilerSettings(
-            controller_namespace=CONTROLLER_NS,
+            controller_namespace=controller_namespace,
             listener_image="ghcr.io/arcflow/listener:test",
             workers=2,
             retry_base_seconds=0.05,
@@ -58,6 +60,7 @@ async def test_ars_apply_with_least_privilege_users(
     secured: SecuredNats,
     kube_client: KubeClient,
     kube_namespace: str,
+    controller_namespace: str,
     actions_sim: ActionsSimulator,
 ) -> None:
     kube, ns = kube_client, kube_namespace
@@ -80,7 +83,7 @@ async def test_ars_apply_with_least_privilege_users(
     async def converged() -> bool:
         ars = await kube.get("AutoscalingRunnerSet", "perm", ns)
         sets = (await kube.list("EphemeralRunnerSet", namespace=ns)).items
-        listeners = (await kube.list("AutoscalingListener", namespace=CONTROLLER_NS)).items
+        listeners = (await kube.list("AutoscalingListener", namespace=controller_namespace)).items
         annotations = ars["metadata"].get("annotations") or {}
         return (
             "actions.github.com/runner-scale-set-ids" in annotations

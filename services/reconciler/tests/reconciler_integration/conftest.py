@@ -14,7 +14,15 @@ from .harness import Stack, build_stack
 
 @pytest.fixture
 async def stack(
-    private_nats_server: NatsServer, kube_client: KubeClient, kube_namespace: str
+    private_nats_server: NatsServer,
+    kube_client: KubeClient,
+    kube_namespace: str,
+    controller_namespace: str,
 ) -> AsyncIterator[Stack]:
-    async with build_stack(private_nats_server.url, kube_client, kube_namespace) as built:
+    async with build_stack(
+        private_nats_server.url,
+        kube_client,
+        kube_namespace,
+        controller_namespace=controller_namespace,
+    ) as built:
         yield built

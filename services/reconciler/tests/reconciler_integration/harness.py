@@ -7,6 +7,7 @@ RPC responder on the registrar subjects that hands out fake JIT configs and reco
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -122,6 +123,8 @@ class Stack:
     app: ReconcilerState
     rpc: FakeRegistrarRpc
     apps: list[ReconcilerState] = field(default_factory=list)
+    #: Where listeners and their config Secrets go (the reconciler's controller_namespace).
+    controller_namespace: str = CONTROLLER_NS
 
     async def wait_idle(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
         for app in self.apps or [self.app]:
@@ -319,8 +322,20 @@ async def build_stack(
     replicas: int = 1,
     settings: ReconcilerSettings | None = None,
     meter: Meter | None = None,
+    controller_namespace: str | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Stack]:
+    """One reconciler (or ``replicas``) on ``kube``; listeners go to ``controller_namespace``,
+    by default ``<namespace>-systems``, created here as the chart's release namespace would be
+    (on the shared real server, a test of its own sees no other test's listeners)."""
+    controller_namespace = controller_namespace or f"{namespace}-systems"
+    with contextlib.suppress(ConflictError):
+        await kube.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": controller_namespace}}
+        )
+    settings = (settings or reconciler_test_settings()).model_copy(
+        update={"controller_namespace": controller_namespace}
+    )
     nc = await nats.connect(nats_url)
     await ensure_jetstream(nc.jetstream())
     await kube.create(pat_secret(SECRET_NAME, namespace, TOKEN))
@@ -328,7 +343,11 @@ async def build_stack(
     await rpc.start()
     runtimes = [
         reconciler_runtime(
-            nats_url, kube, settings or reconciler_test_settings(), meter=meter, **overrides
+            nats_url,
+            kube,
+            settings,
+            meter=meter,
+            **overrides,
         )
         for _ in range(replicas)
     ]
@@ -336,7 +355,7 @@ async def build_stack(
         for runtime in runtimes:
             await runtime.start()
         apps = [runtime.state for runtime in runtimes]
-        yield Stack(nc, kube, namespace, apps[0], rpc, apps)
+        yield Stack(nc, kube, namespace, apps[0], rpc, apps, controller_namespace)
     finally:
         for runtime in runtimes:
             await runtime.stop()

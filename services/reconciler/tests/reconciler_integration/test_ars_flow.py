@@ -17,10 +17,11 @@ from arcflow.common.constants import (
 )
 from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.devstack.kube_emulator import KubeEmulator
+from tests.manifests import assert_written
 from tests.polling import eventually
 
 from .harness import (
-    CONTROLLER_NS,
     TOKEN,
     Stack,
     ars_manifest,
@@ -47,7 +48,7 @@ async def _two_variant_set(stack: Stack) -> None:
 
     async def converged() -> bool:
         ars = await stack.kube.get("AutoscalingRunnerSet", "big", stack.namespace)
-        pods = await stack.list("Pod", CONTROLLER_NS)
+        pods = await stack.list("Pod", stack.controller_namespace)
         return (ars.get("status") or {}).get("phase") == "Running" and len(pods) == 1
 
     await eventually(converged)
@@ -73,7 +74,7 @@ async def test_two_variants_get_two_runner_sets_and_one_listener(stack: Stack) -
         "gpu": 12,
     }
 
-    listeners = await stack.list("AutoscalingListener", CONTROLLER_NS)
+    listeners = await stack.list("AutoscalingListener", stack.controller_namespace)
     assert len(listeners) == 1
     tuples = json.loads(listeners[0]["metadata"]["annotations"][ANNOTATION_LISTENER_SCALE_SETS])
     assert [(t["ephemeralRunnerSetName"], t["runnerScaleSetId"]) for t in tuples] == [
@@ -85,7 +86,7 @@ async def test_two_variants_get_two_runner_sets_and_one_listener(stack: Stack) -
     role = (await stack.list("Role"))[0]
     assert role["rules"][0]["resourceNames"] == ["big-cpu", "big-gpu"]
     assert len(await stack.list("RoleBinding")) == 1
-    config = (await stack.list("Secret", CONTROLLER_NS))[0]
+    config = (await stack.list("Secret", stack.controller_namespace))[0]
     config_json = json.loads(base64.b64decode(config["data"]["config.json"]))
     assert [s["runner_scale_set_id"] for s in config_json["scale_sets"]] == [11, 12]
     assert config_json["github_token"] == TOKEN
@@ -103,7 +104,7 @@ async def test_two_variants_get_two_runner_sets_and_one_listener(stack: Stack) -
 
 async def test_adding_and_removing_a_variant(stack: Stack) -> None:
     await _two_variant_set(stack)
-    first_listener = (await stack.list("AutoscalingListener", CONTROLLER_NS))[0]
+    first_listener = (await stack.list("AutoscalingListener", stack.controller_namespace))[0]
 
     await stack.register("big", "arm", 13)
     variants = [*TWO_VARIANTS, {"name": "arm", "template": runner_template("runner:arm")}]
@@ -126,7 +127,7 @@ async def test_adding_and_removing_a_variant(stack: Stack) -> None:
 
     async def gpu_gone() -> bool:
         names = _names(await stack.list("EphemeralRunnerSet"))
-        listeners = await stack.list("AutoscalingListener", CONTROLLER_NS)
+        listeners = await stack.list("AutoscalingListener", stack.controller_namespace)
         if names != {"big-cpu", "big-arm"} or len(listeners) != 1:
             return False
         raw = listeners[0]["metadata"]["annotations"][ANNOTATION_LISTENER_SCALE_SETS]
@@ -138,12 +139,17 @@ async def test_adding_and_removing_a_variant(stack: Stack) -> None:
         )
 
     await eventually(gpu_gone)
-    listener = (await stack.list("AutoscalingListener", CONTROLLER_NS))[0]
+    listener = (await stack.list("AutoscalingListener", stack.controller_namespace))[0]
     assert listener["metadata"]["name"] == first_listener["metadata"]["name"]
     assert listener["metadata"]["uid"] != first_listener["metadata"]["uid"]  # recreated
 
 
-async def test_invalid_ars_gets_condition_and_event_and_no_children(stack: Stack) -> None:
+async def test_invalid_ars_gets_condition_and_event_and_no_children(
+    kube_emulator: KubeEmulator, stack: Stack
+) -> None:
+    """On the emulator: a real server's CRD schema refuses this object before any controller
+    sees it (tests/conformance/test_crd_validation.py shows that); the emulator stores it, as a
+    server keeps an object stored under an older, laxer CRD, so arcflow's own refusal shows."""
     await stack.register("bad", "", 21)
     bad = ars_manifest(
         stack.namespace,
@@ -172,7 +178,7 @@ async def test_invalid_ars_gets_condition_and_event_and_no_children(stack: Stack
     assert events[0]["type"] == "Warning"
     await stack.app.queue.wait_idle()
     assert await stack.list("EphemeralRunnerSet") == []
-    assert await stack.list("AutoscalingListener", CONTROLLER_NS) == []
+    assert await stack.list("AutoscalingListener", stack.controller_namespace) == []
     ars = await stack.kube.get("AutoscalingRunnerSet", "bad", stack.namespace)
     assert FINALIZER_ARS not in (ars["metadata"].get("finalizers") or [])
 
@@ -183,7 +189,7 @@ async def test_invalid_ars_gets_condition_and_event_and_no_children(stack: Stack
     assert len(again) == 1
 
 
-_SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp")
+_SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
 
 
 def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
@@ -209,17 +215,19 @@ async def test_single_variant_objects_equal_the_builders_plan(stack: Stack) -> N
     ars = AutoscalingRunnerSet.from_manifest(
         await stack.kube.get("AutoscalingRunnerSet", "solo", stack.namespace)
     )
-    settings: BuildSettings = reconciler_test_settings().build_settings()
+    settings: BuildSettings = reconciler_test_settings(
+        controller_namespace=stack.controller_namespace
+    ).build_settings()
     plan = plan_objects(
         ars, {"": 7}, settings, GitHubCredentials.model_validate({"github_token": TOKEN})
     )
     for want in plan:
         meta = want["metadata"]
         live = await stack.kube.get(want["kind"], meta["name"], meta["namespace"])
-        assert _comparable(live) == _comparable(want), want["kind"]
+        assert_written(_comparable(live), _comparable(want), want["kind"])
     assert ANNOTATION_LISTENER_SCALE_SETS not in plan[1]["metadata"]["annotations"]
     listener = await stack.kube.get(
-        "AutoscalingListener", plan[1]["metadata"]["name"], CONTROLLER_NS
+        "AutoscalingListener", plan[1]["metadata"]["name"], stack.controller_namespace
     )
     assert listener["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
 
@@ -232,10 +240,15 @@ async def test_deleting_the_ars_removes_every_child(stack: Stack) -> None:
     async def all_gone() -> bool:
         leftovers = [
             *await stack.list("EphemeralRunnerSet"),
-            *await stack.list("AutoscalingListener", CONTROLLER_NS),
-            *await stack.list("Pod", CONTROLLER_NS),
-            *await stack.list("Secret", CONTROLLER_NS),
-            *await stack.list("ServiceAccount", CONTROLLER_NS),
+            *await stack.list("AutoscalingListener", stack.controller_namespace),
+            *await stack.list("Pod", stack.controller_namespace),
+            *await stack.list("Secret", stack.controller_namespace),
+            # kube-controller-manager gives every namespace its ``default`` account.
+            *[
+                account
+                for account in await stack.list("ServiceAccount", stack.controller_namespace)
+                if account["metadata"]["name"] != "default"
+            ],
             *await stack.list("Role"),
             *await stack.list("RoleBinding"),
             *await stack.list("AutoscalingRunnerSet"),
@@ -253,7 +266,9 @@ async def test_listener_objects_made_outside_the_cache_are_adopted(stack: Stack)
     the reconciler's cache does not hold them): creating them answers 409, they are read,
     given our labels and the right config, and the listener pod still comes up."""
     manifest = ars_manifest(stack.namespace, "pre", minRunners=0, maxRunners=3)
-    settings: BuildSettings = reconciler_test_settings().build_settings()
+    settings: BuildSettings = reconciler_test_settings(
+        controller_namespace=stack.controller_namespace
+    ).build_settings()
     plan = plan_objects(
         AutoscalingRunnerSet.from_manifest(manifest),
         {"": 9},
@@ -265,7 +280,7 @@ async def test_listener_objects_made_outside_the_cache_are_adopted(stack: Stack)
         bare: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": kind,
-            "metadata": {"name": obj["metadata"]["name"], "namespace": CONTROLLER_NS},
+            "metadata": {"name": obj["metadata"]["name"], "namespace": stack.controller_namespace},
         }
         if kind == "Secret":
             bare["data"] = {"config.json": base64.b64encode(b"{}").decode()}
@@ -274,9 +289,9 @@ async def test_listener_objects_made_outside_the_cache_are_adopted(stack: Stack)
     await stack.apply_ars(manifest)
 
     async def adopted() -> bool:
-        pods = await stack.list("Pod", CONTROLLER_NS)
+        pods = await stack.list("Pod", stack.controller_namespace)
         live = {
-            kind: await stack.kube.get(kind, obj["metadata"]["name"], CONTROLLER_NS)
+            kind: await stack.kube.get(kind, obj["metadata"]["name"], stack.controller_namespace)
             for kind, obj in want.items()
         }
         return (

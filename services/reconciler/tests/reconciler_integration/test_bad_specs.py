@@ -10,7 +10,7 @@ import pytest
 
 from tests.polling import eventually
 
-from .harness import CONTROLLER_NS, Stack, ars_manifest
+from .harness import Stack, ars_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ async def test_template_less_ars_is_invalid_and_creates_nothing(stack: Stack) ->
     assert await eventually(lambda: stack.events("InvalidSpec", "bare"))
     await stack.wait_idle()
     assert await stack.list("EphemeralRunnerSet") == []
-    assert await stack.list("AutoscalingListener", CONTROLLER_NS) == []
+    assert await stack.list("AutoscalingListener", stack.controller_namespace) == []
 
 
 async def test_missing_github_secret_gets_a_condition_and_an_event(stack: Stack) -> None:

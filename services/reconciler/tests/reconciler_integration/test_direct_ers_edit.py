@@ -10,7 +10,7 @@ import pytest
 
 from tests.polling import eventually
 
-from .harness import CONTROLLER_NS, Stack, ars_manifest, runner_template
+from .harness import Stack, ars_manifest, runner_template
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ async def _live_runners(stack: Stack) -> dict[str, str]:
 
 async def _listener_uid(stack: Stack) -> str:
     async def one() -> str | None:
-        found = await stack.list("AutoscalingListener", CONTROLLER_NS)
+        found = await stack.list("AutoscalingListener", stack.controller_namespace)
         return str(found[0]["metadata"]["uid"]) if len(found) == 1 else None
 
     uid: str = await eventually(one, what="one listener")

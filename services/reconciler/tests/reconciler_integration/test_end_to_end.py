@@ -22,7 +22,7 @@ from tests.fast_services import control_plane
 from tests.manifests import pat_secret
 from tests.polling import eventually
 
-from .harness import CONTROLLER_NS, reconciler_test_settings, runner_template
+from .harness import reconciler_test_settings, runner_template
 
 pytestmark = pytest.mark.integration
 
@@ -34,16 +34,22 @@ async def parts(
     private_nats_server: NatsServer,
     kube_client: KubeClient,
     kube_namespace: str,
+    controller_namespace: str,
     actions_sim: ActionsSimulator,
 ) -> AsyncIterator[dict[str, Any]]:
     url = private_nats_server.url
     runs = control_plane(
-        namespaces=[kube_namespace, CONTROLLER_NS],
+        namespaces=[kube_namespace, controller_namespace],
         nats_for=lambda _service: NatsSettings(url=url),
-        reconciler_settings=reconciler_test_settings(),
+        reconciler_settings=reconciler_test_settings(controller_namespace=controller_namespace),
     )
     async with running(*runs, kube=kube_client):
-        yield {"sim": actions_sim, "kube": kube_client, "ns": kube_namespace}
+        yield {
+            "sim": actions_sim,
+            "kube": kube_client,
+            "ns": kube_namespace,
+            "controller_ns": controller_namespace,
+        }
 
 
 async def _list(kube: KubeClient, kind: str, namespace: str) -> list[dict[str, Any]]:
@@ -78,7 +84,7 @@ async def test_apply_scale_delete_end_to_end(parts: dict[str, Any]) -> None:
         ars = await kube.get("AutoscalingRunnerSet", "e2e", ns)
         annotations = ars["metadata"].get("annotations") or {}
         sets = await _list(kube, "EphemeralRunnerSet", ns)
-        listeners = await _list(kube, "AutoscalingListener", CONTROLLER_NS)
+        listeners = await _list(kube, "AutoscalingListener", parts["controller_ns"])
         roles = await _list(kube, "Role", ns)
         if (
             "actions.github.com/runner-scale-set-ids" in annotations
@@ -134,8 +140,8 @@ async def test_apply_scale_delete_end_to_end(parts: dict[str, Any]) -> None:
             *await _list(kube, "AutoscalingRunnerSet", ns),
             *await _list(kube, "EphemeralRunnerSet", ns),
             *await _list(kube, "EphemeralRunner", ns),
-            *await _list(kube, "AutoscalingListener", CONTROLLER_NS),
-            *await _list(kube, "Pod", CONTROLLER_NS),
+            *await _list(kube, "AutoscalingListener", parts["controller_ns"]),
+            *await _list(kube, "Pod", parts["controller_ns"]),
             *await _list(kube, "Role", ns),
             *await _list(kube, "RoleBinding", ns),
             *[p for p in await _list(kube, "Pod", ns) if p["metadata"]["name"].startswith("e2e")],

@@ -26,7 +26,7 @@ from tests.fast_services import control_plane
 from tests.manifests import pat_secret
 from tests.polling import eventually
 
-from .harness import CONTROLLER_NS, reconciler_test_settings, runner_template
+from .harness import reconciler_test_settings, runner_template
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -49,17 +49,25 @@ async def parts(
     private_nats_server: NatsServer,
     kube_client: KubeClient,
     kube_namespace: str,
+    controller_namespace: str,
     actions_sim: ActionsSimulator,
 ) -> AsyncIterator[dict[str, Any]]:
     url = private_nats_server.url
     runs = control_plane(
-        namespaces=[kube_namespace, CONTROLLER_NS],
+        namespaces=[kube_namespace, controller_namespace],
         nats_for=lambda _service: NatsSettings(url=url),
-        reconciler_settings=reconciler_test_settings(rpc_timeout_seconds=10.0),
+        reconciler_settings=reconciler_test_settings(
+            rpc_timeout_seconds=10.0, controller_namespace=controller_namespace
+        ),
         client_factory=production_retries,
     )
     async with running(*runs, kube=kube_client):
-        yield {"sim": actions_sim, "kube": kube_client, "ns": kube_namespace}
+        yield {
+            "sim": actions_sim,
+            "kube": kube_client,
+            "ns": kube_namespace,
+            "controller_ns": controller_namespace,
+        }
 
 
 async def _registered(kube: KubeClient, ns: str, ers: str) -> int:

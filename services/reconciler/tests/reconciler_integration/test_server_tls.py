@@ -12,7 +12,7 @@ import pytest
 from arcflow.devstack.actions_sim.tls import private_chain
 from tests.polling import eventually
 
-from .harness import CONTROLLER_NS, Stack, ars_manifest
+from .harness import Stack, ars_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -84,7 +84,7 @@ async def test_a_missing_then_invalid_then_fixed_ca_is_explained(stack: Stack) -
     assert await stack.events("CACertificateFound", "ghes")
 
     async def config_has_ca() -> bool:
-        for secret in await stack.list("Secret", CONTROLLER_NS):
+        for secret in await stack.list("Secret", stack.controller_namespace):
             raw = (secret.get("data") or {}).get("config.json")
             if raw and json.loads(base64.b64decode(raw)).get("server_root_ca") == pem:
                 return True

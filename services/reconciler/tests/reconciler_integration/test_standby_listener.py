@@ -9,7 +9,7 @@ import pytest
 
 from tests.polling import eventually
 
-from .harness import CONTROLLER_NS, Stack, ars_manifest
+from .harness import Stack, ars_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +21,7 @@ def _env(pod: dict[str, Any]) -> dict[str, str]:
 
 
 async def _listener_pods(stack: Stack) -> dict[str, dict[str, Any]]:
-    pods = await stack.list("Pod", CONTROLLER_NS)
+    pods = await stack.list("Pod", stack.controller_namespace)
     return {
         p["metadata"]["name"]: p
         for p in pods
@@ -40,7 +40,7 @@ async def test_two_listener_pods_then_one(stack: Stack) -> None:
         return pods if len(pods) == 2 else None
 
     pods = await eventually(two, within=20)
-    (listener,) = await stack.list("AutoscalingListener", CONTROLLER_NS)
+    (listener,) = await stack.list("AutoscalingListener", stack.controller_namespace)
     name = listener["metadata"]["name"]
     assert listener["metadata"]["annotations"][REPLICAS] == "2"
     assert set(pods) == {name, f"{name}-1"}
@@ -64,7 +64,7 @@ async def test_two_listener_pods_then_one(stack: Stack) -> None:
 
     async def one() -> dict[str, dict[str, Any]] | None:
         pods = await _listener_pods(stack)
-        listeners = await stack.list("AutoscalingListener", CONTROLLER_NS)
+        listeners = await stack.list("AutoscalingListener", stack.controller_namespace)
         if (
             len(pods) == 1
             and len(listeners) == 1
@@ -93,4 +93,4 @@ async def test_a_bad_replica_count_is_reported_not_applied(stack: Stack) -> None
 
     message = await eventually(condition, within=20)
     assert "must be 1 or 2" in message
-    assert await stack.list("AutoscalingListener", CONTROLLER_NS) == []
+    assert await stack.list("AutoscalingListener", stack.controller_namespace) == []

@@ -75,8 +75,11 @@ def _runner(namespace: str, name: str, scale_set_id: Any) -> dict[str, Any]:
 
 
 async def test_runner_that_does_not_parse_is_reported_and_not_retried(
-    counted_stack: Stack, reader: InMemoryMetricReader
+    kube_emulator: KubeEmulator, counted_stack: Stack, reader: InMemoryMetricReader
 ) -> None:
+    """On the emulator: a real server's CRD schema refuses this object before any controller
+    sees it (tests/conformance/test_crd_validation.py shows that); the emulator stores it, as a
+    server keeps an object stored under an older, laxer CRD, so arcflow's own refusal shows."""
     stack = counted_stack
     await stack.kube.create(_runner(stack.namespace, "broken", "seven-secret-value"))
 
@@ -132,8 +135,11 @@ async def test_api_server_error_is_retried(
 
 
 async def test_ars_that_does_not_parse_gets_the_spec_condition(
-    counted_stack: Stack, reader: InMemoryMetricReader
+    kube_emulator: KubeEmulator, counted_stack: Stack, reader: InMemoryMetricReader
 ) -> None:
+    """On the emulator: a real server's CRD schema refuses this object before any controller
+    sees it (tests/conformance/test_crd_validation.py shows that); the emulator stores it, as a
+    server keeps an object stored under an older, laxer CRD, so arcflow's own refusal shows."""
     stack = counted_stack
     doc = ars_manifest(stack.namespace, "typo", minRunners="2")
     await stack.register("typo", "", 7)

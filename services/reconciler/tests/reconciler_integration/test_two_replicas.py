@@ -18,7 +18,6 @@ from arcflow.devstack.nats_server import NatsServer
 from tests.polling import eventually
 
 from .harness import (
-    CONTROLLER_NS,
     Stack,
     ars_manifest,
     build_stack,
@@ -36,10 +35,10 @@ VARIANTS = [
 
 async def _children(stack: Stack) -> dict[str, list[dict[str, Any]]]:
     return {
-        "al": await stack.list("AutoscalingListener", CONTROLLER_NS),
+        "al": await stack.list("AutoscalingListener", stack.controller_namespace),
         "ers": await stack.list("EphemeralRunnerSet"),
         "er": await stack.list("EphemeralRunner"),
-        "pods": await stack.list("Pod", CONTROLLER_NS),
+        "pods": await stack.list("Pod", stack.controller_namespace),
         "roles": await stack.list("Role"),
     }
 

@@ -118,6 +118,20 @@ class AutoscalingRunnerSetSpec(KubeModel):
         return effective_variants(self)
 
 
+class Condition(KubeModel):
+    """One observation about the set, shaped as Kubernetes conditions are (arcflow's own: ARC's
+    status has none). Declared in the CRD so a real API server keeps them: a structural schema
+    prunes every status field it does not name (docs/models.md, "Status")."""
+
+    type: str
+    status: str
+    """``True``, ``False`` or ``Unknown``."""
+    reason: str = ""
+    message: str = ""
+    observed_generation: int | None = None
+    last_transition_time: str = ""
+
+
 class AutoscalingRunnerSetStatus(KubeModel):
     """Observed state; upstream always serialises these, arcflow writes only what it sets."""
 
@@ -127,6 +141,8 @@ class AutoscalingRunnerSetStatus(KubeModel):
     pending_ephemeral_runners: int = 0
     running_ephemeral_runners: int = 0
     failed_ephemeral_runners: int = 0
+    conditions: list[Condition] | None = None
+    """arcflow's conditions (SpecValid, GitHubCredentialsFound, ...), one per type."""
 
 
 class AutoscalingRunnerSet(KubeObject):
