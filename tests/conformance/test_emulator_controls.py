@@ -225,7 +225,12 @@ async def test_emulator_rejects_strategic_merge_on_custom_kinds(
 async def test_cancelled_client_watch_is_released_by_the_server(
     kube_emulator: KubeEmulator, kube_client: KubeClient
 ) -> None:
-    stream = kube_client.watch(CONFIG_MAP, namespace="default")
+    # From the list's version: nothing to send (a watch without one would get its ADDED and
+    # the initial-events-end BOOKMARK at once), so the read below stays pending.
+    listed = await kube_client.list(CONFIG_MAP, namespace="default")
+    stream = kube_client.watch(
+        CONFIG_MAP, namespace="default", resource_version=listed.resource_version
+    )
     pending = asyncio.create_task(anext(stream))
     for _ in range(200):
         if kube_emulator.open_watches:

@@ -33,12 +33,12 @@ LABELS = {"arcflow.test/expiry": "1"}
 
 def compact_etcd(etcd_port: int, revision: int) -> None:
     """Compact etcd's history up to ``revision`` (older revisions are gone)."""
-    request = urllib.request.Request(  # noqa: S310 - a local etcd
+    request = urllib.request.Request(
         f"http://127.0.0.1:{etcd_port}/v3/kv/compaction",
         data=json.dumps({"revision": str(revision), "physical": True}).encode(),
         method="POST",
     )
-    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=10) as response:
         response.read()
 
 
