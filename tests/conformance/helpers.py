@@ -7,6 +7,8 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from arcflow.common.kube import (
     AUTOSCALING_RUNNER_SET,
     KubeClient,
@@ -17,7 +19,15 @@ from arcflow.common.kube import (
 )
 
 Manifest = dict[str, Any]
-DEADLINE = 15.0
+#: How long a test waits for asynchronous work of a real cluster (garbage collection,
+#: namespace deletion); a loaded machine needs seconds.
+DEADLINE = 30.0
+
+#: Pins a test to the emulator (it needs a fault or a control only the emulator has; the test
+#: says which in its docstring).
+emulator_only = pytest.mark.parametrize("backend", ["emulator"], indirect=True)
+#: Pins a test to the real server (it tests the server itself, e.g. the CRD schema).
+apiserver_only = pytest.mark.parametrize("backend", ["apiserver"], indirect=True)
 
 
 def ars(
@@ -87,7 +97,10 @@ async def wait_gone(
         except NotFoundError:
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"{resource} {namespace}/{name} still exists after {DEADLINE}s")
+    raise AssertionError(
+        f"{resource} {namespace}/{name} still exists after {DEADLINE}s "
+        "(waited for the garbage collector / the last finalizer's removal)"
+    )
 
 
 async def collect(stream: WatchStream, count: int, within: float = DEADLINE) -> list[WatchEvent]:

@@ -20,11 +20,12 @@ from arcflow.common.kube import (
     ResourceVersionExpired,
 )
 from arcflow.devstack.kube_emulator import KubeEmulator
-from tests.conformance.helpers import ars, collect, config_map, names
+from tests.conformance.helpers import ars, collect, config_map, emulator_only, names
 
 pytestmark = pytest.mark.integration
 
 
+@emulator_only
 async def test_expired_resource_version_raises_typed_410(
     kube_emulator: KubeEmulator, kube_client: KubeClient, kube_namespace: str
 ) -> None:
@@ -76,6 +77,7 @@ async def test_bounded_history_expires_old_versions(
             assert names(events) == [("ADDED", "c4"), ("ADDED", "c5")]
 
 
+@emulator_only
 async def test_drop_watches_ends_streams_and_resume_misses_nothing(
     kube_emulator: KubeEmulator, kube_client: KubeClient, kube_namespace: str
 ) -> None:
@@ -108,6 +110,7 @@ async def test_drop_watches_ends_streams_and_resume_misses_nothing(
     assert names(resumed) == [("ADDED", "after-drop")]
 
 
+@emulator_only
 async def test_abrupt_drop_also_ends_iteration(
     kube_emulator: KubeEmulator, kube_client: KubeClient, kube_namespace: str
 ) -> None:
@@ -125,6 +128,7 @@ async def test_abrupt_drop_also_ends_iteration(
     await asyncio.wait_for(task, 5)
 
 
+@emulator_only
 async def test_restart_keeps_state_and_port(
     kube_emulator: KubeEmulator, kube_client: KubeClient, kube_namespace: str
 ) -> None:
@@ -160,6 +164,7 @@ async def test_restart_keeps_state_and_port(
     assert names(events) == [("MODIFIED", "survivor")]
 
 
+@emulator_only
 async def test_client_sends_merge_patch_content_type(
     kube_emulator: KubeEmulator, kube_client: KubeClient, kube_namespace: str
 ) -> None:
@@ -180,6 +185,7 @@ async def test_client_sends_merge_patch_content_type(
     ]
 
 
+@emulator_only
 async def test_emulator_rejects_strategic_merge_on_custom_kinds(
     kube_emulator: KubeEmulator, kube_namespace: str
 ) -> None:
@@ -215,10 +221,16 @@ async def test_emulator_rejects_strategic_merge_on_custom_kinds(
         assert caught.value.status == 415
 
 
+@emulator_only
 async def test_cancelled_client_watch_is_released_by_the_server(
     kube_emulator: KubeEmulator, kube_client: KubeClient
 ) -> None:
-    stream = kube_client.watch(CONFIG_MAP, namespace="default")
+    # From the list's version: nothing to send (a watch without one would get its ADDED and
+    # the initial-events-end BOOKMARK at once), so the read below stays pending.
+    listed = await kube_client.list(CONFIG_MAP, namespace="default")
+    stream = kube_client.watch(
+        CONFIG_MAP, namespace="default", resource_version=listed.resource_version
+    )
     pending = asyncio.create_task(anext(stream))
     for _ in range(200):
         if kube_emulator.open_watches:

@@ -99,7 +99,16 @@ async def test_cascading_deletion_is_recursive(
                 "namespace": kube_namespace,
                 "ownerReferences": [owner_ref(owner)],
             },
-            "spec": {"replicas": 1, "patchID": 0, "ephemeralRunnerSpec": {}},
+            # The fields the CRD requires (a real server refuses the object without them).
+            "spec": {
+                "replicas": 1,
+                "patchID": 0,
+                "ephemeralRunnerSpec": {
+                    "githubConfigUrl": "https://github.com/arcflow-test",
+                    "githubConfigSecret": "github-secret",
+                    "runnerScaleSetId": 1,
+                },
+            },
         }
     )
     await kube_client.create(config_map(kube_namespace, "leaf", owner=ers))

