@@ -87,7 +87,9 @@ def _runner_pod(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
-async def _phases_of(client: KubeClient, namespace: str, name: str, seen: list[dict]) -> None:
+async def _phases_of(
+    client: KubeClient, namespace: str, name: str, seen: list[dict[str, Any]]
+) -> None:
     """Every version of the pod the watch delivers, in order (until cancelled)."""
     stream = client.watch(POD, namespace=namespace, field_selector=f"metadata.name={name}")
     async with stream:
