@@ -90,3 +90,22 @@ def test_demo_completes_on_a_real_api_server(tmp_path: Path) -> None:
     assert summary["pods_created"]["listener"] >= 1
     assert summary["pods_created"]["runner"] >= 6
     assert "demo jobs: 6/6 completed" in stderr
+
+
+def test_missing_control_plane_binaries_are_a_clear_error(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = _env(tmp)
+    env.pop("KUBEBUILDER_ASSETS", None)
+    env["ARCFLOW_CONTROL_PLANE_DIR"] = str(tmp_path / "no-binaries-here")
+    result = subprocess.run(
+        [*ARCFLOW, "dev", "--kube", "apiserver", "--headless", "--exit-when-done", "--jobs", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "Error: the Kubernetes control plane did not start" in result.stderr
+    assert "Traceback" not in result.stderr
+    _assert_nothing_left(tmp)

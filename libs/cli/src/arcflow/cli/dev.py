@@ -256,7 +256,7 @@ def dev_command(
     try:
         code, summary = asyncio.run(_run(settings, headless=headless, summary_json=summary_json))
     except Exception as exc:
-        if isinstance(exc, NatsServerError | _stack_errors()):
+        if isinstance(exc, (NatsServerError, *_stack_errors())):
             raise click.ClickException(str(exc)) from None
         raise
     click.echo(demo_outcome(summary), err=True)

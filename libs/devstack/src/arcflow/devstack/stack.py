@@ -884,7 +884,10 @@ async def _server_version(kubeconfig: str | None) -> str:
         return ""
     from arcflow.devstack.kubelet import ApiCaller
 
-    api = ApiCaller.from_kubeconfig(kubeconfig)
+    try:
+        api = ApiCaller.from_kubeconfig(kubeconfig)
+    except Exception:  # e.g. an exec-plugin kubeconfig the light reader refuses
+        return ""
     try:
         return str((await api.request("GET", "/version")).get("gitVersion") or "")
     except Exception:  # the version is informative only
