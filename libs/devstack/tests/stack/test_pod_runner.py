@@ -364,3 +364,41 @@ async def test_runner_pod_status_reaches_an_api_server_that_refused_it_for_a_whi
     assert refused.hits == 4
     assert pod["status"]["phase"] == "Succeeded"
     assert sim.job(job_id)["state"] == "completed"
+
+
+async def test_on_the_emulator_no_node_is_registered_and_listeners_keep_the_node_kubeconfig(
+    emulator_client: KubeClient, sim: ActionsSimulator, tmp_path: Path
+) -> None:
+    """Given the node kubeconfig, the runner asks the server what it serves: the emulator
+    serves no Nodes, bindings or TokenRequests, so pods are played unbound, as before."""
+    kubeconfig = str(tmp_path / "kubeconfig")  # written by the emulator_client fixture
+    scale_set = sim.engine.create_scale_set({"name": "demo", "runnerGroupId": 1})
+    _runner, jit = sim.engine.generate_jit_config(scale_set.id, {"name": "demo-runner-3"})
+    sim.enqueue_job(["demo"], duration=0.3)
+    await emulator_client.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "demo-runner-3", "namespace": NS},
+            "data": {constants.JIT_SECRET_TOKEN_KEY: _b64(jit)},
+        }
+    )
+    runner = PodRunner(
+        emulator_client,
+        tmp_path / "pods",
+        SimulatedRunnerBackend(sim),
+        namespace=NS,
+        kubeconfig=kubeconfig,
+    )
+    await runner.start()
+    try:
+        await runner.wait_ready()
+        assert runner.node is None
+        assert not runner.capabilities.token_request
+        await emulator_client.create(_runner_pod("demo-runner-3"))
+        pod = await _wait_phase(emulator_client, "demo-runner-3", {"Succeeded", "Failed"})
+    finally:
+        await runner.stop()
+    assert pod["status"]["phase"] == "Succeeded"
+    assert "nodeName" not in pod["spec"]
+    assert pod["status"]["podIP"] == "127.0.0.1"

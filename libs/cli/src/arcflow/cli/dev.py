@@ -164,6 +164,15 @@ def _write_summary(path: Path, summary: dict[str, Any]) -> None:
     help="with --exit-when-done: give up after this many seconds (exit 1)",
 )
 @click.option(
+    "--kube",
+    "kube_backend",
+    type=click.Choice(["emulator", "apiserver"]),
+    default="emulator",
+    show_default=True,
+    help="Kubernetes to run: the in-process API emulator, or a real etcd + kube-apiserver + "
+    "kube-controller-manager (binaries of scripts/control-plane.sh or KUBEBUILDER_ASSETS)",
+)
+@click.option(
     "--kubeconfig",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
@@ -211,6 +220,7 @@ def dev_command(
     exit_when_done: bool,
     summary_json: Path | None,
     timeout: float,
+    kube_backend: str,
     kubeconfig: str | None,
     github_config_url: str | None,
     github_token: str | None,
@@ -220,16 +230,20 @@ def dev_command(
     env_file: Path | None,
     verbose: bool,
 ) -> None:
-    """Run nats-server, the Kubernetes API emulator, the Actions simulator, a pod runner and
-    all services locally; apply the runner-variants example and run a demo workload."""
+    """Run nats-server, Kubernetes (the API emulator, or a real API server with --kube
+    apiserver), the Actions simulator, a pod runner and all services locally; apply the
+    runner-variants example and run a demo workload."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING)
     if github_config_url and not github_token:
         raise click.UsageError("--github-config-url needs --github-token (or the env var)")
+    if kubeconfig and kube_backend != "emulator":
+        raise click.UsageError("--kube apiserver starts its own cluster: drop --kubeconfig")
     settings: dict[str, Any] = {
         "jobs": jobs,
         "job_duration": job_duration,
         "example": example,
         "kubeconfig": kubeconfig,
+        "kube": kube_backend,
         "github_config_url": github_config_url,
         "github_token": github_token,
         "exit_when_done": exit_when_done,
@@ -242,7 +256,7 @@ def dev_command(
     try:
         code, summary = asyncio.run(_run(settings, headless=headless, summary_json=summary_json))
     except Exception as exc:
-        if isinstance(exc, NatsServerError | _stack_errors()):
+        if isinstance(exc, (NatsServerError, *_stack_errors())):
             raise click.ClickException(str(exc)) from None
         raise
     click.echo(demo_outcome(summary), err=True)

@@ -39,10 +39,21 @@ from arcflow.common import constants
 from arcflow.common.kube import (
     POD,
     SECRET,
+    ConflictError,
     KubeApiError,
     KubeClient,
     NotFoundError,
     ResourceVersionExpired,
+)
+from arcflow.devstack.kubelet import (
+    DEFAULT_NODE_NAME,
+    LEASE_INTERVAL_SECONDS,
+    NODE_IP,
+    TOKEN_SECONDS,
+    ApiCaller,
+    Capabilities,
+    NodeAgent,
+    PodIdentity,
 )
 from arcflow.devstack.nats_server import free_port
 
@@ -186,27 +197,86 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def running_status(pod: Mapping[str, Any], started_at: str) -> dict[str, Any]:
+def _conditions(at: str, *, ready: bool, initialized: bool = True) -> list[dict[str, str]]:
+    """A kubelet's pod conditions: scheduled (bound), initialized (no init containers here),
+    containers ready and pod ready (both only while the container runs)."""
+    flags = (
+        ("PodScheduled", True),
+        ("Initialized", initialized),
+        ("ContainersReady", ready),
+        ("Ready", ready),
+    )
+    return [
+        {"type": kind, "status": "True" if value else "False", "lastTransitionTime": at}
+        for kind, value in flags
+    ]
+
+
+def _addresses(node_ip: str) -> dict[str, Any]:
+    """Host and pod IP: every played pod shares the node's loopback (no network namespace)."""
+    return {
+        "hostIP": node_ip,
+        "hostIPs": [{"ip": node_ip}],
+        "podIP": node_ip,
+        "podIPs": [{"ip": node_ip}],
+    }
+
+
+def _container_statuses(
+    pod: Mapping[str, Any], state: dict[str, Any], *, ready: bool, started: bool
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": c.get("name", ""),
+            "image": c.get("image", ""),
+            "imageID": "",
+            "ready": ready,
+            "started": started,
+            "restartCount": 0,
+            "state": {key: dict(value) for key, value in state.items()},
+        }
+        for c in (pod.get("spec") or {}).get("containers") or []
+    ]
+
+
+def pending_status(
+    pod: Mapping[str, Any], started_at: str, *, node_ip: str = NODE_IP
+) -> dict[str, Any]:
+    """What a kubelet reports once it admitted the pod and before the container runs."""
+    return {
+        "phase": "Pending",
+        "startTime": started_at,
+        "hostIP": node_ip,
+        "hostIPs": [{"ip": node_ip}],
+        "conditions": _conditions(started_at, ready=False),
+        "containerStatuses": _container_statuses(
+            pod, {"waiting": {"reason": "ContainerCreating"}}, ready=False, started=False
+        ),
+    }
+
+
+def running_status(
+    pod: Mapping[str, Any], started_at: str, *, node_ip: str = NODE_IP
+) -> dict[str, Any]:
     return {
         "phase": "Running",
         "startTime": started_at,
-        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": started_at}],
-        "containerStatuses": [
-            {
-                "name": c.get("name", ""),
-                "image": c.get("image", ""),
-                "ready": True,
-                "started": True,
-                "restartCount": 0,
-                "state": {"running": {"startedAt": started_at}},
-            }
-            for c in (pod.get("spec") or {}).get("containers") or []
-        ],
+        **_addresses(node_ip),
+        "conditions": _conditions(started_at, ready=True),
+        "containerStatuses": _container_statuses(
+            pod, {"running": {"startedAt": started_at}}, ready=True, started=True
+        ),
     }
 
 
 def terminated_status(
-    pod: Mapping[str, Any], started_at: str, finished_at: str, exit_code: int, message: str = ""
+    pod: Mapping[str, Any],
+    started_at: str,
+    finished_at: str,
+    exit_code: int,
+    message: str = "",
+    *,
+    node_ip: str = NODE_IP,
 ) -> dict[str, Any]:
     """What a kubelet reports when the (only) container ended with ``exit_code``."""
     terminated: dict[str, Any] = {
@@ -220,18 +290,11 @@ def terminated_status(
     return {
         "phase": "Succeeded" if exit_code == 0 else "Failed",
         "startTime": started_at,
-        "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": finished_at}],
-        "containerStatuses": [
-            {
-                "name": c.get("name", ""),
-                "image": c.get("image", ""),
-                "ready": False,
-                "started": False,
-                "restartCount": 0,
-                "state": {"terminated": dict(terminated)},
-            }
-            for c in (pod.get("spec") or {}).get("containers") or []
-        ],
+        **_addresses(node_ip),
+        "conditions": _conditions(finished_at, ready=False),
+        "containerStatuses": _container_statuses(
+            pod, {"terminated": terminated}, ready=False, started=False
+        ),
     }
 
 
@@ -345,6 +408,20 @@ class PodRunner:
     listener_module: str = "arcflow.listener"
     records: dict[str, PodRecord] = field(default_factory=dict)
     on_change: Callable[[PodRecord], None] | None = None
+    #: The node's (admin) kubeconfig. With it, on a server that serves them (a real
+    #: kube-apiserver, not the emulator), the runner also registers a Node with a Lease
+    #: heartbeat, binds the pods it plays to it, and runs each listener with a token of its
+    #: pod's ServiceAccount instead of the node-level kubeconfig (:mod:`.kubelet`).
+    kubeconfig: str | None = None
+    node_name: str = DEFAULT_NODE_NAME
+    lease_interval: float = LEASE_INTERVAL_SECONDS
+    token_seconds: int = TOKEN_SECONDS
+    #: Seconds between a listener token's renewals (``None``: 80 % of its lifetime).
+    token_renew_every: float | None = None
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    node: NodeAgent | None = field(default=None, init=False)
+    identities: dict[str, PodIdentity] = field(default_factory=dict, init=False, repr=False)
+    _api: ApiCaller | None = field(default=None, init=False, repr=False)
     _watch_task: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
     _pod_tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict, init=False, repr=False)
     _processes: dict[str, asyncio.subprocess.Process] = field(
@@ -354,6 +431,8 @@ class PodRunner:
 
     async def start(self) -> PodRunner:
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        if self.kubeconfig:
+            await self._start_node(self.kubeconfig)
         self._watch_task = asyncio.create_task(self._watch_loop(), name="pod-runner-watch")
         return self
 
@@ -374,6 +453,26 @@ class PodRunner:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self._pod_tasks.clear()
+        if self.node is not None:
+            await self.node.stop()
+        if self._api is not None:
+            await self._api.close()
+            self._api = None
+
+    async def _start_node(self, kubeconfig: str) -> None:
+        """What the server serves decides the kubelet part: the emulator serves no Nodes,
+        bindings or TokenRequests, so there the runner stays a plain pod player."""
+        api = ApiCaller.from_kubeconfig(kubeconfig)
+        self._api = api
+        try:
+            self.capabilities = Capabilities.of(await api.core_resources())
+        except KubeApiError as exc:
+            log.warning("cannot read the server's discovery (%s): no Node", type(exc).__name__)
+            return
+        if self.capabilities.nodes:
+            self.node = await NodeAgent(
+                api, self.node_name, lease_interval=self.lease_interval
+            ).start()
 
     @property
     def running_processes(self) -> list[int]:
@@ -431,6 +530,8 @@ class PodRunner:
             task = self._pod_tasks.pop(uid, None)
             if task is not None:
                 task.cancel()
+            if event_type != "DELETED" and record is not None and self.node is not None:
+                self._spawn_confirm(record, task)
             return
         if uid in self.records:
             return
@@ -451,6 +552,36 @@ class PodRunner:
         task = asyncio.create_task(runner(record, dict(pod)), name=f"pod-{record.name}")
         self._pod_tasks[uid] = task
         task.add_done_callback(self._forget_task(uid))
+
+    def _spawn_confirm(self, record: PodRecord, task: asyncio.Task[None] | None) -> None:
+        key = f"delete-{record.uid}"
+        if key in self._pod_tasks:
+            return
+        confirm = asyncio.create_task(self._confirm_deletion(record, task), name=key)
+        self._pod_tasks[key] = confirm
+        confirm.add_done_callback(self._forget_task(key))
+
+    async def _confirm_deletion(self, record: PodRecord, task: asyncio.Task[None] | None) -> None:
+        """A real server keeps a deleted pod (bound, not yet terminal) until its kubelet says
+        its containers stopped: once the process is gone, delete it with no grace period."""
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._api is None:
+            return
+        body = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": record.uid},
+        }
+        path = f"/api/v1/namespaces/{record.namespace}/pods/{record.name}"
+        try:
+            await self._api.request("DELETE", path, body)
+        except (NotFoundError, ConflictError):
+            pass  # already gone, or a new pod of the same name
+        except KubeApiError as exc:
+            log.warning("pod %s/%s: final delete failed: %s", *_where(record), exc)
 
     def _forget_task(self, uid: str) -> Callable[[asyncio.Task[None]], None]:
         def forget(task: asyncio.Task[None]) -> None:
@@ -494,6 +625,45 @@ class PodRunner:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
+    async def _admit(self, record: PodRecord, pod: Mapping[str, Any], started: str) -> None:
+        """Bind the pod to the node (unless it names one) and report it Pending, as the
+        scheduler and then a kubelet would before the container starts."""
+        spec = pod.get("spec") or {}
+        if self.node is not None and self.capabilities.binding and not spec.get("nodeName"):
+            try:
+                await self.node.bind(record.namespace, record.name)
+            except KubeApiError as exc:
+                log.warning("pod %s/%s: binding failed: %s", *_where(record), exc)
+        await self._patch_status(record, pending_status(pod, started))
+
+    async def _identity_for(
+        self, record: PodRecord, pod: Mapping[str, Any], folder: Path
+    ) -> PodIdentity | None:
+        """A token of the pod's ServiceAccount in a kubeconfig of its own, where the server
+        issues tokens; ``None`` on the emulator (no RBAC there: the node kubeconfig does)."""
+        if self._api is None or self.kubeconfig is None or not self.capabilities.token_request:
+            return None
+        account = str((pod.get("spec") or {}).get("serviceAccountName") or "default")
+        identity = PodIdentity(
+            self._api,
+            record.namespace,
+            record.name,
+            record.uid,
+            account,
+            folder,
+            Path(self.kubeconfig),
+            seconds=self.token_seconds,
+            renew_every=self.token_renew_every,
+        )
+        try:
+            await identity.start()
+        except (KubeApiError, OSError, ValueError) as exc:
+            raise PodStartError(
+                f"no token for service account {account}: {type(exc).__name__}"
+            ) from None
+        self.identities[record.uid] = identity
+        return identity
+
     async def _finish(
         self, record: PodRecord, pod: Mapping[str, Any], started: str, code: int, message: str
     ) -> None:
@@ -531,18 +701,53 @@ class PodRunner:
 
     async def _run_listener(self, record: PodRecord, pod: Mapping[str, Any]) -> None:
         started = _now()
+        await self._admit(record, pod, started)
+        pod_dir = self.work_dir / f"{record.namespace}_{record.name}_{record.uid[:8]}"
+        pod_dir.mkdir(parents=True, exist_ok=True)
         try:
             secret = await self._read_secret(record.namespace, listener_config_secret_of(pod))
             config_text = localize_listener_config(
                 secret_value(secret, constants.LISTENER_CONFIG_KEY), free_port()
             )
             pod_env = await self._container_env(record.namespace, pod, constants.LISTENER_CONTAINER)
+            identity = await self._identity_for(record, pod, pod_dir)
         except (PodStartError, KubeApiError) as exc:
             log.warning("listener pod %s/%s cannot start: %s", record.namespace, record.name, exc)
             await self._finish(record, pod, started, 1, str(exc))
             return
-        pod_dir = self.work_dir / f"{record.namespace}_{record.name}_{record.uid[:8]}"
-        pod_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            await self._run_listener_process(
+                record,
+                pod,
+                started,
+                pod_dir,
+                config_text,
+                {
+                    **(
+                        {}
+                        if identity is None
+                        else {"ARCFLOW_KUBE_KUBECONFIG": str(identity.kubeconfig)}
+                    ),
+                    **pod_env,
+                },
+            )
+        finally:
+            if identity is not None:
+                await identity.stop()
+                self.identities.pop(record.uid, None)
+
+    async def _run_listener_process(
+        self,
+        record: PodRecord,
+        pod: Mapping[str, Any],
+        started: str,
+        pod_dir: Path,
+        config_text: str,
+        pod_env: Mapping[str, str],
+    ) -> None:
+        """Run ``python -m arcflow.listener`` for the pod until it exits or is cancelled.
+        ``pod_env`` (the container's env, and the pod's own kubeconfig if any) wins over the
+        node-level env."""
         config_path = pod_dir / constants.LISTENER_CONFIG_KEY
         fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
@@ -586,6 +791,7 @@ class PodRunner:
 
     async def _run_runner(self, record: PodRecord, pod: Mapping[str, Any]) -> None:
         started = _now()
+        await self._admit(record, pod, started)
         if self.runner_backend is None:
             log.warning("runner pod %s/%s: no runner backend; left Pending", *_where(record))
             return

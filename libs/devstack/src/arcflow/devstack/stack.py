@@ -17,6 +17,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -90,6 +91,20 @@ COUNTED_KINDS: tuple[Resource, ...] = (
     ROLE_BINDING,
 )
 _BLOCKED_GRACE_SECONDS = 30.0
+#: Kubernetes backends: the in-process emulator, or a real control plane the stack starts.
+KUBE_EMULATOR = "emulator"
+KUBE_APISERVER = "apiserver"
+KUBE_EXTERNAL = "external"
+KUBE_BACKENDS: tuple[str, ...] = (KUBE_EMULATOR, KUBE_APISERVER)
+#: The reconciler's controller namespace (listeners and their config Secrets live there). The
+#: stack sets it explicitly and, on its own control plane, creates it: a fresh cluster has
+#: only ``default`` and the system namespaces, and no arcflow component creates this one (a
+#: deployment's installer does, as for any controller's own namespace).
+CONTROLLER_NAMESPACE = "arc-systems"
+#: How long a new namespace may take to get its ``default`` ServiceAccount (pods naming it are
+#: refused until then).
+_NAMESPACE_READY_SECONDS = 30.0
+_CONTROLLER_NAMESPACE_ENV = "ARCFLOW_RECONCILER_CONTROLLER_NAMESPACE"
 
 EXIT_DONE = 0
 EXIT_FAILED = 1
@@ -106,6 +121,10 @@ class StackOptions:
     job_duration: float = 1.0
     example: Path | None = None
     kubeconfig: str | None = None
+    #: ``emulator`` (in process) or ``apiserver`` (etcd, kube-apiserver and
+    #: kube-controller-manager of :mod:`arcflow.devstack.control_plane`); ignored with
+    #: ``kubeconfig`` (an outside cluster).
+    kube: str = KUBE_EMULATOR
     github_config_url: str | None = None
     github_token: str | None = None
     exit_when_done: bool = False
@@ -119,7 +138,7 @@ class StackOptions:
 
     def __repr__(self) -> str:  # the token never shows
         return (
-            f"StackOptions(jobs={self.jobs}, kubeconfig={self.kubeconfig!r}, "
+            f"StackOptions(jobs={self.jobs}, kube={self.kube!r}, kubeconfig={self.kubeconfig!r}, "
             f"github_config_url={self.github_config_url!r}, "
             f"exit_when_done={self.exit_when_done}, keep_demo={self.keep_demo})"
         )
@@ -150,6 +169,10 @@ class DevStack:
     _started_at: float = 0.0
     _ers: list[dict[str, Any]] = field(default_factory=list)
     _kubeconfig: str | None = None
+    #: ``emulator``, ``apiserver`` or ``external``, and the server's ``gitVersion``.
+    kube_backend: str = ""
+    kube_version: str = ""
+    control_plane: Any = None
     #: What ``_apply_example`` created (kind -> the object as the server returned it); only
     #: these are removed again, never an object that existed before the stack started.
     _applied: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -207,16 +230,24 @@ class DevStack:
         self._set("nats", f"running {self.nats.url}")
 
         if self.options.kubeconfig:
+            self.kube_backend = KUBE_EXTERNAL
             self._kubeconfig = self.options.kubeconfig
             self._set("kubernetes", f"external ({self.options.kubeconfig})")
-        else:
+        elif self.options.kube == KUBE_APISERVER:
+            self.kube_backend = KUBE_APISERVER
+            await self._start_control_plane(temp / "kube")
+        elif self.options.kube == KUBE_EMULATOR:
             from arcflow.devstack.kube_emulator import KubeEmulator
 
+            self.kube_backend = KUBE_EMULATOR
             emulator = KubeEmulator()
             self._exit.push_async_callback(emulator.stop)
             await emulator.start()
             self._kubeconfig = str(emulator.write_kubeconfig(temp / "kubeconfig"))
             self._set("kubernetes", f"running emulator {emulator.url}")
+        else:
+            raise StackError(f"unknown Kubernetes backend {self.options.kube!r}")
+        self.kube_version = await _server_version(self._kubeconfig)
 
         if self.options.github_config_url:
             if not self.options.github_token:
@@ -247,6 +278,10 @@ class DevStack:
 
         await self._start_feed()
         self._spawn(self._count_objects(), "object-counter")
+        if self.kube_backend == KUBE_APISERVER:
+            await self._create_namespaces(
+                [self.controller_namespace, str(self.ars["metadata"]["namespace"])]
+            )
 
         if self.options.kubeconfig:
             self._set("pod runner", "disabled (a real cluster runs its own pods)")
@@ -264,15 +299,19 @@ class DevStack:
                 backend,
                 # NATS is not here: listener processes get it from their pod spec, which the
                 # reconciler builds from ARCFLOW_RECONCILER_LISTENER_NATS_URL (service_env).
+                # On the emulator (no RBAC) listeners use this node-level kubeconfig; on a real
+                # server each gets its pod's ServiceAccount token instead (kubeconfig below).
                 listener_env={
                     "ARCFLOW_KUBE_KUBECONFIG": self._kubeconfig or "",
                     "PYTHONUNBUFFERED": "1",
                 },
+                kubeconfig=self._kubeconfig,
             )
             self._exit.push_async_callback(self.pod_runner.stop)
             await self.pod_runner.start()
             await self.pod_runner.wait_ready()
-            self._set("pod runner", "running")
+            node = self.pod_runner.node
+            self._set("pod runner", f"running (node {node.name})" if node else "running")
 
         if module_available("arcflow.listener.__main__"):
             self._set("listener", "ready (runs in listener pods)")
@@ -289,6 +328,54 @@ class DevStack:
         await self._apply_example(token)
         self._started = True
         self._notify()
+
+    async def _start_control_plane(self, folder: Path) -> None:
+        """etcd, kube-apiserver and kube-controller-manager in a thread (their start is
+        synchronous), stopped with the stack; the admin kubeconfig is the stack's."""
+        from arcflow.devstack.control_plane import ControlPlane, ControlPlaneError
+
+        self._set("kubernetes", "starting kube-apiserver")
+        plane = ControlPlane(folder=folder)
+        self.control_plane = plane
+        self._exit.callback(plane.stop)
+        started = asyncio.ensure_future(asyncio.to_thread(plane.start))
+        try:
+            await asyncio.shield(started)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await started
+            raise
+        except ControlPlaneError as exc:
+            raise StackError(f"the Kubernetes control plane did not start: {exc}") from None
+        self._kubeconfig = str(plane.kubeconfig)
+        self._set("kubernetes", f"running kube-apiserver {plane.version} {plane.url}")
+
+    async def _create_namespaces(self, names: list[str]) -> None:
+        """Create the namespaces the stack configures (a fresh cluster has none of them) and
+        wait for their ``default`` ServiceAccount, without which pods there are refused."""
+        assert self.kube is not None
+        for name in dict.fromkeys(names):
+            with contextlib.suppress(ConflictError):
+                await self.kube.create(
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                )
+        deadline = time.monotonic() + _NAMESPACE_READY_SECONDS
+        for name in dict.fromkeys(names):
+            while True:
+                try:
+                    await self.kube.get(SERVICE_ACCOUNT, "default", name)
+                    break
+                except NotFoundError:
+                    if time.monotonic() > deadline:
+                        raise StackError(
+                            f"namespace {name} got no default ServiceAccount in time"
+                        ) from None
+                    await asyncio.sleep(0.1)
+
+    @property
+    def controller_namespace(self) -> str:
+        """The reconciler's controller namespace: the environment's, else ``arc-systems``."""
+        return os.environ.get(_CONTROLLER_NAMESPACE_ENV) or CONTROLLER_NAMESPACE
 
     def _write_env_file(self, config_url: str, token: str) -> None:
         """The connection details for a shell and ``arcflow audit``; the PAT only when it is
@@ -371,6 +458,9 @@ class DevStack:
             health_port=service.health_port,
             metrics_port=service.metrics_port,
         )
+        if name == "reconciler" and self.kube_backend != KUBE_EXTERNAL:
+            # The namespace the stack created (apiserver) is the one the reconciler uses.
+            service.env[_CONTROLLER_NAMESPACE_ENV] = self.controller_namespace
         self.services[name] = service
 
         def on_status(changed: ServiceProcess) -> None:
@@ -416,7 +506,7 @@ class DevStack:
 
     @property
     def owns_cluster(self) -> bool:
-        """The embedded emulator dies with the stack, and everything in it."""
+        """The embedded emulator or control plane dies with the stack, and all in it."""
         return not self.options.kubeconfig
 
     async def teardown_demo(self) -> None:
@@ -725,7 +815,7 @@ class DevStack:
 
     def summary(self, *, timed_out: bool = False) -> dict[str, Any]:
         self.refresh_jobs()
-        return demo.build_summary(
+        summary = demo.build_summary(
             SummaryInputs(
                 jobs=self.jobs,
                 variants=self.variants,
@@ -744,6 +834,8 @@ class DevStack:
                 interrupted=self.interrupted,
             )
         )
+        summary["kube"] = {"backend": self.kube_backend, "version": self.kube_version}
+        return summary
 
     async def run(self, stop: asyncio.Event) -> tuple[int, dict[str, Any]]:
         """Wait for scale sets, enqueue the demo, refresh until ``stop`` (or done/blocked when
@@ -786,6 +878,24 @@ class DevStack:
         return (EXIT_DONE if demo.all_jobs_done(self.jobs) else EXIT_FAILED), False
 
 
+async def _server_version(kubeconfig: str | None) -> str:
+    """The server's ``gitVersion`` (``/version``), or "" when it does not say."""
+    if not kubeconfig:
+        return ""
+    from arcflow.devstack.kubelet import ApiCaller
+
+    try:
+        api = ApiCaller.from_kubeconfig(kubeconfig)
+    except Exception:  # e.g. an exec-plugin kubeconfig the light reader refuses
+        return ""
+    try:
+        return str((await api.request("GET", "/version")).get("gitVersion") or "")
+    except Exception:  # the version is informative only
+        return ""
+    finally:
+        await api.close()
+
+
 def _org_of(config_url: str) -> str:
     """The org (or owner) of a github.com config URL, for the simulator's URL."""
     parts = [p for p in config_url.split("://", 1)[-1].split("/")[1:] if p]
@@ -796,6 +906,10 @@ __all__ = [
     "EXIT_BLOCKED",
     "EXIT_DONE",
     "EXIT_FAILED",
+    "KUBE_APISERVER",
+    "KUBE_BACKENDS",
+    "KUBE_EMULATOR",
+    "KUBE_EXTERNAL",
     "REQUIRED_FOR_DEMO",
     "SERVICES",
     "DevStack",
