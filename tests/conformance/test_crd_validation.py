@@ -87,12 +87,12 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str, str]] = [
         "spec.maxRunners",
         "integer",
     ),
-    # CEL on the item: the server names the item, arcflow the field.
+    # CEL on the item with a fieldPath: both name the field.
     (
         "variant-min-above-max",
         _set("runnerVariants.1.minRunners", 5),
         "spec.runnerVariants[1].maxRunners",
-        "spec.runnerVariants[1]",
+        "spec.runnerVariants[1].maxRunners",
         "maxRunners must be greater than or equal to minRunners",
     ),
     # CEL on the list: the server names the list, arcflow the later duplicate's name.

@@ -68,7 +68,7 @@ def test_duplicate_variant_names_are_rejected() -> None:
     doc = variants_example()
     doc["spec"]["runnerVariants"][2]["name"] = "cpu-small"
     assert violations(ars_schema(), doc) == [
-        (".spec.runnerVariants", "runnerVariants names must be unique")
+        (".spec.runnerVariants", "variant names must be unique")
     ]
 
 

@@ -55,6 +55,8 @@ class RunnerVariant(KubeModel):
                     "rule": "!has(self.minRunners) || !has(self.maxRunners)"
                     " || self.minRunners <= self.maxRunners",
                     "message": "maxRunners must be greater than or equal to minRunners",
+                    # The server then names the field arcflow validate names.
+                    "fieldPath": ".maxRunners",
                 }
             ],
         }
@@ -104,7 +106,7 @@ class AutoscalingRunnerSetSpec(KubeModel):
             "x-kubernetes-validations": [
                 {
                     "rule": "self.all(x, self.exists_one(y, y.name == x.name))",
-                    "message": "runnerVariants names must be unique",
+                    "message": "variant names must be unique",
                 }
             ],
         },
