@@ -95,6 +95,14 @@ def require_rbac_server() -> None:
         pytest.skip("RBAC is proven on the session's own kube-apiserver only")
 
 
+def open_identities(request: pytest.FixtureRequest, folder: Path) -> KubeIdentities:
+    """For a fixture: ``KubeIdentities`` on the session's control plane, or a skip (before the
+    control plane is asked for) when the backend cannot prove RBAC."""
+    require_rbac_server()
+    plane: ControlPlane = request.getfixturevalue("control_plane")
+    return KubeIdentities(plane, folder)
+
+
 def helm_binary() -> Path:
     """``$HELM``, else ``tools/helm/helm`` (``scripts/install-tools.sh`` puts it there)."""
     given = os.environ.get(HELM_ENV)

@@ -26,9 +26,8 @@ from arcflow.common.kube import (
 )
 from arcflow.common.models.autoscaling_runner_set import AutoscalingRunnerSet
 from arcflow.common.naming import listener_config_secret_name
-from arcflow.devstack.control_plane import ControlPlane
 
-from .kube_identities import Identity, KubeIdentities, access_allowed, require_rbac_server
+from .kube_identities import Identity, KubeIdentities, access_allowed, open_identities
 
 pytestmark = pytest.mark.integration
 
@@ -82,9 +81,8 @@ class ListenerWorld:
 
 
 @pytest.fixture
-def identities(control_plane: ControlPlane, tmp_path: Path) -> Iterator[KubeIdentities]:
-    require_rbac_server()
-    with KubeIdentities(control_plane, tmp_path / "identities") as ids:
+def identities(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KubeIdentities]:
+    with open_identities(request, tmp_path / "identities") as ids:
         yield ids
 
 

@@ -35,7 +35,6 @@ from arcflow.common.kube import (
     KubeClient,
     NotFoundError,
 )
-from arcflow.devstack.control_plane import ControlPlane
 
 from .kube_identities import (
     CLUSTER_ROLE,
@@ -43,7 +42,7 @@ from .kube_identities import (
     Identity,
     KubeIdentities,
     access_allowed,
-    require_rbac_server,
+    open_identities,
 )
 
 pytestmark = pytest.mark.integration
@@ -63,9 +62,8 @@ class Release:
 
 
 @pytest.fixture
-def identities(control_plane: ControlPlane, tmp_path: Path) -> Iterator[KubeIdentities]:
-    require_rbac_server()
-    with KubeIdentities(control_plane, tmp_path / "identities") as ids:
+def identities(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KubeIdentities]:
+    with open_identities(request, tmp_path / "identities") as ids:
         yield ids
 
 
