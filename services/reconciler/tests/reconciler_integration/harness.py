@@ -310,6 +310,15 @@ def reconciler_test_settings(**overrides: Any) -> ReconcilerSettings:
     return ReconcilerSettings(**values)
 
 
+async def ensure_namespace(kube: KubeClient, name: str) -> None:
+    """Create the controller namespace as the reconciler's chart does (a real server never
+    makes one up; the emulator does on first use). Shared by the tests of a session."""
+    try:
+        await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    except ConflictError:
+        pass
+
+
 @asynccontextmanager
 async def build_stack(
     nats_url: str,
@@ -324,6 +333,7 @@ async def build_stack(
     nc = await nats.connect(nats_url)
     await ensure_jetstream(nc.jetstream())
     await kube.create(pat_secret(SECRET_NAME, namespace, TOKEN))
+    await ensure_namespace(kube, (settings or reconciler_test_settings()).controller_namespace)
     rpc = FakeRegistrarRpc(nc)
     await rpc.start()
     runtimes = [
