@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -313,10 +313,8 @@ def reconciler_test_settings(**overrides: Any) -> ReconcilerSettings:
 async def ensure_namespace(kube: KubeClient, name: str) -> None:
     """Create the controller namespace as the reconciler's chart does (a real server never
     makes one up; the emulator does on first use). Shared by the tests of a session."""
-    try:
+    with suppress(ConflictError):
         await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    except ConflictError:
-        pass
 
 
 @asynccontextmanager
