@@ -7,6 +7,7 @@ RPC responder on the registrar subjects that hands out fake JIT configs and reco
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -349,6 +350,47 @@ async def build_stack(
         for runtime in runtimes:
             await runtime.stop()
         await nc.drain()
+        await release_listeners(kube, namespace, CONTROLLER_NS)
+
+
+async def release_listeners(kube: KubeClient, namespace: str, controller_namespace: str) -> None:
+    """After a test: its listeners live in the shared controller namespace, which outlives the
+    test's own. Release and delete them; the garbage collector takes what they own (pods,
+    Secrets, ServiceAccounts), waited for, so the next test sees only its own listener pods."""
+    try:
+        listeners = (await kube.list("AutoscalingListener", namespace=controller_namespace)).items
+    except NotFoundError:
+        return
+    mine = [
+        al
+        for al in listeners
+        if (al.get("spec") or {}).get("autoscalingRunnerSetNamespace") == namespace
+    ]
+    uids = {al["metadata"]["uid"] for al in mine}
+    for al in mine:
+        name = al["metadata"]["name"]
+        with contextlib.suppress(NotFoundError):
+            await kube.patch_merge(
+                "AutoscalingListener",
+                name,
+                {"metadata": {"finalizers": None}},
+                namespace=controller_namespace,
+            )
+            await kube.delete("AutoscalingListener", name, namespace=controller_namespace)
+    if not uids:
+        return
+
+    async def owned_gone() -> bool:
+        pods = (await kube.list("Pod", namespace=controller_namespace)).items
+        left = [
+            p["metadata"]["name"]
+            for p in pods
+            if any(r.get("uid") in uids for r in p["metadata"].get("ownerReferences") or [])
+        ]
+        assert not left, f"listener pods left: {left}"
+        return True
+
+    await eventually(owned_gone, within=30, what="the test's listener pods collected")
 
 
 def reconciler_runtime(
