@@ -308,12 +308,27 @@ async def _ensure_pod(
 
 
 async def _clean_up(ctx: Context, al: AutoscalingListener, scope: Scope) -> Result:
-    """Pod, config Secret, proxy Secret, RoleBinding, Role, ServiceAccount; then the finalizer."""
+    """Pods (waited for until gone), then config Secret, proxy Secret, RoleBinding, Role,
+    ServiceAccount; then the finalizer."""
     if FINALIZER_AL not in al.finalizers:
         return Result.done()
     name, namespace = al.name, al.namespace
+    # The pods first, and only once they are gone what they run with: a listener process
+    # still running while its Role and RoleBinding go gets 403 on every patch until it stops.
+    pods_left = False
+    for replica in range(MAX_LISTENER_REPLICAS):
+        pod_name = listener_pod_name(name, replica)
+        if replica == 0:
+            pod = await _get(ctx, POD, pod_name, namespace)
+        else:
+            pod = await _standby_pod(ctx, pod_name, namespace)
+        if pod is not None:
+            pods_left = True
+            if not is_deleting(pod):
+                await ctx.writer.delete(pod, scope, "AutoscalingListener deleted")
+    if pods_left:
+        return Result.again(WAIT_SECONDS)
     targets: list[tuple[Resource, str, str]] = [
-        (POD, name, namespace),
         (SECRET, listener_config_secret_name(name), namespace),
         (SECRET, listener_proxy_secret_name(name), namespace),
         (ROLE_BINDING, name, scope.namespace),
@@ -321,12 +336,6 @@ async def _clean_up(ctx: Context, al: AutoscalingListener, scope: Scope) -> Resu
         (SERVICE_ACCOUNT, name, namespace),
     ]
     remaining = False
-    for replica in range(1, MAX_LISTENER_REPLICAS):
-        standby = await _standby_pod(ctx, listener_pod_name(name, replica), namespace)
-        if standby is not None:
-            remaining = True
-            if not is_deleting(standby):
-                await ctx.writer.delete(standby, scope, "AutoscalingListener deleted")
     for resource, obj_name, obj_namespace in targets:
         live = await _get(ctx, resource, obj_name, obj_namespace)
         if live is None:
