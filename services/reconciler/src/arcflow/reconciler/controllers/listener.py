@@ -142,12 +142,14 @@ async def reconcile_listener(ctx: Context, al: AutoscalingListener) -> Result:
     service_account = build_listener_service_account(doc, ctx.build)
     role = build_listener_role(doc, ctx.build)
     role_binding = build_listener_role_binding(doc, ctx.build)
-    # Independent objects (a RoleBinding may name a Role that does not exist yet): together.
+    # ServiceAccount and Role together, then the RoleBinding: without the ``bind`` verb (the
+    # chart's least privilege) the RBAC authorizer accepts a binding only to a Role that
+    # exists and whose permissions the reconciler holds, so binding first is refused.
     await _first_error(
         _ensure_metadata_object(ctx, service_account, scope, compare=()),
         _ensure_metadata_object(ctx, role, scope, compare=("rules",)),
-        _ensure_metadata_object(ctx, role_binding, scope, compare=("subjects",)),
     )
+    await _ensure_metadata_object(ctx, role_binding, scope, compare=("subjects",))
 
     spec = doc.get("spec") or {}
     proxy_credentials = await read_proxy_credentials(ctx.kube, scope.namespace, spec.get("proxy"))
