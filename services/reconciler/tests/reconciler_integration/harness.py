@@ -328,12 +328,16 @@ async def build_stack(
     replicas: int = 1,
     settings: ReconcilerSettings | None = None,
     meter: Meter | None = None,
+    ensure: bool = True,
     **overrides: Any,
 ) -> AsyncIterator[Stack]:
+    """``ensure=False``: the controller namespace is not created (as no chart did)."""
     nc = await nats.connect(nats_url)
     await ensure_jetstream(nc.jetstream())
     await kube.create(pat_secret(SECRET_NAME, namespace, TOKEN))
-    await ensure_namespace(kube, (settings or reconciler_test_settings()).controller_namespace)
+    controller_namespace = (settings or reconciler_test_settings()).controller_namespace
+    if ensure:
+        await ensure_namespace(kube, controller_namespace)
     rpc = FakeRegistrarRpc(nc)
     await rpc.start()
     runtimes = [
@@ -351,7 +355,7 @@ async def build_stack(
         for runtime in runtimes:
             await runtime.stop()
         await nc.drain()
-        await release_listeners(kube, namespace, CONTROLLER_NS)
+        await release_listeners(kube, namespace, controller_namespace)
 
 
 async def release_listeners(kube: KubeClient, namespace: str, controller_namespace: str) -> None:
