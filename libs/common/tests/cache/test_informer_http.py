@@ -107,3 +107,37 @@ async def test_a_delayed_cache_lags_but_catches_up(
 
 async def _async(value: object) -> object:
     return value
+
+
+async def test_releasing_the_last_finalizer_of_a_deleting_object_drops_it_at_once(
+    kube_client: KubeClient, kube_namespace: str
+) -> None:
+    """A real server answers the PATCH that removes the last finalizer of a deleting object
+    with that object at the version the cache already holds (the emulator bumps it): the
+    cache must not keep the object, with its finalizers, until the DELETED event comes."""
+    ns = kube_namespace
+    # No watch: only the write path can tell the cache that the object is gone.
+    cache = ObjectCache(kube_client, [CachedKind(CONFIG_MAP, {"app": "t"})])
+    seen: list[Change] = []
+    cache.on_change = seen.append
+    body = config_map(ns, "held")
+    body["metadata"]["finalizers"] = ["example.com/hold"]  # type: ignore[index]
+    cache.observe_write(await kube_client.create(body))
+    response = await kube_client.delete(CONFIG_MAP, "held", namespace=ns)
+    cache.observe_delete(body, response)
+    held = cache.get(CONFIG_MAP, "held", ns)
+    assert held is not None
+    assert held["metadata"].get("deletionTimestamp")
+    released = await kube_client.patch_merge(
+        CONFIG_MAP, "held", {"metadata": {"finalizers": None}}, namespace=ns
+    )
+    assert not released["metadata"].get("finalizers")
+    cache.observe_write(released)
+    assert cache.get(CONFIG_MAP, "held", ns) is None, (
+        f"the released object is still cached (answer at {released['metadata']['resourceVersion']}"
+        f", held {held['metadata']['resourceVersion']})"
+    )
+    assert seen[-1].type == "DELETED"
+    # A late echo of an older version cannot bring it back.
+    cache.observe_write(held)
+    assert cache.get(CONFIG_MAP, "held", ns) is None

@@ -7,10 +7,9 @@ RPC responder on the registrar subjects that hands out fake JIT configs and reco
 from __future__ import annotations
 
 import builtins
-import contextlib
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +20,7 @@ from opentelemetry.metrics import Meter
 
 from arcflow.common import subjects
 from arcflow.common.events import K8sObjectChanged, ObjectWritten, OwnerRef, parse_event
-from arcflow.common.kube import ConflictError, KubeClient, NotFoundError
+from arcflow.common.kube import ConflictError, ForbiddenError, KubeClient, NotFoundError
 from arcflow.common.nats import KV_SCALESETS, NatsSettings, ensure_jetstream, publish_event
 from arcflow.common.scaleset_records import record_key
 from arcflow.common.service.runtime import ServiceRuntime
@@ -313,6 +312,14 @@ def reconciler_test_settings(**overrides: Any) -> ReconcilerSettings:
     return ReconcilerSettings(**values)
 
 
+async def ensure_namespace(kube: KubeClient, name: str) -> None:
+    """Create the controller namespace as the reconciler's chart does (a real server never
+    makes one up; the emulator does on first use). Shared by the tests of a session. A
+    least-privilege identity may not create it (403): its test creates it as the admin."""
+    with suppress(ConflictError, ForbiddenError):
+        await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
 @asynccontextmanager
 async def build_stack(
     nats_url: str,
@@ -323,16 +330,16 @@ async def build_stack(
     settings: ReconcilerSettings | None = None,
     meter: Meter | None = None,
     controller_namespace: str | None = None,
+    ensure: bool = True,
     **overrides: Any,
 ) -> AsyncIterator[Stack]:
     """One reconciler (or ``replicas``) on ``kube``; listeners go to ``controller_namespace``,
     by default ``<namespace>-systems``, created here as the chart's release namespace would be
-    (on the shared real server, a test of its own sees no other test's listeners)."""
+    (on the shared real server, a test of its own sees no other test's listeners).
+    ``ensure=False``: the controller namespace is not created (as no chart did)."""
     controller_namespace = controller_namespace or f"{namespace}-systems"
-    with contextlib.suppress(ConflictError):
-        await kube.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": controller_namespace}}
-        )
+    if ensure:
+        await ensure_namespace(kube, controller_namespace)
     settings = (settings or reconciler_test_settings()).model_copy(
         update={"controller_namespace": controller_namespace}
     )

@@ -253,7 +253,8 @@ async def test_deleting_the_ars_removes_every_child(stack: Stack) -> None:
             *await stack.list("RoleBinding"),
             *await stack.list("AutoscalingRunnerSet"),
         ]
-        return not leftovers
+        assert not leftovers, sorted(f"{o['kind']}/{o['metadata']['name']}" for o in leftovers)
+        return True
 
     await eventually(all_gone)
     deleted = {(e.kind, e.name) for e in await stack.audit_events() if e.action == "deleted"}

@@ -1,7 +1,8 @@
 """Runner pods refused by the API server (§3.6 step 8), over HTTP with the emulator's scripted
 admission refusals: a ResourceQuota refusal is retried, and after 10 minutes (of ER age) the
 runner is replaced; PodSecurity (plain Forbidden) and 422 Invalid mark the runner
-``Failed/InvalidPod`` (Invalid also removes it from the service)."""
+``Failed/InvalidPod`` (Invalid also removes it from the service). On the real server, a pod
+refused because its service account does not exist yet is retried until it does."""
 
 from __future__ import annotations
 
@@ -210,3 +211,56 @@ async def test_invalid_pod_marks_the_runner_failed_and_removes_it_from_the_servi
     assert refusal.hits == 1
     assert await _pods(stack) == []
     assert stack.rpc.removed.count(runner_id) == 1
+
+
+async def test_a_pod_refused_for_a_missing_service_account_is_retried(
+    stack: Stack, on_real_server: bool
+) -> None:
+    """On a real server (the ServiceAccount admission plugin; the emulator has no admission):
+    a runner pod naming a service account that does not exist yet is refused 403 ("error
+    looking up service account"), as a new namespace's ``default`` one is for its first
+    moment. That refusal goes away by itself: retried with backoff, never ``Failed``."""
+    if not on_real_server:
+        pytest.skip("the emulator has no ServiceAccount admission")
+    template = {
+        "spec": {
+            "serviceAccountName": "late-runner",
+            "containers": [{"name": "runner", "image": "runner:1", "command": ["run.sh"]}],
+        }
+    }
+    await stack.register("late", "", 7)
+    await stack.apply_ars(ars_manifest(stack.namespace, "late", template=template))
+
+    async def has_ers() -> bool:
+        return bool(await stack.list("EphemeralRunnerSet"))
+
+    await eventually(has_ers, what="the runner set")
+    await stack.scale("late", 1, 1)
+
+    async def registered() -> dict[str, Any] | None:
+        runners = await stack.list("EphemeralRunner")
+        if len(runners) == 1 and (runners[0].get("status") or {}).get("runnerId"):
+            return runners[0]
+        return None
+
+    runner = await eventually(registered, what="one registered runner")
+    name = runner["metadata"]["name"]
+    assert await stack.list("Pod") == []
+    await stack.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "late-runner", "namespace": stack.namespace},
+        }
+    )
+
+    async def pod_created() -> bool:
+        pods = [p["metadata"]["name"] for p in await stack.list("Pod")]
+        assert pods == [name], f"pods {pods}"
+        return True
+
+    await eventually(pod_created, within=15, what="the runner pod once its account exists")
+    live = await stack.kube.get("EphemeralRunner", name, stack.namespace)
+    assert (live.get("status") or {}).get("phase") != "Failed", live.get("status")
+    phases = [e.phase for e in await stack.all_events() if isinstance(e, RunnerLifecycle)]
+    assert "Failed" not in phases

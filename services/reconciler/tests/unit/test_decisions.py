@@ -76,6 +76,14 @@ def test_pod_create_decision() -> None:
     assert psp.action == "mark_invalid"
     assert not psp.remove_runner
 
+    # The ServiceAccount admission plugin: the account is not there yet; it will be.
+    for missing in (
+        'pods "x" is forbidden: error looking up service account ns/default: '
+        'serviceaccount "default" not found',
+        'pods "x" is forbidden: serviceaccount "builder" not found',
+    ):
+        assert pod_create_decision(_err(ForbiddenError, missing), 0).action == "retry"
+
     with pytest.raises(NotFoundError):
         pod_create_decision(_err(NotFoundError, "namespace gone"), 0)
     with pytest.raises(ConflictError):  # a stale write is not a refusal: re-read and retry

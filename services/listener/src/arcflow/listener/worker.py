@@ -41,7 +41,7 @@ from arcflow.common.events import (
     JobStatistics,
     ScaleDecision,
 )
-from arcflow.common.kube.errors import NotFoundError
+from arcflow.common.kube.errors import ForbiddenError, NotFoundError
 from arcflow.common.nats import (
     STREAM_JOBS,
     STREAM_SCALE,
@@ -168,6 +168,10 @@ class ScaleSetWorker:
         self.unchanged_batches = 0
         #: Batches scaled from a later message's statistics (the pump was ahead).
         self.fresher_statistics = 0
+        #: Set when the process stops (the ``stop`` of :meth:`run`).
+        self.stopping: asyncio.Event | None = None
+        #: Writes refused 403 while stopping, taken as done (the listener's RBAC is going).
+        self.refused_while_stopping = 0
 
     # --- inputs -----------------------------------------------------------------------
     def post_tick(self, tick: StatisticsTick) -> None:
@@ -177,6 +181,7 @@ class ScaleSetWorker:
 
     # --- run --------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
+        self.stopping = stop
         spec = self.target.consumer_spec()
         await _retry_timeouts(lambda: ensure_consumer(self._js, spec))
         await _retry_timeouts(self._restore)
@@ -440,12 +445,17 @@ class ScaleSetWorker:
         # Unknown until the write answers: a failed write may or may not have landed.
         self._last_patch = None
         self._written = None
-        await self._kube.patch_merge(
-            "EphemeralRunnerSet",
-            self.target.ephemeral_runner_set_name,
-            patch,
-            namespace=self.target.namespace,
-        )
+        try:
+            await self._kube.patch_merge(
+                "EphemeralRunnerSet",
+                self.target.ephemeral_runner_set_name,
+                patch,
+                namespace=self.target.namespace,
+            )
+        except ForbiddenError:
+            if not self._refused_while_stopping():
+                raise
+            return
         self._last_patch = (patch, now)
         self._written = (decision.target, decision.patch_id, now)
 
@@ -464,6 +474,24 @@ class ScaleSetWorker:
             )
         except NotFoundError:
             log.debug("EphemeralRunner %s not found; status patch skipped", runner_name)
+        except ForbiddenError:
+            if not self._refused_while_stopping():
+                raise
+
+    def _refused_while_stopping(self) -> bool:
+        """A 403 while this process stops: its Role or RoleBinding is being deleted with its
+        AutoscalingListener, so the write is taken as done, like a NotFound (one info line,
+        no retry). Any other 403 stays an error."""
+        if self.stopping is None or not self.stopping.is_set():
+            return False
+        self.refused_while_stopping += 1
+        if self.refused_while_stopping == 1:
+            log.info(
+                "%s: Kubernetes write refused (403) while stopping: the listener's access "
+                "is being removed; further writes are skipped",
+                self.target.label,
+            )
+        return True
 
     # --- restore ----------------------------------------------------------------------
     async def _restore(self) -> None:

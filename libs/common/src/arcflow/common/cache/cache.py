@@ -152,13 +152,29 @@ class ObjectCache:
     # --- read-your-writes ---------------------------------------------------------------
 
     def observe_write(self, obj: Mapping[str, Any]) -> None:
-        """A create/patch/update result: the cache holds at least this version from now on."""
+        """A create/patch/update result: the cache holds at least this version from now on.
+
+        A result with a ``deletionTimestamp`` and no finalizers left is an object the write
+        released (its last finalizer removed): the API server deletes it, so the cache
+        forgets it now. A real server answers that write with the object at the version the
+        cache already holds, so storing it would be a no-op and leave the deleting object,
+        finalizers and all, until the DELETED event: a pass in between would release it
+        again (a second deregistration, a PATCH that gets 404)."""
         kind = str(obj.get("kind") or "")
         store = self.stores.get(kind)
-        if store is not None:
+        if store is None:
+            return
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            change = store.remove(
+                str(meta.get("namespace") or ""),
+                str(meta.get("name") or ""),
+                str(meta.get("resourceVersion") or ""),
+            )
+        else:
             change = store.upsert(obj)
-            if change is not None:
-                self._changed(change)
+        if change is not None:
+            self._changed(change)
 
     def observe_delete(self, obj: Mapping[str, Any], response: Mapping[str, Any] | None) -> None:
         """A delete: an object that keeps finalizers stays (with its deletionTimestamp);

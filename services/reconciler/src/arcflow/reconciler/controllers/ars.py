@@ -11,6 +11,7 @@ status summed over the variants.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from arcflow.common.builders import (
@@ -20,7 +21,7 @@ from arcflow.common.builders import (
     listener_scale_sets,
 )
 from arcflow.common.constants import FINALIZER_ARS, LABEL_VERSION
-from arcflow.common.kube import AUTOSCALING_RUNNER_SET
+from arcflow.common.kube import AUTOSCALING_RUNNER_SET, NotFoundError
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.validation import summarize, validate_parsed
 from arcflow.reconciler.audit import Scope
@@ -41,10 +42,18 @@ from arcflow.reconciler.controllers.ars_spec import (
     set_spec_condition,
 )
 from arcflow.reconciler.controllers.base import Context, finalizer_patch
+from arcflow.reconciler.controllers.controller_namespace import (
+    NAMESPACE_RECHECK_SECONDS,
+    is_missing_namespace,
+    missing_message,
+    report_controller_namespace,
+)
 from arcflow.reconciler.controllers.server_tls import check_server_tls
 from arcflow.reconciler.workqueue import Result
 
 __all__ = ["is_version_allowed", "outdated_recreate_delay", "reconcile_ars"]
+
+log = logging.getLogger(__name__)
 
 PHASE_PENDING = "Pending"
 PHASE_RUNNING = "Running"
@@ -121,7 +130,17 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
 
     waiting, draining, live = await converge_runner_sets(ctx, ars, desired)
     settled = not waiting and not draining
-    listener_ready = await converge_listener(ctx, ars, desired_al, draining=draining)
+    try:
+        listener_ready = await converge_listener(ctx, ars, desired_al, draining=draining)
+    except NotFoundError as exc:
+        if not is_missing_namespace(exc, ctx.controller_namespace):
+            raise
+        log.warning("%s", missing_message(ctx.controller_namespace), extra={"ars": scope.ars})
+        ars = await report_controller_namespace(ctx, ars, scope, exists=False)
+        await _patch_status(ctx, ars, scope, phase=PHASE_PENDING, counts=sum_status(live))
+        return Result.again(NAMESPACE_RECHECK_SECONDS)
+    if listener_ready:
+        ars = await report_controller_namespace(ctx, ars, scope, exists=True)
 
     counts = sum_status(live)
     phase = PHASE_RUNNING if settled and listener_ready else PHASE_PENDING

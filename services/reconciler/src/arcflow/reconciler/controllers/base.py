@@ -70,6 +70,9 @@ class Context:
     uncreated: dict[str, set[str]] = dataclass_field(default_factory=dict)
     # "<namespace>/<ERS>" -> when its last JIT-failure Event went out (monotonic seconds).
     jit_failures_reported: dict[str, float] = dataclass_field(default_factory=dict)
+    #: Per ARS (namespace/name): whether the controller namespace was last seen to exist, for
+    #: a server whose ARS schema prunes status conditions (the upstream CRDs carry none).
+    controller_namespace_seen: dict[str, bool] = dataclass_field(default_factory=dict)
     # (kind, namespace, name) -> the resourceVersion of an object that does not parse whose
     # Warning Event went out (one Event per version, however often it is looked at).
     unparsable_reported: dict[tuple[str, str, str], str] = dataclass_field(default_factory=dict)

@@ -142,12 +142,14 @@ async def reconcile_listener(ctx: Context, al: AutoscalingListener) -> Result:
     service_account = build_listener_service_account(doc, ctx.build)
     role = build_listener_role(doc, ctx.build)
     role_binding = build_listener_role_binding(doc, ctx.build)
-    # Independent objects (a RoleBinding may name a Role that does not exist yet): together.
+    # ServiceAccount and Role together, then the RoleBinding: without the ``bind`` verb (the
+    # chart's least privilege) the RBAC authorizer accepts a binding only to a Role that
+    # exists and whose permissions the reconciler holds, so binding first is refused.
     await _first_error(
         _ensure_metadata_object(ctx, service_account, scope, compare=()),
         _ensure_metadata_object(ctx, role, scope, compare=("rules",)),
-        _ensure_metadata_object(ctx, role_binding, scope, compare=("subjects",)),
     )
+    await _ensure_metadata_object(ctx, role_binding, scope, compare=("subjects",))
 
     spec = doc.get("spec") or {}
     proxy_credentials = await read_proxy_credentials(ctx.kube, scope.namespace, spec.get("proxy"))
@@ -308,12 +310,27 @@ async def _ensure_pod(
 
 
 async def _clean_up(ctx: Context, al: AutoscalingListener, scope: Scope) -> Result:
-    """Pod, config Secret, proxy Secret, RoleBinding, Role, ServiceAccount; then the finalizer."""
+    """Pods (waited for until gone), then config Secret, proxy Secret, RoleBinding, Role,
+    ServiceAccount; then the finalizer."""
     if FINALIZER_AL not in al.finalizers:
         return Result.done()
     name, namespace = al.name, al.namespace
+    # The pods first, and only once they are gone what they run with: a listener process
+    # still running while its Role and RoleBinding go gets 403 on every patch until it stops.
+    pods_left = False
+    for replica in range(MAX_LISTENER_REPLICAS):
+        pod_name = listener_pod_name(name, replica)
+        if replica == 0:
+            pod = await _get(ctx, POD, pod_name, namespace)
+        else:
+            pod = await _standby_pod(ctx, pod_name, namespace)
+        if pod is not None:
+            pods_left = True
+            if not is_deleting(pod):
+                await ctx.writer.delete(pod, scope, "AutoscalingListener deleted")
+    if pods_left:
+        return Result.again(WAIT_SECONDS)
     targets: list[tuple[Resource, str, str]] = [
-        (POD, name, namespace),
         (SECRET, listener_config_secret_name(name), namespace),
         (SECRET, listener_proxy_secret_name(name), namespace),
         (ROLE_BINDING, name, scope.namespace),
@@ -321,12 +338,6 @@ async def _clean_up(ctx: Context, al: AutoscalingListener, scope: Scope) -> Resu
         (SERVICE_ACCOUNT, name, namespace),
     ]
     remaining = False
-    for replica in range(1, MAX_LISTENER_REPLICAS):
-        standby = await _standby_pod(ctx, listener_pod_name(name, replica), namespace)
-        if standby is not None:
-            remaining = True
-            if not is_deleting(standby):
-                await ctx.writer.delete(standby, scope, "AutoscalingListener deleted")
     for resource, obj_name, obj_namespace in targets:
         live = await _get(ctx, resource, obj_name, obj_namespace)
         if live is None:

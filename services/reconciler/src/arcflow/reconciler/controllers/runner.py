@@ -188,7 +188,14 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
         except (ConflictError, InvalidError, ForbiddenError) as exc:
             created = er.metadata.creation_timestamp
             age = now.timestamp() - parse_time(created).timestamp() if created else 0.0
-            return await _pod_refused(ctx, er, scope, pod_create_decision(exc, age), registration)
+            decision = pod_create_decision(exc, age)
+            if decision.action == "retry":
+                # Transient (a service account not there yet): retried with the per-key
+                # backoff of the work queue, the registration written meanwhile.
+                if registration:
+                    await set_runner_status(ctx, er, scope, registration, "runner registered")
+                raise
+            return await _pod_refused(ctx, er, scope, decision, registration)
         # The created pod re-queues the runner (cache routing by owner); the registration is
         # written with the pod's first status, or after ``pending_status_delay`` (ADR 0032).
         return Result.done()

@@ -3,6 +3,7 @@ what a refused pod create means, the pod failure backoff, the runner container's
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -15,6 +16,18 @@ ALREADY_EXISTS_RECHECK_SECONDS = 5.0
 QUOTA_RECHECK_SECONDS = 30.0
 QUOTA_GIVE_UP_SECONDS = 600.0
 
+# The ServiceAccount admission plugin refuses a pod whose service account does not exist
+# (yet): a namespace's ``default`` one appears a moment after the namespace, a named one when
+# its owner creates it. Either way the refusal goes away by itself.
+_MISSING_SERVICE_ACCOUNT = re.compile(
+    r'error looking up service account|serviceaccount "[^"]*" not found', re.IGNORECASE
+)
+
+
+def is_missing_service_account(message: str) -> bool:
+    """Whether a 403 on a pod create says its service account does not exist yet."""
+    return _MISSING_SERVICE_ACCOUNT.search(message) is not None
+
 
 def stamp(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -25,7 +38,7 @@ class PodCreateDecision:
     """What to do after the API server refused a runner pod
     (docs/upstream-behaviour.md#runner-controller)."""
 
-    action: Literal["requeue", "mark_invalid", "delete_runner"]
+    action: Literal["requeue", "retry", "mark_invalid", "delete_runner"]
     requeue_after: float | None = None
     remove_runner: bool = False
     message: str = ""
@@ -34,7 +47,9 @@ class PodCreateDecision:
 def pod_create_decision(error: KubeApiError, runner_age_seconds: float) -> PodCreateDecision:
     """Pure mapping of a pod-create error: AlreadyExists waits; Invalid and Forbidden mark the
     runner ``Failed/InvalidPod``, except a quota refusal, retried for 10 min, then the runner
-    is deleted (its set creates a fresh one). Anything else is re-raised by the caller."""
+    is deleted (its set creates a fresh one), and a missing service account, retried with the
+    work queue's backoff (``retry``: the error is raised again). Anything else is re-raised by
+    the caller."""
     message = f"Failed to create the pod: {error.message}"
     if isinstance(error, ConflictError) and error.already_exists:
         return PodCreateDecision("requeue", ALREADY_EXISTS_RECHECK_SECONDS)
@@ -45,6 +60,8 @@ def pod_create_decision(error: KubeApiError, runner_age_seconds: float) -> PodCr
             if runner_age_seconds > QUOTA_GIVE_UP_SECONDS:
                 return PodCreateDecision("delete_runner", message=message)
             return PodCreateDecision("requeue", QUOTA_RECHECK_SECONDS, message=message)
+        if is_missing_service_account(error.message):
+            return PodCreateDecision("retry", message=message)
         return PodCreateDecision("mark_invalid", message=message)
     raise error
 

@@ -1,0 +1,109 @@
+"""Releasing the last finalizer of a deleting EphemeralRunner ends its life in the cache.
+
+A real API server answers the PATCH that removes the last finalizer with the object at the
+version the cache already held, so the cache kept the deleting runner, finalizers and all,
+until the DELETED event: any pass in between deregistered it a second time and sent a PATCH
+that got 404. The runner part of the cache lags here by a second, so the watch echo of the
+delete re-queues each runner after its release (what a busy burst does by chance)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from arcflow.common.kube import KubeClient
+from arcflow.devstack.nats_server import NatsServer
+from tests.polling import eventually, settled
+
+from .harness import Stack, ars_manifest, build_stack
+
+pytestmark = pytest.mark.integration
+
+RUNNERS = 4
+
+
+@pytest.fixture
+def reader() -> InMemoryMetricReader:
+    return InMemoryMetricReader()
+
+
+@pytest.fixture
+async def counted_stack(
+    private_nats_server: NatsServer,
+    kube_client: KubeClient,
+    kube_namespace: str,
+    reader: InMemoryMetricReader,
+) -> AsyncIterator[Stack]:
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    async with build_stack(
+        private_nats_server.url, kube_client, kube_namespace, meter=meter
+    ) as built:
+        yield built
+
+
+def _count(reader: InMemoryMetricReader, name: str, **attributes: str) -> int:
+    data = reader.get_metrics_data()
+    total = 0
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name != name:
+                    continue
+                for point in metric.data.data_points:
+                    if all(point.attributes.get(k) == v for k, v in attributes.items()):
+                        total += int(point.value)
+    return total
+
+
+async def test_a_released_runner_is_deregistered_and_patched_once(
+    counted_stack: Stack, reader: InMemoryMetricReader
+) -> None:
+    stack = counted_stack
+    await stack.register("rel", "", 7)
+    await stack.apply_ars(ars_manifest(stack.namespace, "rel"))
+
+    async def has_ers() -> bool:
+        return bool(await stack.list("EphemeralRunnerSet"))
+
+    await eventually(has_ers, what="the runner set")
+    await stack.scale("rel", RUNNERS, 1)
+
+    async def registered() -> list[dict[str, Any]] | None:
+        runners = await stack.list("EphemeralRunner")
+        ok = len(runners) == RUNNERS and all(
+            (r.get("status") or {}).get("runnerId") for r in runners
+        )
+        return runners if ok else None
+
+    runners = await eventually(registered, what=f"{RUNNERS} registered runners")
+    await stack.wait_idle()
+    ids = sorted(r["status"]["runnerId"] for r in runners)
+    names = {r["metadata"]["name"] for r in runners}
+    stack.app.cache.informers["EphemeralRunner"].delay_seconds = 1.0
+    errors_before = _count(reader, "arcflow_reconciler_errors", kind="er")
+    released_before = _count(
+        reader, "arcflow_reconciler_writes", action="patched", kind="EphemeralRunner"
+    )
+    await stack.kube.delete("EphemeralRunnerSet", "rel", namespace=stack.namespace)
+    await stack.publish_change("ephemeralrunnersets", "rel")
+
+    async def gone() -> bool:
+        left = {r["metadata"]["name"] for r in await stack.list("EphemeralRunner")}
+        assert not left & names, f"runners still there: {sorted(left & names)}"
+        return True
+
+    await eventually(gone, within=20, what="every runner deleted")
+    await settled(lambda: len(stack.rpc.removed), quiet=2.0, within=20)
+    for name in names:
+        assert stack.app.cache.get("EphemeralRunner", name, stack.namespace) is None, name
+    assert sorted(stack.rpc.removed) == ids, "each runner deregistered exactly once"
+    assert _count(reader, "arcflow_reconciler_errors", kind="er") == errors_before, (
+        "a runner pass failed (a PATCH of a released runner got 404)"
+    )
+    # One finalizer release per runner, nothing more.
+    patched = _count(reader, "arcflow_reconciler_writes", action="patched", kind="EphemeralRunner")
+    assert patched - released_before == RUNNERS
