@@ -54,6 +54,9 @@ trap cleanup EXIT
 # stdout (which names a seeded PAT) stays in $WORK and is never printed.
 start_sim() {
   local mode="$1" log="$WORK/sim-$1.out"
+  # Created here: the background child opens its redirections only once it runs.
+  : >"$log"
+  : >"$WORK/sim-$1.err"
   "$ARCFLOW" sim actions --host 127.0.0.1 --port 0 --poll-timeout 1 --mode "$mode" >"$log" 2>"$WORK/sim-$1.err" &
   PIDS+=("$!")
   local pid="$!" deadline=$((SECONDS + 30))
