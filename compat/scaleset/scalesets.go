@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -136,5 +137,29 @@ func scaleSetSteps(ctx context.Context, r *run, s *sim) {
 		return check(set.RunnerGroupID == found.ID && set.RunnerGroupName == name &&
 			inGroup != nil && inGroup.ID == set.ID && inDefault == nil,
 			"set %+v; in its group %+v; in the default group %+v", *set, inGroup, inDefault)
+	})
+
+	r.step(ctx, "scale-set-get-by-name-ambiguous", func(ctx context.Context) error {
+		// One name in two groups, looked up without a group (runnerGroupId=0): the simulator
+		// answers both, and the library turns a count above 1 into an error that carries the
+		// HTTP status and the response's activity id.
+		name := unique("twice")
+		var group scaleset.RunnerGroup
+		if err := s.ctl(ctx, "POST", "/runner-groups", map[string]any{"name": unique("second-group")}, &group); err != nil {
+			return err
+		}
+		for _, id := range []int{1, group.ID} {
+			if _, err := c.CreateRunnerScaleSet(ctx, &scaleset.RunnerScaleSet{Name: name, RunnerGroupID: id}); err != nil {
+				return err
+			}
+		}
+		got, err := c.GetRunnerScaleSet(ctx, 0, name)
+		if err == nil {
+			return fmt.Errorf("want an error for two scale sets named %s, got %+v", name, got)
+		}
+		text := err.Error()
+		return check(strings.Contains(text, "multiple runner scale sets found") && strings.Contains(text, `status="200 OK"`) &&
+			strings.Contains(text, "activity_id=") && strings.Contains(text, "github_request_id="),
+			"error without status or activity id: %v", err)
 	})
 }
