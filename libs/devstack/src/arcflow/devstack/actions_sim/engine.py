@@ -380,7 +380,7 @@ class ActionsEngine:
         A job left out for lack of room stays available and is offered to this set again (a
         new ``JobAvailable``) once it has room: upstream's listener acquires whatever a message
         offers and never asks again for the ids the answer lacks
-        (docs/upstream-behaviour.md#acquire-mode-and-capacity).
+        (docs/upstream-behaviour.md#listener-session).
         """
         session.last_activity = time.monotonic()
         scale_set = self.scale_set(session.scale_set_id)
