@@ -124,6 +124,30 @@ func directSteps(ctx context.Context, r *run, s *sim) {
 			"second assignment %s", m.assigned[1].JobID)
 	})
 
+	r.step(ctx, "job-canceled-before-a-runner", func(ctx context.Context) error {
+		set, m, err := listening(ctx, r, c, "cancel")
+		if err != nil {
+			return err
+		}
+		defer m.sc.Close(ctx)
+		jobs, err := s.enqueue(ctx, 1, []string{set.Name}, nil)
+		if err != nil {
+			return err
+		}
+		if err := m.until(ctx, 10*time.Second, "JobAssigned", func() bool { return len(m.assigned) >= 1 }); err != nil {
+			return err
+		}
+		if err := s.ctl(ctx, "POST", "/jobs/"+jobs[0]+"/cancel", nil, nil); err != nil {
+			return err
+		}
+		if err := m.until(ctx, 10*time.Second, "JobCompleted", func() bool { return len(m.completed) >= 1 }); err != nil {
+			return err
+		}
+		done := m.completed[0]
+		return check(done.JobID == jobs[0] && done.Result == "canceled" && done.RunnerID == 0 &&
+			m.stats.TotalAssignedJobs == 0, "completed %+v, statistics %+v", *done, *m.stats)
+	})
+
 	r.step(ctx, "messages-batched-at-most-50", func(ctx context.Context) error {
 		set, m, err := listening(ctx, r, c, "batch")
 		if err != nil {

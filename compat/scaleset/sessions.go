@@ -185,6 +185,38 @@ func sessionSteps(ctx context.Context, r *run, s *sim) {
 			"want a failed refresh (404), got %v", err)
 	})
 
+	r.step(ctx, "session-idle-expiry-frees-the-scale-set", func(ctx context.Context) error {
+		// A listener that died without closing its session: once the session idles out, a
+		// new listener gets one, and the dead session's client fails on its next poll. The
+		// idle timeout is the simulator's, for every session: it is restored before any other
+		// session is used (expiry is checked when a session is touched).
+		idle, err := newScaleSet(ctx, c, "idle-session")
+		if err != nil {
+			return err
+		}
+		dead, err := c.MessageSessionClient(ctx, idle.ID, "crashed")
+		if err != nil {
+			return err
+		}
+		r.secret(dead.Session().MessageQueueAccessToken)
+		if err := s.settings(ctx, map[string]any{"session_idle_timeout": 0.3}); err != nil {
+			return err
+		}
+		defer s.settings(ctx, map[string]any{"session_idle_timeout": 32})
+		var next *scaleset.MessageSessionClient
+		var last error
+		if err := waitFor(ctx, 10*time.Second, "the idle session to expire", func() (bool, error) {
+			next, last = c.MessageSessionClient(ctx, idle.ID, "successor")
+			return last == nil, nil
+		}); err != nil {
+			return fmt.Errorf("%w (last error: %v)", err, last)
+		}
+		r.secret(next.Session().MessageQueueAccessToken)
+		defer next.Close(ctx)
+		_, err = dead.GetMessage(ctx, 0, 1)
+		return check(err != nil, "the expired session still polls")
+	})
+
 	r.step(ctx, "session-delete", func(ctx context.Context) error {
 		if err := sc.Close(ctx); err != nil {
 			return err
