@@ -35,6 +35,8 @@ if [ ! -x "$BIN" ]; then
   mkdir -p "$OUT"
   (cd "$SRC" && go build -trimpath -o "$BIN.tmp.$$" .)
   mv "$BIN.tmp.$$" "$BIN"
+  # Builds of older sources are never used again.
+  find "$(dirname "$OUT")" -mindepth 1 -maxdepth 1 -name 'scaleset-*' ! -name "scaleset-$KEY" -exec rm -rf {} +
 fi
 
 WORK="$(mktemp -d)"
