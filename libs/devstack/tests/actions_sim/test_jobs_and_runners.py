@@ -39,6 +39,21 @@ async def test_jit_config_registry_and_agent_errors(raw):
     assert (await raw.jit(scale_set_id, "")).status_code == 400
 
 
+async def test_runner_name_lookup_is_case_insensitive_like_the_conflict(raw):
+    """A client that gets AgentExistsException for a name looks that name up to reuse or remove
+    the runner (upstream's client does): the lookup must find the runner the conflict saw."""
+    scale_set_id = await raw.create_scale_set("names")
+    runner = (await raw.jit(scale_set_id, "Runner-Upper")).json()["runner"]
+    conflict = await raw.jit(scale_set_id, "runner-upper")
+    assert conflict.status_code == 409
+    assert "AgentExistsException" in conflict.json()["typeName"]
+    for name in ("runner-upper", "RUNNER-UPPER", "Runner-Upper"):
+        found = await raw.call("GET", AGENTS, params={"agentName": name})
+        assert found.json() == {"count": 1, "value": [runner]}, name
+    other = await raw.call("GET", AGENTS, params={"agentName": "runner-uppe"})
+    assert other.json()["count"] == 0
+
+
 async def test_runner_takes_job_busy_runner_cannot_be_removed_then_goes_away(raw):
     scale_set_id = await raw.create_scale_set("work")
     session = await raw.open_session(scale_set_id)

@@ -219,6 +219,46 @@ async def test_acquire_mode_offers_to_every_matching_set_and_first_acquirer_wins
     assert bad.status_code == 400
 
 
+async def test_acquire_mode_offers_jobs_left_out_for_capacity_again(raw_acquire):
+    """Upstream's listener acquires every id a message offers and never asks again for those
+    the answer leaves out, so the service offers them again once the set has room (one new
+    JobAvailable per free slot, oldest first) instead of leaving them available forever."""
+    raw = raw_acquire
+    scale_set_id = await raw.create_scale_set("narrow")
+    session = await raw.open_session(scale_set_id)
+    first, second, third = (raw.sim.enqueue_job(["narrow"]) for _ in range(3))
+    message_id, jobs, stats = await session.messages(capacity=1)
+    assert [j["messageType"] for j in jobs] == ["JobAvailable"] * 3
+    assert stats["totalAvailableJobs"] == 3
+    offered = {j["jobId"]: j["runnerRequestId"] for j in jobs}
+    await session.delete(message_id)
+    acquired = await session.acquire(list(offered.values()))
+    assert acquired.json() == {"count": 1, "value": [offered[first]]}
+    message_id, jobs, stats = await session.messages(last=message_id, capacity=1)
+    assert [(j["messageType"], j["jobId"]) for j in jobs] == [("JobAssigned", first)]
+    assert stats["totalAvailableJobs"] == 2, "the two left out are still available"
+    assert raw.sim.job(second)["state"] == "available"
+
+    raw.sim.complete_job(first)
+    message_id, jobs, stats = await session.messages(last=message_id, capacity=1)
+    assert [(j["messageType"], j["jobId"]) for j in jobs] == [
+        ("JobCompleted", first),
+        ("JobAvailable", second),
+    ], "room for one: only the oldest left-out job is offered again"
+    assert jobs[1]["runnerRequestId"] == offered[second]
+    assert (await session.acquire([offered[second]])).json()["value"] == [offered[second]]
+
+    # A higher capacity header makes room too: the last one is offered again at once.
+    message_id, jobs, _ = await session.messages(last=message_id, capacity=2)
+    assert [(j["messageType"], j["jobId"]) for j in jobs] == [
+        ("JobAssigned", second),
+        ("JobAvailable", third),
+    ]
+    assert (await session.acquire([offered[third]])).json()["value"] == [offered[third]]
+    assert raw.sim.job(third)["state"] == "assigned"
+    assert raw.sim.job(third)["scaleSetId"] == scale_set_id
+
+
 async def test_session_statistics_reflect_work_waiting_before_the_session(
     actions_sim: ActionsSimulator, raw
 ):

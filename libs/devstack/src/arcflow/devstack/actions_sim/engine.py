@@ -375,7 +375,13 @@ class ActionsEngine:
         ]
 
     def acquire_jobs(self, session: Session, request_ids: list[int]) -> list[int]:
-        """First acquirer wins; ids beyond capacity or already taken are left out."""
+        """First acquirer wins; ids beyond capacity or already taken are left out.
+
+        A job left out for lack of room stays available and is offered to this set again (a
+        new ``JobAvailable``) once it has room: upstream's listener acquires whatever a message
+        offers and never asks again for the ids the answer lacks
+        (docs/upstream-behaviour.md#listener-session).
+        """
         session.last_activity = time.monotonic()
         scale_set = self.scale_set(session.scale_set_id)
         by_request = {j.runner_request_id: j for j in self._open_jobs.values()}
@@ -385,9 +391,15 @@ class ActionsEngine:
             job = by_request.get(request_id)
             if job is None or job.state is not JobState.AVAILABLE:
                 continue
-            if scale_set.id not in job.offered_to or not self._has_room(scale_set, active):
+            if scale_set.id not in job.offered_to:
+                continue
+            if not self._has_room(scale_set, active):
+                job.reoffered_to.discard(scale_set.id)
+                job.deferred_by.add(scale_set.id)
                 continue
             job.offered_to.clear()
+            job.deferred_by.clear()
+            job.reoffered_to.clear()
             self._assign(job, scale_set)
             active[scale_set.id] += 1
             acquired.append(request_id)
@@ -509,6 +521,8 @@ class ActionsEngine:
         job.state = JobState.QUEUED
         job.scale_set_id = None
         job.offered_to.clear()
+        job.deferred_by.clear()
+        job.reoffered_to.clear()
         job.scale_set_assign_time = None
         job.finish_time = None
 
@@ -554,6 +568,8 @@ class ActionsEngine:
             self.runners.pop(job.runner_id, None)
         job.state = JobState.COMPLETED
         job.offered_to.clear()
+        job.deferred_by.clear()
+        job.reoffered_to.clear()
         self._open_jobs.pop(job.job_id, None)
 
     def _cancel_timer(self, job_id: str) -> None:
@@ -569,12 +585,19 @@ class ActionsEngine:
         """
         ordered = sorted(self.scale_sets.values(), key=lambda s: s.id)
         active = self._active_counts()
+        # Offers made again and not answered yet take room, so a slot is offered only once. A
+        # new job has never been deferred: its pass needs no count.
+        reoffered: Counter[int] = Counter(
+            ()
+            if new_job is not None
+            else (set_id for j in self._open_jobs.values() for set_id in j.reoffered_to)
+        )
         candidates = [new_job] if new_job is not None else list(self._open_jobs.values())
         for job in candidates:
             if job.state is JobState.QUEUED or (
                 job.state is JobState.AVAILABLE and self.mode == "acquire"
             ):
-                self._place(job, [s for s in ordered if job.matches(s)], active)
+                self._place(job, [s for s in ordered if job.matches(s)], active, reoffered)
         idle = sorted(
             (r for r in self.runners.values() if r.status is RunnerStatus.IDLE),
             key=lambda r: r.id,
@@ -592,11 +615,22 @@ class ActionsEngine:
                 self._start(waiting, runner)
         self._notify()
 
-    def _place(self, job: Job, candidates: list[ScaleSet], active: Counter[int]) -> None:
+    def _place(
+        self,
+        job: Job,
+        candidates: list[ScaleSet],
+        active: Counter[int],
+        reoffered: Counter[int],
+    ) -> None:
         if self.mode == "acquire":
             # Offered to every matching set that listens; assigned only once acquired.
             for scale_set in candidates:
-                if scale_set.id in job.offered_to or self.live_session(scale_set.id) is None:
+                if self.live_session(scale_set.id) is None:
+                    continue
+                if scale_set.id in job.deferred_by:
+                    self._offer_again(job, scale_set, active, reoffered)
+                    continue
+                if scale_set.id in job.offered_to:
                     continue
                 job.offered_to.add(scale_set.id)
                 job.state = JobState.AVAILABLE
@@ -607,6 +641,19 @@ class ActionsEngine:
         if with_room:
             self._assign(job, with_room[0])
             active[with_room[0].id] += 1
+
+    def _offer_again(
+        self, job: Job, scale_set: ScaleSet, active: Counter[int], reoffered: Counter[int]
+    ) -> None:
+        """A job this set could not acquire while full: offer it again, oldest first, as many
+        as the set has room for in this pass."""
+        capacity = scale_set.max_capacity
+        if capacity is not None and active[scale_set.id] + reoffered[scale_set.id] >= capacity:
+            return
+        job.deferred_by.discard(scale_set.id)
+        job.reoffered_to.add(scale_set.id)
+        reoffered[scale_set.id] += 1
+        self._emit(scale_set.id, "JobAvailable", job)
 
     # --- runners -------------------------------------------------------------------------
     def generate_jit_config(self, scale_set_id: int, body: Any) -> tuple[Runner, str]:
@@ -713,7 +760,9 @@ class ActionsEngine:
         return found
 
     def runners_named(self, name: str) -> list[Runner]:
-        return [r for r in self.runners.values() if r.name == name]
+        """Case-insensitive, as the name conflict of :meth:`generate_jit_config` is: a client
+        that got ``AgentExistsException`` for a name finds the runner holding it."""
+        return [r for r in self.runners.values() if r.name.lower() == name.lower()]
 
     def remove_runner(self, runner_id: int) -> None:
         runner = self.runner(runner_id)

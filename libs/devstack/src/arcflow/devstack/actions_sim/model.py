@@ -192,6 +192,10 @@ class Job:
     attempt: int = 1
     scale_set_id: int | None = None
     offered_to: set[int] = field(default_factory=set)
+    deferred_by: set[int] = field(default_factory=set)
+    """Scale sets that asked to acquire the job while full: offered again once they have room."""
+    reoffered_to: set[int] = field(default_factory=set)
+    """Scale sets it was offered again to and that have not asked for it since."""
     runner_id: int | None = None
     runner_name: str = ""
     scale_set_assign_time: datetime | None = None
