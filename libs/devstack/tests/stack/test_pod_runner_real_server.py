@@ -38,6 +38,12 @@ def node_name() -> str:
 
 
 @pytest.fixture
+def kubeconfig(kube_kubeconfig: str) -> str:
+    """The admin kubeconfig of the session's real server."""
+    return kube_kubeconfig
+
+
+@pytest.fixture
 async def admin_api(kubeconfig: str) -> AsyncIterator[ApiCaller]:
     api = ApiCaller.from_kubeconfig(kubeconfig)
     yield api
