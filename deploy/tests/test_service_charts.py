@@ -375,7 +375,7 @@ def test_umbrella_passes_the_scope_to_each_service(helm: Helm) -> None:
     values = {
         "crds": {"enabled": False},
         "natsUsers": {"create": False, "authorizationConfigMap": False},
-        **{service: scoped for service in ("watcher", "registrar", "reconciler")},
+        **dict.fromkeys(("watcher", "registrar", "reconciler"), scoped),
     }
     docs = helm.render("arcflow", values=values, namespace="arc-system")
     settings = {}
