@@ -353,6 +353,44 @@ def test_namespace_scoped_watcher_watches_only_those_namespaces(helm: Helm) -> N
     assert "ARCFLOW_WATCHER_NAMESPACES" not in _env(_container(cluster_wide))
 
 
+@pytest.mark.parametrize("chart", ["arcflow-registrar", "arcflow-reconciler"])
+def test_namespace_scoped_services_cache_only_their_namespaces(helm: Helm, chart: str) -> None:
+    """rbac.clusterWide=false: the service is told the namespaces its Roles cover (without
+    that it lists cluster-wide and is refused); cluster-wide: no such setting (all)."""
+    setting = f"{ENV_PREFIX[chart]}NAMESPACES"
+    values = {"rbac": {"clusterWide": False, "namespaces": ["team-b", "team-a"]}}
+    docs = helm.render(chart, values=values, namespace="arc-system")
+    env = _env(_container(docs))
+    assert env[setting] == "team-b,team-a"
+    roles = {d["metadata"]["namespace"] for d in docs if d["kind"] == "Role"}
+    assert set(env[setting].split(",")) <= roles
+    # rbac.namespaces left empty: the Roles and the setting are the release namespace's
+    alone = helm.render(chart, values={"rbac": {"clusterWide": False}}, namespace="runners")
+    assert _env(_container(alone))[setting] == "runners"
+    assert setting not in _env(_container(helm.render(chart)))
+
+
+def test_umbrella_passes_the_scope_to_each_service(helm: Helm) -> None:
+    scoped = {"rbac": {"clusterWide": False, "namespaces": ["team-a"]}}
+    values = {
+        "crds": {"enabled": False},
+        "natsUsers": {"create": False, "authorizationConfigMap": False},
+        **dict.fromkeys(("watcher", "registrar", "reconciler"), scoped),
+    }
+    docs = helm.render("arcflow", values=values, namespace="arc-system")
+    settings = {}
+    for doc in docs:
+        if doc["kind"] == "Deployment":
+            for name, value in _env(doc["spec"]["template"]["spec"]["containers"][0]).items():
+                if name.endswith("_NAMESPACES"):
+                    settings[name] = value
+    assert settings == {
+        "ARCFLOW_WATCHER_NAMESPACES": "team-a",
+        "ARCFLOW_REGISTRAR_NAMESPACES": "team-a",
+        "ARCFLOW_RECONCILER_NAMESPACES": "team-a",
+    }
+
+
 def test_single_namespace_reconciler_is_labelled_for_discovery(helm: Helm) -> None:
     values = {"rbac": {"clusterWide": False, "namespaces": ["runners"]}}
     docs = helm.render("arcflow-reconciler", values=values)

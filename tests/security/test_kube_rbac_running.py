@@ -1,6 +1,8 @@
 """The real watcher, registrar and reconciler, each as the ServiceAccount its chart gives it
 (rendered with helm, applied to a real API server), take an ARS with two variants from apply
-to a registered runner, and none of them is refused a single request.
+to a registered runner, and none of them is refused a single request: with the charts' default
+cluster-wide RBAC, and with ``rbac.clusterWide=false`` (Roles in the listed namespaces only),
+where each service lists and watches only those namespaces (``ARCFLOW_<SERVICE>_NAMESPACES``).
 
 This is where a chart granting too little shows: the API server checks every list, watch and
 write the services really make, and the Role the reconciler creates for each listener must pass
@@ -13,13 +15,13 @@ import asyncio
 import logging
 import secrets
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from arcflow.common.cache import CachedKind, ObjectCache
+from arcflow.common.cache import ObjectCache
 from arcflow.common.kube import (
     AUTOSCALING_LISTENER,
     AUTOSCALING_RUNNER_SET,
@@ -33,11 +35,13 @@ from arcflow.common.kube import (
     Resource,
 )
 from arcflow.common.nats import NatsSettings
-from arcflow.common.service.inprocess import running
+from arcflow.common.service.inprocess import ServiceRun, running
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.reconciler.cache import build_cache
 from arcflow.reconciler.settings import ReconcilerSettings
+from arcflow.registrar.lookup import ars_cached_kind
+from arcflow.registrar.settings import RegistrarSettings
 from tests.fast_services import control_plane as service_runs
 from tests.manifests import pat_secret
 from tests.polling import eventually
@@ -70,6 +74,23 @@ def _refusals(records: list[logging.LogRecord]) -> list[str]:
     return found
 
 
+def _ars(name: str, namespace: str, config_url: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "AutoscalingRunnerSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "githubConfigUrl": config_url,
+            "githubConfigSecret": SECRET_NAME,
+            "template": _template("runner:latest"),
+            "runnerVariants": [
+                {"name": "cpu", "template": _template("runner:cpu")},
+                {"name": "gpu", "template": _template("runner:gpu")},
+            ],
+        },
+    }
+
+
 async def _names(kube: KubeClient, resource: Resource, namespace: str) -> set[str]:
     return {o["metadata"]["name"] for o in (await kube.list(resource, namespace=namespace)).items}
 
@@ -78,6 +99,8 @@ async def _names(kube: KubeClient, resource: Resource, namespace: str) -> set[st
 class Stack:
     namespace: str  # where the ARS lives
     controller_namespace: str
+    #: The chart's own RoleBindings in ``namespace`` (namespace-scoped RBAC puts them there).
+    chart_bindings: frozenset[str] = frozenset()
 
 
 @pytest.fixture
@@ -86,19 +109,29 @@ def identities(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KubeI
         yield ids
 
 
-@pytest.fixture
+def _scoped_to(run: ServiceRun, namespaces: list[str]) -> ServiceRun:
+    """``run`` with its ``namespaces`` setting, as ``ARCFLOW_<SERVICE>_NAMESPACES`` gives it."""
+    return replace(run, settings=run.settings.model_copy(update={"namespaces": namespaces}))
+
+
+@pytest.fixture(params=["cluster-wide", "namespace-scoped"])
 async def stack(
-    identities: KubeIdentities, private_nats_server: NatsServer
+    request: pytest.FixtureRequest, identities: KubeIdentities, private_nats_server: NatsServer
 ) -> AsyncIterator[Stack]:
-    """The chart's default (cluster-wide) identities, each service its own client."""
+    """The chart's identities, each service its own client: cluster-wide (the default), or
+    ``rbac.clusterWide=false`` with the ARS namespace listed, where each service gets the
+    namespaces setting the chart renders for it (ARCFLOW_<SERVICE>_NAMESPACES)."""
     suffix = secrets.token_hex(3)
     controller_ns = identities.namespace(f"rbac-sys-{suffix}")
     runners_ns = identities.namespace(f"rbac-runners-{suffix}")
-    services = identities.from_charts(release=f"rbac-{suffix}", namespace=controller_ns)
+    scoped = [runners_ns] if request.param == "namespace-scoped" else []
+    services = identities.from_charts(
+        release=f"rbac-{suffix}", namespace=controller_ns, namespaces=scoped or None
+    )
     runs = {
-        run.spec.name: run
+        run.spec.name: _scoped_to(run, scoped)
         for run in service_runs(
-            namespaces=[],  # cluster-wide, as the chart leaves ARCFLOW_WATCHER_NAMESPACES unset
+            namespaces=scoped,  # empty: cluster-wide, the chart then sets no NAMESPACES
             nats_for=lambda _service: NatsSettings(url=private_nats_server.url),
             reconciler_settings=ReconcilerSettings(
                 controller_namespace=controller_ns,
@@ -113,6 +146,12 @@ async def stack(
             ),
         )
     }
+    chart_bindings = frozenset(
+        doc["metadata"]["name"]
+        for identity in services.values()
+        for doc in identity.objects
+        if doc["kind"] == "RoleBinding" and doc["metadata"].get("namespace") == runners_ns
+    )
     clients = {name: await services[name].client() for name in CHART_SERVICES}
     try:
         async with (
@@ -120,7 +159,7 @@ async def stack(
             running(runs["registrar"], kube=clients["registrar"]),
             running(runs["reconciler"], kube=clients["reconciler"]),
         ):
-            yield Stack(runners_ns, controller_ns)
+            yield Stack(runners_ns, controller_ns, chart_bindings)
     finally:
         for client in clients.values():
             await client.close()
@@ -134,22 +173,7 @@ async def test_services_run_under_their_chart_identities(
 ) -> None:
     kube, ns, sys_ns = kube_client, stack.namespace, stack.controller_namespace
     await kube.create(pat_secret(SECRET_NAME, ns, actions_sim.add_pat()))
-    await kube.create(
-        {
-            "apiVersion": "actions.github.com/v1alpha1",
-            "kind": "AutoscalingRunnerSet",
-            "metadata": {"name": "least", "namespace": ns},
-            "spec": {
-                "githubConfigUrl": actions_sim.config_url("my-org"),
-                "githubConfigSecret": SECRET_NAME,
-                "template": _template("runner:latest"),
-                "runnerVariants": [
-                    {"name": "cpu", "template": _template("runner:cpu")},
-                    {"name": "gpu", "template": _template("runner:gpu")},
-                ],
-            },
-        }
-    )
+    await kube.create(_ars("least", ns, actions_sim.config_url("my-org")))
 
     async def converged() -> list[dict[str, Any]]:
         ars = await kube.get(AUTOSCALING_RUNNER_SET, "least", ns)
@@ -163,7 +187,7 @@ async def test_services_run_under_their_chart_identities(
         # The listener's bundle, written by the reconciler under its own identity.
         name = listeners[0]["metadata"]["name"]
         assert await _names(kube, SERVICE_ACCOUNT, sys_ns) >= {name}
-        assert await _names(kube, ROLE_BINDING, ns) == {name}
+        assert await _names(kube, ROLE_BINDING, ns) - stack.chart_bindings == {name}
         role = await kube.get(ROLE, name, ns)
         assert role["rules"][0]["resourceNames"] == ["least-cpu", "least-gpu"]
         pods = (await kube.list(POD, namespace=sys_ns)).items
@@ -187,22 +211,22 @@ async def test_services_run_under_their_chart_identities(
     assert _refusals([*caplog.get_records("setup"), *caplog.get_records("call")]) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TimeoutError,
-    reason="rbac.clusterWide=false is not runnable yet: the reconciler's cache and the "
-    "registrar's ARS cache (and its sweep) list and watch every namespace, which Roles in "
-    "rbac.namespaces refuse with 403; a fix scopes those lists to the managed namespaces, "
-    "and this test then passes (remove the marker)",
-)
 @pytest.mark.parametrize("service", ["reconciler", "registrar"])
 async def test_scoped_identities_sync_their_caches(
-    service: str, identities: KubeIdentities, caplog: pytest.LogCaptureFixture
+    service: str,
+    identities: KubeIdentities,
+    kube_client: KubeClient,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The caches exactly as the services build them, as the namespace-scoped identity."""
+    """The caches exactly as the services build them with ``namespaces`` set, as the
+    namespace-scoped identity (rbac.clusterWide=false): they sync, see what is in the listed
+    namespace (and the controller namespace), nothing of another, and nothing is refused."""
     suffix = secrets.token_hex(3)
     controller_ns = identities.namespace(f"rbac-sys-{suffix}")
     runners_ns = identities.namespace(f"rbac-runners-{suffix}")
+    other_ns = identities.namespace(f"rbac-other-{suffix}")
+    for ns in (runners_ns, other_ns):
+        await kube_client.create(_ars("seen" if ns == runners_ns else "unseen", ns, "http://x/o"))
     scoped = identities.from_charts(
         release=f"rbac-{suffix}",
         namespace=controller_ns,
@@ -211,17 +235,29 @@ async def test_scoped_identities_sync_their_caches(
     )[service]
     async with await scoped.client() as kube:
         cache = (
-            build_cache(kube, lambda _key: None, controller_ns, relist_seconds=3600)
+            build_cache(
+                kube,
+                lambda _key: None,
+                controller_ns,
+                relist_seconds=3600,
+                namespaces=ReconcilerSettings(namespaces=[runners_ns]).namespaces,
+            )
             if service == "reconciler"
-            else ObjectCache(kube, [CachedKind(AUTOSCALING_RUNNER_SET)])  # JitLookup's
+            else ObjectCache(  # JitLookup's
+                kube, [ars_cached_kind(RegistrarSettings(namespaces=[runners_ns]).namespaces)]
+            )
         )
         cache.start()
         try:
-            await asyncio.wait_for(cache.synced(), 5)
-        except TimeoutError:
-            # Expected to fail for exactly this reason: its lists were refused.
-            assert _refusals(caplog.records), "the cache did not sync, and no 403 was logged"
-            raise
+            await asyncio.wait_for(cache.synced(), 10)
         finally:
             await cache.stop()
     assert _refusals(caplog.records) == []
+    assert [
+        (m["metadata"]["namespace"], m["metadata"]["name"])
+        for m in cache.list(AUTOSCALING_RUNNER_SET)
+    ] == [(runners_ns, "seen")]
+    # Nothing is listed or watched cluster-wide, and the controller namespace only where the
+    # reconciler's kinds live.
+    watched = {informer.namespace for informer in cache.informers.values()}
+    assert watched == ({runners_ns, controller_ns} if service == "reconciler" else {runners_ns})

@@ -26,6 +26,12 @@ actions.github.com/controller-watch-single-namespace: {{ $watched }}
 {{- $listener := .Values.listener -}}
 - name: ARCFLOW_RECONCILER_CONTROLLER_NAMESPACE
   value: {{ include "arcflow-reconciler.controllerNamespace" . | quote }}
+{{- /* rbac.clusterWide=false: cache only the namespaces its Roles cover (the controller
+  namespace is added by the reconciler itself, for the kinds that live there). */}}
+{{- with include "arcflow-svc.watchedNamespaces" . }}
+- name: ARCFLOW_RECONCILER_NAMESPACES
+  value: {{ . | quote }}
+{{- end }}
 - name: ARCFLOW_RECONCILER_LISTENER_IMAGE
   value: {{ include "arcflow-svc.image" (dict "root" . "image" $listener.image) | quote }}
 {{- with $listener.imagePullSecrets }}

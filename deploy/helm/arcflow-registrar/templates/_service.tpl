@@ -5,7 +5,13 @@
 
 {{- define "arcflow-registrar.deploymentLabels" -}}{{- end -}}
 
-{{- define "arcflow-registrar.serviceEnv" -}}{{- end -}}
+{{/* rbac.clusterWide=false: register (cache, sweep) the sets of the namespaces its Roles cover. */}}
+{{- define "arcflow-registrar.serviceEnv" -}}
+{{- with include "arcflow-svc.watchedNamespaces" . }}
+- name: ARCFLOW_REGISTRAR_NAMESPACES
+  value: {{ . | quote }}
+{{- end }}
+{{- end -}}
 
 {{- define "arcflow-registrar.extraRbacNamespaces" -}}{{- end -}}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from arcflow.common.cache import CachedKind, Change, ObjectCache
-from arcflow.common.kube import CONFIG_MAP, KubeClient
+from arcflow.common.kube import CONFIG_MAP, NAMESPACE, KubeClient
 from arcflow.devstack.kube_emulator import KubeEmulator
 from tests.polling import eventually
 
@@ -141,3 +141,53 @@ async def test_releasing_the_last_finalizer_of_a_deleting_object_drops_it_at_onc
     # A late echo of an older version cannot bring it back.
     cache.observe_write(held)
     assert cache.get(CONFIG_MAP, "held", ns) is None
+
+
+def test_namespaces_of_a_cluster_scoped_kind_are_refused() -> None:
+    with pytest.raises(ValueError, match="cluster-scoped"):
+        CachedKind(NAMESPACE, namespaces=("a",))
+    with pytest.raises(ValueError, match="distinct"):
+        CachedKind(CONFIG_MAP, namespaces=("a", "a"))
+
+
+async def test_per_namespace_watches_fill_one_store_and_see_nothing_else(
+    kube_client: KubeClient, kube_namespace: str
+) -> None:
+    """``namespaces``: one list+watch per namespace into one store; objects elsewhere never
+    reach it, and a relist of one namespace keeps the other's objects."""
+    first = kube_namespace
+    second, outside = f"{first}-b", f"{first}-out"
+    for name in (second, outside):
+        await kube_client.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+    try:
+        await kube_client.create(config_map(first, "one"))
+        await kube_client.create(config_map(outside, "hidden"))
+        kind = CachedKind(CONFIG_MAP, {"app": "t"}, namespaces=(first, second))
+        cache = ObjectCache(kube_client, [kind])
+        assert sorted(cache.informers) == [f"ConfigMap/{first}", f"ConfigMap/{second}"]
+        assert {i.namespace for i in cache.informers.values()} == {first, second}
+        cache.start()
+        try:
+            await cache.synced()
+            assert [m["metadata"]["name"] for m in cache.list(CONFIG_MAP)] == ["one"]
+            await kube_client.create(config_map(second, "two"))
+            await kube_client.create(config_map(outside, "hidden-too"))
+            await eventually(lambda: _async(cache.get(CONFIG_MAP, "two", second)), what="two")
+            await cache.informers[f"ConfigMap/{second}"].relist()
+            names = {
+                (m["metadata"]["namespace"], m["metadata"]["name"]) for m in cache.list(CONFIG_MAP)
+            }
+            assert names == {(first, "one"), (second, "two")}
+            await kube_client.delete(CONFIG_MAP, "one", namespace=first)
+            await eventually(
+                lambda: _async(cache.get(CONFIG_MAP, "one", first) is None), what="deleted"
+            )
+            assert [m["metadata"]["name"] for m in cache.list(CONFIG_MAP)] == ["two"]
+            assert cache.list(CONFIG_MAP, outside) == []
+        finally:
+            await cache.stop()
+    finally:
+        for name in (second, outside):
+            await kube_client.delete(NAMESPACE, name)

@@ -107,3 +107,21 @@ def test_reads_copy_nested_lists_and_keep_values() -> None:
     assert store.list()[0]["spec"]["containers"][0]["env"] == [{"name": "X", "value": "1"}]
     manifest["spec"]["containers"][0]["env"].clear()  # the caller's own object after upsert
     assert store.get("ns", "a")["spec"]["containers"][0]["env"] == [{"name": "X", "value": "1"}]
+
+
+def test_a_relist_of_one_namespace_leaves_the_others_alone() -> None:
+    """Several per-namespace list+watches feed one store: one namespace's relist can only
+    drop that namespace's objects."""
+    store = KindStore("EphemeralRunner")
+    store.upsert(obj("a", "1", ns="team-a"))
+    store.upsert(obj("gone", "2", ns="team-a"))
+    store.upsert(obj("b", "3", ns="team-b"))
+    changes = store.replace_all([obj("a", "4", ns="team-a")], "team-a")
+    assert sorted((c.type, c.obj["metadata"]["name"]) for c in changes) == [
+        ("DELETED", "gone"),
+        ("MODIFIED", "a"),
+    ]
+    assert store.object_keys() == [("team-a", "a"), ("team-b", "b")]
+    # An empty list of team-b empties team-b only.
+    assert [c.type for c in store.replace_all([], "team-b")] == ["DELETED"]
+    assert store.object_keys() == [("team-a", "a")]

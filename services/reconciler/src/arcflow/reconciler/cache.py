@@ -9,7 +9,8 @@ being run again once it has.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from arcflow.common.cache import CachedKind, Change, ObjectCache
 from arcflow.common.constants import LABEL_PART_OF, PART_OF_VALUE
@@ -46,6 +47,37 @@ CACHED_KINDS = (
     CachedKind(ROLE_BINDING, OWNED_SELECTOR),
 )
 
+#: Where each kind lives, in a namespace-scoped install (``namespaces`` set): the sets, runners
+#: and the listener's Role/RoleBinding in the ARS's namespace (a managed one); listeners and
+#: their ServiceAccounts in the controller namespace; pods and Secrets in both (runner pods and
+#: JIT Secrets next to their runner, listener pods and config Secrets next to their listener).
+_MANAGED, _CONTROLLER, _BOTH = "managed", "controller", "both"
+_SCOPE_OF_KIND = {
+    AUTOSCALING_RUNNER_SET.kind: _MANAGED,
+    EPHEMERAL_RUNNER_SET.kind: _MANAGED,
+    EPHEMERAL_RUNNER.kind: _MANAGED,
+    AUTOSCALING_LISTENER.kind: _CONTROLLER,
+    POD.kind: _BOTH,
+    SECRET.kind: _BOTH,
+    SERVICE_ACCOUNT.kind: _CONTROLLER,
+    ROLE.kind: _MANAGED,
+    ROLE_BINDING.kind: _MANAGED,
+}
+
+
+def cached_kinds(namespaces: Sequence[str], controller_namespace: str) -> tuple[CachedKind, ...]:
+    """:data:`CACHED_KINDS`, cluster-wide when ``namespaces`` is empty; else each kind listed
+    and watched in the namespaces it lives in (see ``_SCOPE_OF_KIND``), never cluster-wide."""
+    if not namespaces:
+        return CACHED_KINDS
+    managed = tuple(sorted(set(namespaces)))
+    both = tuple(sorted({*managed, controller_namespace}))
+    where = {_MANAGED: managed, _CONTROLLER: (controller_namespace,), _BOTH: both}
+    return tuple(
+        replace(kind, namespaces=where[_SCOPE_OF_KIND[kind.resource.kind]]) for kind in CACHED_KINDS
+    )
+
+
 _RESOURCE_OF_KIND = {kind.resource.kind: kind.resource.plural for kind in CACHED_KINDS}
 _KEY_KINDS = (
     ("ars", AUTOSCALING_RUNNER_SET.kind),
@@ -62,7 +94,10 @@ def build_cache(
     *,
     relist_seconds: float,
     delay_seconds: float = 0.0,
+    namespaces: Sequence[str] = (),
 ) -> ObjectCache:
+    """The cache of :func:`cached_kinds` (``namespaces``: the managed ones; empty: all)."""
+
     def on_change(change: Change) -> None:
         resource = _RESOURCE_OF_KIND.get(change.kind, "")
         for key in keys_for_object(resource, change.obj, controller_namespace):
@@ -70,7 +105,7 @@ def build_cache(
 
     return ObjectCache(
         kube,
-        CACHED_KINDS,
+        cached_kinds(namespaces, controller_namespace),
         on_change=on_change,
         relist_seconds=relist_seconds,
         delay_seconds=delay_seconds,

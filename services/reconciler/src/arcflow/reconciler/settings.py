@@ -15,7 +15,7 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 from arcflow.common.builders import BuildSettings
 from arcflow.common.constants import LISTENER_DEFAULT_ENTRYPOINT
 from arcflow.common.kube import KubeSettings
-from arcflow.common.service.settings import ServiceSettings
+from arcflow.common.service.settings import Namespaces, ServiceSettings
 
 # The reconciler reads from its watch-fed cache (ADR 0010), so every request it makes is a
 # write that matters: the client limit only guards against a runaway loop and must not pace a
@@ -31,6 +31,13 @@ class ReconcilerSettings(ServiceSettings):
         default="arc-systems",
         description="Namespace of listeners and their config Secrets (upstream: the "
         "controller's own namespace)",
+    )
+    namespaces: Namespaces = Field(
+        default_factory=list,
+        description="Namespaces of the runner sets it manages, comma-separated; empty: all "
+        "namespaces. When set, its cache lists and watches those namespaces (and the "
+        "controller namespace for listeners, their pods, Secrets and ServiceAccounts) and "
+        "nothing cluster-wide: what Roles in those namespaces allow (rbac.clusterWide=false)",
     )
     listener_image: str = Field(default="ghcr.io/arcflow/listener:latest")
     listener_image_pull_secrets: Annotated[list[str], NoDecode] = Field(

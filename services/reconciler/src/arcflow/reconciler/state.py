@@ -80,6 +80,7 @@ class ReconcilerState:
             settings.controller_namespace,
             relist_seconds=settings.cache_relist_seconds,
             delay_seconds=settings.cache_delay_seconds,
+            namespaces=settings.namespaces,
         )
         self.context.cache = self.context.writer.cache = self.cache
         self.context.create_concurrency = settings.create_concurrency

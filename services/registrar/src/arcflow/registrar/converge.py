@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final, TypedDict
@@ -193,8 +193,12 @@ class Registrar:
         metrics: RegistrarMetrics | None = None,
         source: str = SOURCE,
         ars_cache: ObjectCache | None = None,
+        namespaces: Sequence[str] = (),
     ) -> None:
         self.kube = kube
+        #: The namespaces whose sets it registers (empty: all): the sweep lists each of them,
+        #: never the whole cluster, and leaves the records of other namespaces alone.
+        self.namespaces = tuple(sorted(set(namespaces)))
         #: The watch-fed ARS cache (the JIT lookup's): a converge reads from it when it holds
         #: at least the version the triggering event saw (ADR 0031).
         self.ars_cache = ars_cache
@@ -716,7 +720,8 @@ class Registrar:
     # --- periodic sweep -------------------------------------------------------------------
 
     async def sweep(self) -> list[ConvergeResult]:
-        """Converge every ARS the cluster or the KV bucket knows of.
+        """Converge every ARS the cluster (the managed namespaces, when set) or the KV bucket
+        knows of.
 
         Catches what events cannot: a removal waiting on runners whose last ERS event was
         missed, a credentials Secret created after the failure, an event dead-lettered while
@@ -724,13 +729,18 @@ class Registrar:
         """
         keys: set[tuple[str, str]] = set()
         versions: dict[tuple[str, str], str] = {}
-        listed = await self.kube.list(AUTOSCALING_RUNNER_SET)
-        for item in listed.items:
-            meta = item.get("metadata") or {}
-            if meta.get("namespace") and meta.get("name"):
-                keys.add((str(meta["namespace"]), str(meta["name"])))
-                versions[(str(meta["namespace"]), str(meta["name"]))] = resource_version_of(item)
+        scopes: tuple[str | None, ...] = self.namespaces or (None,)
+        for scope in scopes:
+            listed = await self.kube.list(AUTOSCALING_RUNNER_SET, namespace=scope)
+            for item in listed.items:
+                meta = item.get("metadata") or {}
+                if meta.get("namespace") and meta.get("name"):
+                    key = (str(meta["namespace"]), str(meta["name"]))
+                    keys.add(key)
+                    versions[key] = resource_version_of(item)
         for record in await self.load_records():
+            if self.namespaces and record.namespace not in self.namespaces:
+                continue  # not ours to read in a namespace-scoped install
             keys.add((record.namespace, record.ars))
         results: list[ConvergeResult] = []
         for namespace, name in sorted(keys):

@@ -3,7 +3,8 @@
 Per request the registrar used to GET the ARS, GET the credentials Secret and build two
 throwaway KV watchers for the scale set records. :class:`JitLookup` keeps instead:
 
-* every AutoscalingRunnerSet, from one watch (``arcflow.common.cache``);
+* every AutoscalingRunnerSet, from one watch (``arcflow.common.cache``), or one per managed
+  namespace when ``namespaces`` is set (a namespace-scoped install: nothing cluster-wide);
 * each credentials Secret an ARS names, from one watch per Secret (a field selector on its
   name), started the first time a request needs it; its data stays in this process's memory
   only, never in a stream, bucket, log or event; the same for the CA ConfigMap
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import nats.errors
@@ -40,14 +41,28 @@ log = logging.getLogger(__name__)
 _SYNC_SECONDS = 10.0
 
 
+def ars_cached_kind(namespaces: Sequence[str] = ()) -> CachedKind:
+    """The registrar's ARS cache: cluster-wide, or a list+watch per managed namespace."""
+    return CachedKind(AUTOSCALING_RUNNER_SET, namespaces=tuple(sorted(set(namespaces))))
+
+
 class JitLookup:
     """``await start()``; then :meth:`client_for_ars` and :meth:`records_of` from memory."""
 
-    def __init__(self, kube: KubeClient, records: KeyValue, clients: ActionsClientCache) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        records: KeyValue,
+        clients: ActionsClientCache,
+        *,
+        namespaces: Sequence[str] = (),
+    ) -> None:
         self.kube = kube
         self.clients = clients
         self._records_kv = records
-        self.ars = ObjectCache(kube, [CachedKind(AUTOSCALING_RUNNER_SET)])
+        #: The managed namespaces (empty: all); a request for a set elsewhere is refused here.
+        self.namespaces = tuple(sorted(set(namespaces)))
+        self.ars = ObjectCache(kube, [ars_cached_kind(self.namespaces)])
         self._secrets: dict[tuple[str, str, str], Informer] = {}
         self._secret_locks: dict[tuple[str, str, str], asyncio.Lock] = {}
         self._records: dict[str, ScaleSetRecord] = {}
@@ -145,6 +160,10 @@ class JitLookup:
     async def client_for_ars(self, namespace: str, name: str) -> tuple[ActionsClient, int]:
         """As ``Registrar.client_for_ars``, from memory: the ARS's spec (or, once it is gone,
         a registration's), its cached credentials, and the registration count."""
+        if self.namespaces and namespace not in self.namespaces:
+            raise LookupError(
+                f"AutoscalingRunnerSet {namespace}/{name} is outside the managed namespaces"
+            )
         await self.synced()
         doc = self.ars.get(AUTOSCALING_RUNNER_SET, name, namespace)
         records = self.records_of(namespace, name)

@@ -12,12 +12,18 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from arcflow.common.nats.jetstream import ConsumerSpec
-from arcflow.common.service.settings import ServiceSettings
+from arcflow.common.service.settings import Namespaces, ServiceSettings
 
 
 class RegistrarSettings(ServiceSettings):
     model_config = SettingsConfigDict(env_prefix="ARCFLOW_REGISTRAR_", extra="ignore")
 
+    namespaces: Namespaces = Field(
+        default_factory=list,
+        description="Namespaces of the runner sets it registers, comma-separated; empty: all "
+        "namespaces. When set, its ARS cache and its sweep list those namespaces and nothing "
+        "cluster-wide: what Roles in those namespaces allow (rbac.clusterWide=false)",
+    )
     fetch_batch: int = Field(default=16, ge=1, description="Messages pulled per fetch")
     fetch_timeout_seconds: float = Field(default=1.0, gt=0)
     converge_deadline_seconds: float = Field(

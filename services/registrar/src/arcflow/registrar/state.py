@@ -63,9 +63,12 @@ async def build(ctx: ServiceContext) -> RegistrarState:
         locks=locks,
         clients=clients,
         metrics=metrics,
+        namespaces=settings.namespaces,
     )
     # JIT requests answered from memory (ADR 0010); converges read the same ARS cache (0031)
-    lookup = JitLookup(ctx.require_kube(), registrar.records, clients)
+    lookup = JitLookup(
+        ctx.require_kube(), registrar.records, clients, namespaces=settings.namespaces
+    )
     registrar.ars_cache = lookup.ars
     rpc = RegistrarRpcServer(ctx.nc, registrar, concurrency=settings.rpc_concurrency, lookup=lookup)
     return RegistrarState(

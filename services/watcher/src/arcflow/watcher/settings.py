@@ -6,23 +6,19 @@ NATS and Kubernetes connection settings keep their shared prefixes (``ARCFLOW_NA
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Final
+from typing import Final
 
 from pydantic import Field, field_validator
-from pydantic_settings import NoDecode, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from arcflow.common import constants
 from arcflow.common.kube import KubeSettings, parse_label_selector
 from arcflow.common.nats.settings import NatsSettings
-from arcflow.common.service.settings import ServiceSettings
+from arcflow.common.service.settings import Namespaces, ServiceSettings
 
 #: Pods and Secrets are watched only when they carry this label (runner and listener pods
 #: inherit it from their ERS/AutoscalingListener; arcflow labels the secrets it creates).
 DEFAULT_OWNED_SELECTOR: Final = f"{constants.LABEL_PART_OF}={constants.PART_OF_VALUE}"
-
-_DNS_LABEL_MAX: Final = 63
-_DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 class WatcherSettings(ServiceSettings):
@@ -30,7 +26,7 @@ class WatcherSettings(ServiceSettings):
 
     model_config = SettingsConfigDict(env_prefix="ARCFLOW_WATCHER_", extra="ignore")
 
-    namespaces: Annotated[list[str], NoDecode] = Field(
+    namespaces: Namespaces = Field(
         default_factory=list,
         description="namespaces to watch, comma-separated; empty: all namespaces",
     )
@@ -56,21 +52,6 @@ class WatcherSettings(ServiceSettings):
     publish_timeout_seconds: float = Field(default=5.0, gt=0)
     nats: NatsSettings = Field(default_factory=NatsSettings)
     kube: KubeSettings = Field(default_factory=KubeSettings)
-
-    @field_validator("namespaces", mode="before")
-    @classmethod
-    def _split_namespaces(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value
-
-    @field_validator("namespaces")
-    @classmethod
-    def _valid_namespaces(cls, value: list[str]) -> list[str]:
-        for namespace in value:
-            if len(namespace) > _DNS_LABEL_MAX or not _DNS_LABEL.fullmatch(namespace):
-                raise ValueError(f"{namespace!r} is not a valid namespace name (DNS label)")
-        return sorted(set(value))
 
     @field_validator("pod_label_selector", "secret_label_selector")
     @classmethod

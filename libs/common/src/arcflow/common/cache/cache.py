@@ -31,10 +31,19 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class CachedKind:
-    """One kind to cache: cluster-wide, optionally restricted by a label selector."""
+    """One kind to cache, optionally restricted by a label selector: cluster-wide (one
+    list+watch), or with ``namespaces`` one list+watch per namespace, all into one store
+    (an identity with Roles in those namespaces only can list nothing cluster-wide)."""
 
     resource: Resource
     label_selector: LabelSelector = None
+    namespaces: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.namespaces and not self.resource.namespaced:
+            raise ValueError(f"{self.resource.kind} is cluster-scoped: it has no namespaces")
+        if len(set(self.namespaces)) != len(self.namespaces) or "" in self.namespaces:
+            raise ValueError(f"{self.resource.kind}: namespaces must be distinct and non-empty")
 
 
 class ObjectCache:
@@ -52,19 +61,28 @@ class ObjectCache:
         self.kube = kube
         self.on_change = on_change
         self.stores: dict[str, KindStore] = {}
+        #: The list+watches, by kind (cluster-wide) or by ``kind/namespace`` (per namespace).
         self.informers: dict[str, Informer] = {}
         for kind in kinds:
+            if kind.resource.kind in self.stores:
+                raise ValueError(f"{kind.resource.kind} is cached twice")
             store = KindStore(kind.resource.kind)
             self.stores[kind.resource.kind] = store
-            self.informers[kind.resource.kind] = Informer(
-                kube,
-                kind.resource,
-                store,
-                label_selector=kind.label_selector,
-                on_change=self._changed,
-                relist_seconds=relist_seconds,
-                delay_seconds=delay_seconds,
-            )
+            scopes: tuple[str | None, ...] = kind.namespaces or (None,)
+            for namespace in scopes:
+                key = (
+                    kind.resource.kind if namespace is None else f"{kind.resource.kind}/{namespace}"
+                )
+                self.informers[key] = Informer(
+                    kube,
+                    kind.resource,
+                    store,
+                    namespace=namespace,
+                    label_selector=kind.label_selector,
+                    on_change=self._changed,
+                    relist_seconds=relist_seconds,
+                    delay_seconds=delay_seconds,
+                )
         self.live_reads = 0
 
     def _changed(self, change: Change) -> None:

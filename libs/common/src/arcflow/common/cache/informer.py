@@ -77,7 +77,10 @@ class Informer:
         return self._synced.is_set()
 
     def start(self) -> asyncio.Task[None]:
-        self._task = asyncio.create_task(self._run(), name=f"informer-{self.resource.plural}")
+        where = f"-{self.namespace}" if self.namespace else ""
+        self._task = asyncio.create_task(
+            self._run(), name=f"informer-{self.resource.plural}{where}"
+        )
         return self._task
 
     async def synced(self) -> None:
@@ -107,7 +110,7 @@ class Informer:
         )
         self.lists += 1
         self._last_list = time.monotonic()
-        self._emit(self.store.replace_all(listed.items))
+        self._emit(self.store.replace_all(listed.items, self.namespace))
         self.resource_version = listed.resource_version or None
         self._synced.set()
 
@@ -145,7 +148,11 @@ class Informer:
                 delay = min(self.backoff_cap, self.backoff_base * 2 ** min(failures, 10))
                 log.warning(
                     "cache watch failed; retrying",
-                    extra={"kind": self.resource.kind, "error": type(exc).__name__},
+                    extra={
+                        "kind": self.resource.kind,
+                        "namespace": self.namespace or "",
+                        "error": type(exc).__name__,
+                    },
                 )
                 await asyncio.sleep(delay)
 

@@ -178,8 +178,13 @@ class KindStore:
         del self._objects[key]
         return Change(self.kind, "DELETED", held)
 
-    def replace_all(self, objects: Iterable[Mapping[str, Any]]) -> builtins.list[Change]:
-        """A fresh list: store it and remove what it no longer holds (a relist)."""
+    def replace_all(
+        self, objects: Iterable[Mapping[str, Any]], namespace: str | None = None
+    ) -> builtins.list[Change]:
+        """A fresh list: store it and remove what it no longer holds (a relist).
+
+        ``namespace``: the list was of that namespace only (one of several list+watches
+        feeding this store), so only objects of that namespace can be missing from it."""
         changes: builtins.list[Change] = []
         seen: set[ObjectKey] = set()
         for obj in objects:
@@ -188,7 +193,10 @@ class KindStore:
             change = self.upsert(obj)
             if change is not None:
                 changes.append(change)
-        for key in [k for k in self._objects if k not in seen]:
+        gone = [
+            k for k in self._objects if k not in seen and (namespace is None or k[0] == namespace)
+        ]
+        for key in gone:
             held = self._objects[key]
             self._unindex(key)
             del self._objects[key]

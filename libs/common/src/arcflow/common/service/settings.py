@@ -5,8 +5,36 @@ its own ``env_prefix`` (``ARCFLOW_<SERVICE>_``); the runtime reads these fields 
 
 from __future__ import annotations
 
-from pydantic import Field
-from pydantic_settings import BaseSettings
+import re
+from typing import Annotated, Final
+
+from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic_settings import BaseSettings, NoDecode
+
+_DNS_LABEL_MAX: Final = 63
+_DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def split_namespaces(value: object) -> object:
+    """``"a, b,,c"`` -> ``["a", "b", "c"]`` (an env var); anything else as given."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def valid_namespaces(value: list[str]) -> list[str]:
+    """Each a namespace name (a DNS label); sorted, without duplicates."""
+    for namespace in value:
+        if len(namespace) > _DNS_LABEL_MAX or not _DNS_LABEL.fullmatch(namespace):
+            raise ValueError(f"{namespace!r} is not a valid namespace name (DNS label)")
+    return sorted(set(value))
+
+
+#: A ``namespaces`` setting: comma-separated in the environment (``ARCFLOW_<SERVICE>_NAMESPACES``),
+#: each a DNS label, sorted and deduplicated; empty means every namespace (cluster-wide).
+Namespaces = Annotated[
+    list[str], NoDecode, BeforeValidator(split_namespaces), AfterValidator(valid_namespaces)
+]
 
 
 class ServiceSettings(BaseSettings):
