@@ -151,7 +151,7 @@ class ApiProxy:
     _sessions: dict[bool, aiohttp.ClientSession] = field(
         default_factory=dict, init=False, repr=False
     )
-    _watches: set[web.Request] = field(default_factory=set, init=False, repr=False)
+    _watches: dict[int, web.Request] = field(default_factory=dict, init=False, repr=False)
 
     async def start(self) -> ApiProxy:
         for with_cert in (True, False):
@@ -232,7 +232,7 @@ class ApiProxy:
     def drop_watches(self) -> int:
         """Cut every open watch (the connection closes mid-stream); returns how many."""
         dropped = 0
-        for request in list(self._watches):
+        for request in list(self._watches.values()):
             transport = request.transport
             if transport is not None and not transport.is_closing():
                 transport.abort()
@@ -263,7 +263,11 @@ class ApiProxy:
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         verb, resource = classify(request.method, request.path, request.query_string)
-        self.counts.setdefault(self._client_of(request), Counter())[(verb, resource)] += 1
+        client = self._client_of(request)
+        if client == "kubelet" and "Authorization" in request.headers:
+            # A listener's kubeconfig is the kubelet's with its pod's token (pod runner).
+            client = "listener"
+        self.counts.setdefault(client, Counter())[(verb, resource)] += 1
         for fault in self.faults:
             if fault.matches(verb, resource):
                 fault.hits += 1
@@ -283,7 +287,7 @@ class ApiProxy:
         url = f"{self.upstream.server}{request.path_qs}"
         watching = verb == "watch"
         if watching:
-            self._watches.add(request)
+            self._watches[id(request)] = request
         try:
             async with session.request(
                 request.method, url, data=body or None, headers=headers
@@ -295,9 +299,7 @@ class ApiProxy:
                 await response.prepare(request)
                 with contextlib.suppress(ConnectionResetError, aiohttp.ClientError):
                     async for chunk in upstream.content.iter_any():
-                        await response.write(chunk)
-                        if watching:
-                            await response.drain()
+                        await response.write(chunk)  # flushed at once: watches stream
                 with contextlib.suppress(ConnectionResetError):
                     await response.write_eof()
                 return response
@@ -309,7 +311,7 @@ class ApiProxy:
                 content_type="application/json",
             )
         finally:
-            self._watches.discard(request)
+            self._watches.pop(id(request), None)
 
     async def _expired_watch(self, request: web.Request, old: str) -> web.StreamResponse:
         response = web.StreamResponse(status=200)
