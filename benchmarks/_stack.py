@@ -1,13 +1,16 @@
-"""Shared harness of the pipeline benchmarks (P1, P2, P6): the services as processes, a
-counting proxy per Kubernetes client, the Actions simulator and the pod runner (kubelet).
+"""Shared harness of the pipeline benchmarks (P1, P2, P6): the stack of
+:class:`arcflow.devstack.factory.StackFactory` with a counting proxy per Kubernetes client.
 
 Not a test and not part of the product. Layout:
 
-* nats-server (a process), the Kubernetes API emulator, the Actions simulator and the pod
-  runner in this process (as ``arcflow dev`` runs them);
-* one counting HTTP proxy in front of the emulator **per client** (watcher, registrar,
-  reconciler, listener pods, kubelet stand-in), each client given a kubeconfig pointing at its
-  own proxy, so every API request is counted by client, verb and resource;
+* nats-server (a process), Kubernetes (``kube="emulator"``: the API emulator in this process,
+  the results' historical baseline; ``kube="apiserver"``: a real etcd, kube-apiserver and
+  kube-controller-manager, with an audit log), the Actions simulator and the pod runner in this
+  process (as ``arcflow dev`` runs them);
+* the factory's :class:`~arcflow.devstack.factory.ApiProxy` in front of the server, one port
+  **per client** (watcher, registrar, reconciler, listener pods, kubelet stand-in), so every API
+  request is counted by client, verb and resource; on the real server the audit log counts
+  them again per user (:mod:`_audit`);
 * watcher, registrar and reconciler as ``python -m arcflow.<service>`` with default settings.
 """
 
@@ -23,112 +26,25 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-import yaml
-from aiohttp import web
+from _audit import audit_counts
 
 from arcflow.common.actions.auth import KEY_TOKEN
-from arcflow.common.kube import EPHEMERAL_RUNNER, POD, KubeClient, KubeSettings
+from arcflow.common.kube import EPHEMERAL_RUNNER, POD, ConflictError, KubeClient, KubeSettings
 from arcflow.devstack import demo
 from arcflow.devstack.actions_sim import ActionsSimulator
-from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.nats_server import NatsServer, free_port
-from arcflow.devstack.pod_runner import (
-    PodRunner,
-    SimulatedRunnerBackend,
-    classify_pod,
-    set_parent_death_signal,
-)
-from arcflow.devstack.stack import service_env
+from arcflow.devstack.factory import ApiProxy, StackFactory, StackParts
+from arcflow.devstack.nats_server import NatsServer
+from arcflow.devstack.pod_runner import PodRunner, classify_pod
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "02-runner-variants.yaml"
 SERVICES = ("watcher", "registrar", "reconciler")
 CLIENTS = (*SERVICES, "listener", "kubelet")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def classify(method: str, path: str, query: str) -> tuple[str, str]:
-    """(verb, resource) of one API request, as kubectl's audit log would name them."""
-    parts = [p for p in path.split("/") if p]
-    # /api/v1/... or /apis/<group>/<version>/...
-    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
-    if rest[:1] == ["namespaces"] and len(rest) >= 3:
-        rest = rest[2:]
-    resource = rest[0] if rest else "?"
-    sub = rest[2] if len(rest) >= 3 else ""
-    named = len(rest) >= 2
-    if method == "GET":
-        verb = "watch" if "watch=" in query else ("get" if named else "list")
-    else:
-        verb = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}.get(
-            method, method.lower()
-        )
-    if sub:
-        resource = f"{resource}/{sub}"
-    return verb, resource
-
-
-@dataclass
-class CountingProxy:
-    """Forwards every request to the emulator and counts it (watch responses streamed)."""
-
-    client: str
-    upstream: str
-    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
-    port: int = 0
-    _runner: web.AppRunner | None = None
-    _session: aiohttp.ClientSession | None = None
-
-    async def start(self) -> None:
-        self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
-            connector=aiohttp.TCPConnector(limit=0),
-        )
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", self._forward)
-        # Open watches hold their handlers: do not wait the default 60 s for them at exit.
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
-        self.port = free_port()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-
-    async def stop(self) -> None:
-        if self._session is not None:
-            await self._session.close()  # ends the upstream reads of open watches first
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    def reset(self) -> None:
-        self.counts.clear()
-
-    async def _forward(self, request: web.Request) -> web.StreamResponse:
-        assert self._session is not None
-        self.counts[classify(request.method, request.path, request.query_string)] += 1
-        body = await request.read()
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host",)}
-        url = f"{self.upstream}{request.path_qs}"
-        async with self._session.request(
-            request.method, url, data=body or None, headers=headers
-        ) as upstream:
-            response = web.StreamResponse(status=upstream.status)
-            for key in ("Content-Type",):
-                if key in upstream.headers:
-                    response.headers[key] = upstream.headers[key]
-            await response.prepare(request)
-            with contextlib.suppress(ConnectionResetError, aiohttp.ClientError):
-                async for chunk in upstream.content.iter_any():
-                    await response.write(chunk)
-                    if "watch=" in request.query_string:
-                        await response.drain()
-            with contextlib.suppress(ConnectionResetError):
-                await response.write_eof()
-            return response
 
 
 def proc_usage(pid: int) -> tuple[float, float]:
@@ -179,21 +95,25 @@ class Stack:
     #: services start: the container image compiles bytecode at build, so a listener pod
     #: does not compile its modules at every start. ``None``: compile at every start.
     listener_bytecode_cache: str | None = None
-    #: False: every client talks to the emulator directly, with no counting proxy in this
+    #: False: every client talks to the server directly, with no counting proxy in this
     #: process (no request counts): the proxies double the HTTP work of this one process,
     #: which also serves the emulator, the simulator and the pod runner.
     count_requests: bool = True
+    #: ``emulator`` or ``apiserver`` (a real control plane with an audit log).
+    kube_backend: str = "emulator"
     temp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="arcflow-bench-")))
+    parts: StackParts | None = None
     nats: NatsServer | None = None
-    emulator: KubeEmulator | None = None
     simulator: ActionsSimulator | None = None
+    #: The harness's own observer, as the admin (never through the proxy: not counted).
     kube: KubeClient | None = None
     pod_runner: PodRunner | None = None
-    proxies: dict[str, CountingProxy] = field(default_factory=dict)
-    processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
+    proxy: ApiProxy | None = None
     ars: dict[str, Any] = field(default_factory=dict)
     targets: list[Any] = field(default_factory=list)
     kubelet_task: asyncio.Task[None] | None = None
+    #: When the counts were last reset (the audit log's window starts there).
+    counted_since: float = 0.0
     _exit: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     async def __aenter__(self) -> Stack:
@@ -207,122 +127,55 @@ class Stack:
     async def __aexit__(self, *exc: object) -> None:
         await self._exit.aclose()
 
-    def kubeconfig_for(self, client: str) -> str:
-        assert self.emulator is not None
-        config = self.emulator.kubeconfig()
-        if client in self.proxies:
-            server = f"http://127.0.0.1:{self.proxies[client].port}"
-            config["clusters"][0]["cluster"]["server"] = server
-        path = self.temp / f"kubeconfig-{client}"
-        path.write_text(yaml.safe_dump(config))
-        return str(path)
-
     async def start(self) -> None:
-        (self.temp / "logs").mkdir(parents=True, exist_ok=True)
-        self.nats = NatsServer(store_dir=str(self.temp / "nats"))
-        await asyncio.to_thread(self.nats.start)
-        self._exit.callback(self.nats.stop)
-        self.emulator = KubeEmulator()
-        await self.emulator.start()
-        self._exit.push_async_callback(self.emulator.stop)
-        self.simulator = ActionsSimulator(poll_timeout=self.poll_timeout)
-        await self.simulator.start()
-        self._exit.push_async_callback(self.simulator.stop)
-        for client in CLIENTS if self.count_requests else ():
-            proxy = CountingProxy(client, self.emulator.url)
-            await proxy.start()
-            self._exit.push_async_callback(proxy.stop)
-            self.proxies[client] = proxy
-        # The harness's own observer reads the emulator directly (not counted).
-        self.kube = await KubeClient.from_settings(
-            KubeSettings(
-                kubeconfig=str(self.emulator.write_kubeconfig(self.temp / "kc")),
-                qps=1000,
-                burst=1000,
-            )
-        )
-        self._exit.push_async_callback(self.kube.close)
-        kubelet = await KubeClient.from_settings(
-            KubeSettings(kubeconfig=self.kubeconfig_for("kubelet"), qps=1000, burst=1000)
-        )
-        self._exit.push_async_callback(kubelet.close)
-        if not self.example and not self.real_listeners:
-            self.kubelet_task = asyncio.create_task(mark_pods_running(kubelet))
-            self._exit.push_async_callback(_cancel, self.kubelet_task)
-            for name in SERVICES:
-                await self._spawn(name)
-            return
-        listener_env = {
-            "ARCFLOW_KUBE_KUBECONFIG": self.kubeconfig_for("listener"),
-            "PYTHONUNBUFFERED": "1",
-        }
-        if self.listener_bytecode_cache:
+        stand_in = not self.example and not self.real_listeners
+        listener_env: dict[str, str] = {}
+        if self.listener_bytecode_cache and not stand_in:
             listener_env.update(
                 PYTHONPYCACHEPREFIX=self.listener_bytecode_cache, PYTHONDONTWRITEBYTECODE=""
             )
             await warm_bytecode_cache(listener_env)
-        self.pod_runner = PodRunner(
-            kubelet,
-            self.temp / "pods",
-            SimulatedRunnerBackend(self.simulator, default_job_duration=1.0),
+        raw = demo.load_example_ars(EXAMPLE)
+        profiled = os.environ.get("ARCFLOW_BENCH_PROFILE", "")
+        factory = StackFactory(
+            kube=self.kube_backend,
+            audit=self.kube_backend == "apiserver",
+            poll_timeout=self.poll_timeout,
+            pod_runner=not stand_in,
+            job_duration=1.0,
+            service_env=self.env,
+            # ARCFLOW_BENCH_PROFILE=<service>: run that service under cProfile; the profile
+            # is written to <temp>/<service>.prof when it stops (SIGTERM ends it cleanly).
+            service_python_args=(
+                {profiled: ("-m", "cProfile", "-o", str(self.temp / f"{profiled}.prof"))}
+                if profiled
+                else {}
+            ),
             listener_env=listener_env,
+            namespaces=[str(raw["metadata"]["namespace"])] if self.example else [],
+            proxy=self.count_requests,
+            work_dir=self.temp,
         )
-        await self.pod_runner.start()
-        self._exit.push_async_callback(self.pod_runner.stop)
-        await self.pod_runner.wait_ready()
-        for name in SERVICES:
-            await self._spawn(name)
+        parts = self.parts = await self._exit.enter_async_context(factory)
+        self.nats, self.simulator = parts.nats, parts.simulator
+        self.kube, self.pod_runner, self.proxy = parts.kube, parts.pod_runner, parts.proxy
+        if stand_in:
+            kubelet = await KubeClient.from_settings(
+                KubeSettings(kubeconfig=parts.kubeconfig_for("kubelet"), qps=1000, burst=1000)
+            )
+            self._exit.push_async_callback(kubelet.close)
+            self.kubelet_task = asyncio.create_task(mark_pods_running(kubelet))
+            self._exit.push_async_callback(_cancel, self.kubelet_task)
         if self.example:
-            await self._apply()
+            await self._apply(raw)
 
-    async def _spawn(self, name: str) -> None:
-        assert self.nats is not None
-        env = service_env(
-            name,
-            nats_url=self.nats.url,
-            kubeconfig=self.kubeconfig_for(name),
-            health_port=free_port(),
-            metrics_port=free_port(),
-        )
-        env.update(self.env)
-        log_file = (self.temp / "logs" / f"{name}.log").open("ab")
-        # ARCFLOW_BENCH_PROFILE=<service>: run that service under cProfile; the profile is
-        # written to <temp>/<service>.prof when it stops (SIGTERM ends it cleanly).
-        profile = (
-            ["-m", "cProfile", "-o", str(self.temp / f"{name}.prof")]
-            if os.environ.get("ARCFLOW_BENCH_PROFILE") == name
-            else []
-        )
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            *profile,
-            "-m",
-            f"arcflow.{name}",
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=set_parent_death_signal,  # no orphan if the benchmark is killed
-        )
-        self.processes[name] = process
+    def kubeconfig_for(self, client: str) -> str:
+        assert self.parts is not None
+        return self.parts.kubeconfig_for(client)
 
-        async def stop() -> None:
-            if process.returncode is None:
-                process.terminate()
-                try:
-                    await asyncio.wait_for(process.wait(), 10)
-                except TimeoutError:
-                    process.kill()
-                    await process.wait()
-            log_file.close()
-
-        self._exit.push_async_callback(stop)
-
-    async def _apply(self) -> None:
+    async def _apply(self, raw: dict[str, Any]) -> None:
         assert self.kube is not None
         assert self.simulator is not None
-        raw = demo.load_example_ars(EXAMPLE)
         spec = raw["spec"]
         spec["maxRunners"] = self.max_runners
         spec["minRunners"] = 0
@@ -333,8 +186,11 @@ class Stack:
         self.targets = demo.variant_targets(self.ars)
         namespace = self.ars["metadata"]["namespace"]
         token = self.simulator.add_pat()
+        with contextlib.suppress(ConflictError):  # the factory made it on a real server
+            await self.kube.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
         for document in (
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
@@ -371,18 +227,27 @@ class Stack:
         raise TimeoutError("runners were not cleaned up")
 
     def reset_counts(self) -> None:
-        for proxy in self.proxies.values():
-            proxy.reset()
+        self.counted_since = time.time()
+        if self.proxy is not None:
+            self.proxy.reset()
 
     def counts(self) -> dict[str, dict[str, int]]:
-        return {
-            client: {f"{verb} {res}": n for (verb, res), n in sorted(proxy.counts.items())}
-            for client, proxy in self.proxies.items()
-        }
+        return self.proxy.totals() if self.proxy is not None else {}
+
+    def audit_counts(self) -> dict[str, Any] | None:
+        """Requests per user (and per verb/resource) in the audit log since the last
+        :meth:`reset_counts` (``None`` on the emulator, which has no audit log)."""
+        plane = self.parts.control_plane if self.parts is not None else None
+        if plane is None:
+            return None
+        return audit_counts(plane.audit_log, since=self.counted_since)
 
     def usage(self) -> dict[str, dict[str, float]]:
         out = {}
-        for name, process in self.processes.items():
+        for name, service in (self.parts.services if self.parts else {}).items():
+            process = service.process.process
+            if process is None:
+                continue
             rss, cpu = proc_usage(process.pid)
             out[name] = {"rss_mib": round(rss, 1), "cpu_seconds": round(cpu, 2)}
         return out

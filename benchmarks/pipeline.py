@@ -17,6 +17,7 @@ messages per job and the services' RSS/CPU. Three runs by default; results in
 
     .venv/bin/python benchmarks/pipeline.py --mode trickle
     .venv/bin/python benchmarks/pipeline.py --mode burst
+    .venv/bin/python benchmarks/pipeline.py --mode burst --kube apiserver   # + audit counts
 """
 
 from __future__ import annotations
@@ -236,8 +237,10 @@ def varz(stack: Stack) -> dict[str, Any]:
     return {"in_msgs": int(v["in_msgs"]), "streams": streams}
 
 
-async def one_run(mode: str, jobs: int, interval: float, env: dict[str, str]) -> dict[str, Any]:
-    async with Stack(env=env) as stack:
+async def one_run(
+    mode: str, jobs: int, interval: float, env: dict[str, str], kube: str = "emulator"
+) -> dict[str, Any]:
+    async with Stack(env=env, kube_backend=kube) as stack:
         await stack.wait_ready()
         await asyncio.sleep(2.0)  # let the start-up reconciles settle before counting
         stack.reset_counts()
@@ -283,6 +286,7 @@ async def one_run(mode: str, jobs: int, interval: float, env: dict[str, str]) ->
             r.seen_at - hops.runner_seen[r.name] for r in runner_pods if r.name in hops.runner_seen
         ]
         counts = stack.counts()
+        audit = stack.audit_counts()
         totals = {client: sum(v.values()) for client, v in counts.items()}
         arcflow_calls = sum(n for c, n in totals.items() if c != "kubelet")
         streams = {
@@ -319,6 +323,8 @@ async def one_run(mode: str, jobs: int, interval: float, env: dict[str, str]) ->
             if runner_pods
             else None,
             "api_calls": counts,
+            # The real server's own count per user (``--kube apiserver``; None on the emulator).
+            "api_calls_audit": audit,
             "api_calls_by_client": totals,
             "api_calls_per_runner_arcflow": arcflow_calls / max(1, len(runner_pods)),
             "api_calls_per_runner_by_client": {
@@ -370,6 +376,12 @@ async def main() -> int:
     parser.add_argument("--jobs", type=int, default=None)
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--kube",
+        choices=("emulator", "apiserver"),
+        default="emulator",
+        help="the API emulator (the results' baseline) or a real control plane with audit log",
+    )
     parser.add_argument("--label", default="", help="suffix of the result file (e.g. before)")
     parser.add_argument(
         "--env", action="append", default=[], help="KEY=VALUE for every service (repeatable)"
@@ -380,7 +392,7 @@ async def main() -> int:
     info = machine()
     runs = []
     for index in range(args.runs):
-        result = await one_run(args.mode, jobs, args.interval, env)
+        result = await one_run(args.mode, jobs, args.interval, env, args.kube)
         runs.append(result)
         print(
             f"run {index + 1}: pods {result['runner_pods']}/{jobs} "
@@ -396,6 +408,7 @@ async def main() -> int:
         info["loadavg_at_end"] = [float(x) for x in handle.read().split()[:3]]
     payload = {
         "mode": args.mode,
+        "kube": args.kube,
         "jobs": jobs,
         "interval": args.interval,
         "env": env,
@@ -403,7 +416,8 @@ async def main() -> int:
         "summary": summarize(runs),
         "runs": runs,
     }
-    name = f"pipeline-{args.mode}" + (f"-{args.label}" if args.label else "")
+    kube = "" if args.kube == "emulator" else f"-{args.kube}"  # emulator names unchanged
+    name = f"pipeline-{args.mode}{kube}" + (f"-{args.label}" if args.label else "")
     print(json.dumps(payload["summary"], indent=2))
     print(f"written to {write_result(name, payload)}")
     return 0

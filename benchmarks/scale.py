@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import sys
 import tempfile
@@ -35,6 +36,7 @@ from _timeline import (
 )
 
 from arcflow.common.actions.auth import KEY_TOKEN
+from arcflow.common.kube import ConflictError
 
 NAMESPACE = "scale"
 CONTROLLER_NAMESPACE = "arc-systems"
@@ -86,9 +88,10 @@ async def one_run(
         assert stack.simulator is not None
         kube = stack.kube
         for namespace in (NAMESPACE, CONTROLLER_NAMESPACE):
-            await kube.create(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-            )
+            with contextlib.suppress(ConflictError):  # the stack made the controller's
+                await kube.create(
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+                )
         token = stack.simulator.add_pat()
         await kube.create(
             {

@@ -1,11 +1,12 @@
 """One chaos stack per test: the dev stack's real parts, started so a test can break them.
 
-What runs (the same parts as ``arcflow dev``, from :mod:`arcflow.devstack`): nats-server (one
-node, or a :class:`~arcflow.devstack.nats_cluster.NatsCluster`), the Kubernetes API emulator
-and the Actions simulator in this process, the pod runner (listener pods become real
-``python -m arcflow.listener`` processes, runner pods simulated runners), and watcher,
-registrar and reconciler as ``python -m arcflow.<service>`` subprocesses with the dev stack's
-environment (:func:`arcflow.devstack.stack.service_env`).
+The stack comes from :class:`arcflow.devstack.factory.StackFactory`, as ``arcflow dev``'s does:
+nats-server (one node, or a :class:`~arcflow.devstack.nats_cluster.NatsCluster`), Kubernetes
+(the test session's real kube-apiserver, in namespaces of the stack's own, or the API
+emulator where a test needs a fault only it can give), the Actions simulator in this process,
+the pod runner (listener pods become real ``python -m arcflow.listener`` processes, runner
+pods simulated runners; on the real server it plays kubelet), and watcher, registrar and
+reconciler as ``python -m arcflow.<service>`` subprocesses.
 
 As in ``arcflow dev``, each service runs under the dev stack's supervisor: when its process
 dies (a test SIGKILLs it) it is started again after a back-off, and the restarts are counted.
@@ -17,10 +18,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import signal
+import secrets
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,15 +31,16 @@ from arcflow.common.actions.auth import (
     KEY_PRIVATE_KEY,
     KEY_TOKEN,
 )
-from arcflow.common.kube import KubeClient, KubeSettings
+from arcflow.common.kube import KubeClient
 from arcflow.devstack.actions_sim import ActionsSimulator
+from arcflow.devstack.control_plane import ControlPlane
 from arcflow.devstack.demo import VariantTarget, variant_targets
+from arcflow.devstack.factory import ApiProxy, Service, StackFactory, StackStartError
 from arcflow.devstack.kube_emulator import KubeEmulator
 from arcflow.devstack.nats_cluster import NatsCluster
-from arcflow.devstack.nats_server import NatsServer, free_port
-from arcflow.devstack.pod_runner import PodRunner, SimulatedRunnerBackend
-from arcflow.devstack.stack import SERVICES
-from arcflow.devstack.supervisor import ServiceProcess, Supervisor, service_env
+from arcflow.devstack.nats_server import NatsServer
+from arcflow.devstack.pod_runner import PodRunner
+from arcflow.devstack.supervisor import ServiceProcess, last_log_line
 from tests.chaos.secret_scan import SecretRecorder
 
 NAMESPACE = "chaos"
@@ -49,7 +49,9 @@ SECRET_NAME = "github-credentials"
 VARIANTS = ("small", "large", "gpu")
 
 
-def burst_ars(config_url: str, *, max_runners: int = 40) -> dict[str, Any]:
+def burst_ars(
+    config_url: str, *, max_runners: int = 40, namespace: str = NAMESPACE
+) -> dict[str, Any]:
     """One ARS, three variants with their own labels and pod shapes, no idle runners."""
     template = {
         "spec": {
@@ -60,7 +62,7 @@ def burst_ars(config_url: str, *, max_runners: int = 40) -> dict[str, Any]:
     return {
         "apiVersion": "actions.github.com/v1alpha1",
         "kind": "AutoscalingRunnerSet",
-        "metadata": {"name": ARS_NAME, "namespace": NAMESPACE},
+        "metadata": {"name": ARS_NAME, "namespace": namespace},
         "spec": {
             "githubConfigUrl": config_url,
             "githubConfigSecret": SECRET_NAME,
@@ -74,82 +76,83 @@ def burst_ars(config_url: str, *, max_runners: int = 40) -> dict[str, Any]:
     }
 
 
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as response:
-            return bool(response.status == 200)
-    except (OSError, urllib.error.URLError):
-        return False
-
-
 @dataclass
 class SupervisedService:
-    """One service under the dev stack's :class:`~arcflow.devstack.supervisor.Supervisor`,
-    which starts it again when it dies, as a Deployment's pod would be; adds what a chaos
-    test needs (SIGKILL, health polling)."""
+    """One service of the stack (:class:`arcflow.devstack.factory.Service`: under the dev
+    stack's supervisor, which starts it again when it dies, as a Deployment's pod would be),
+    with its restarts counted from the moment the stack was up."""
 
-    process: ServiceProcess
-    supervisor: Supervisor
+    service: Service
     restarts_before: int = 0
 
     @property
+    def process(self) -> ServiceProcess:
+        return self.service.process
+
+    @property
     def name(self) -> str:
-        return self.process.name
+        return self.service.name
 
     @property
     def restarts(self) -> int:
         """Restarts since the stack was up (the chaos test's own)."""
-        return self.process.restarts - self.restarts_before
+        return self.service.restarts - self.restarts_before
 
     @property
     def alive(self) -> bool:
-        return self.process.alive
+        return self.service.alive
 
     @property
     def log_path(self) -> Path:
-        return self.process.log_path
+        return self.service.log_path
 
     @property
     def health_port(self) -> int:
-        return self.process.health_port
+        return self.service.health_port
 
     @property
     def metrics_port(self) -> int:
-        return self.process.metrics_port
+        return self.service.metrics_port
 
     def healthy(self) -> bool:
-        return self.alive and _http_ok(f"http://127.0.0.1:{self.health_port}/healthz")
+        return self.service.healthy()
 
     async def wait_healthy(self, within: float = 30.0) -> float:
         """Seconds until ``/healthz`` answers 200 (``AssertionError`` after ``within``)."""
-        began = time.monotonic()
-        while time.monotonic() - began < within:
-            if await asyncio.to_thread(self.healthy):
-                return time.monotonic() - began
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"{self.name} not healthy within {within}s: {self.process.status}")
+        try:
+            return await self.service.wait_healthy(within)
+        except StackStartError as exc:
+            raise AssertionError(str(exc)) from None
 
     def kill(self) -> None:
         """SIGKILL the current process; the supervisor starts a new one."""
-        process = self.process.process
-        assert process is not None
-        assert process.returncode is None
-        process.send_signal(signal.SIGKILL)
+        self.service.kill()
 
 
 @dataclass
 class ChaosStack:
-    """``async with ChaosStack(tmp_path) as stack:`` every part running, the ARS applied and
-    its three scale sets registered with a listener session each."""
+    """``async with ChaosStack(tmp_path, kube=control_plane) as stack:`` every part running
+    (:class:`~arcflow.devstack.factory.StackFactory`), the ARS applied and its three scale
+    sets registered with a listener session each.
+
+    ``kube`` is the test session's :class:`~arcflow.devstack.control_plane.ControlPlane` (the
+    stack then works in namespaces of its own, deleted at the end) or ``"emulator"``.
+    ``proxy`` puts the factory's :class:`~arcflow.devstack.factory.ApiProxy` between every
+    client (services, pod runner, listeners) and the server, for injected HTTP faults."""
 
     work_dir: Path
+    kube_backend: ControlPlane | str = "emulator"
     cluster_size: int = 1
     auth: str = "pat"
     poll_timeout: float = 2.0
+    proxy: bool = False
     service_env_extra: dict[str, str] = field(default_factory=dict)
+    namespace: str = NAMESPACE
     nats: NatsServer | None = None
     cluster: NatsCluster | None = None
     emulator: KubeEmulator | None = None
+    control_plane: ControlPlane | None = None
+    api_proxy: ApiProxy | None = None
     sim: ActionsSimulator | None = None
     kube: KubeClient | None = None
     pod_runner: PodRunner | None = None
@@ -188,82 +191,54 @@ class ChaosStack:
     def logs_dir(self) -> Path:
         return self.work_dir / "logs"
 
+    @property
+    def on_real_server(self) -> bool:
+        return self.control_plane is not None
+
     async def _start(self) -> None:
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
-        if self.cluster_size > 1:
-            self.cluster = NatsCluster(size=self.cluster_size)
-            self._exit.callback(self.cluster.stop)
-            await asyncio.to_thread(self.cluster.start)
-            self.service_env_extra.setdefault("ARCFLOW_NATS_REPLICAS", str(self.cluster_size))
-        else:
-            self.nats = NatsServer(store_dir=str(self.work_dir / "nats"))
-            self._exit.callback(self.nats.stop)
-            await asyncio.to_thread(self.nats.start)
-
-        self.emulator = KubeEmulator(history_limit=5000)
-        self._exit.push_async_callback(self._stop_emulator)
-        await self.emulator.start()
-        kubeconfig = str(self.emulator.write_kubeconfig(self.work_dir / "kubeconfig"))
-
-        self.sim = ActionsSimulator(poll_timeout=self.poll_timeout)
-        self._exit.push_async_callback(self.sim.stop)
-        await self.sim.start()
+        shared = not isinstance(self.kube_backend, str)
+        if shared:  # a namespace of its own on the session's server
+            self.namespace = f"{NAMESPACE}-{secrets.token_hex(3)}"
+        factory = StackFactory(
+            kube=self.kube_backend,
+            nats_nodes=self.cluster_size,
+            poll_timeout=self.poll_timeout,
+            job_duration=0.2,
+            service_env=self.service_env_extra,
+            controller_namespace=f"{self.namespace}-systems" if shared else "arc-systems",
+            namespaces=[self.namespace],
+            proxy=self.proxy,
+            emulator_history=5000,
+            # Generous: a port another process took between free_port() and the bind makes
+            # a service crash-loop until the port is free again (a shared machine).
+            healthy_within=120,
+            kube_request_timeout=10,
+            work_dir=self.work_dir,
+        )
+        parts = await self._exit.enter_async_context(factory)
+        self.nats, self.cluster = parts.nats, parts.nats_cluster
+        self.emulator, self.control_plane = parts.emulator, parts.control_plane
+        self.api_proxy, self.kube = parts.proxy, parts.kube
+        self.sim, self.pod_runner = parts.simulator, parts.pod_runner
+        self.services = {n: SupervisedService(s) for n, s in parts.services.items()}
+        assert self.sim is not None
         secret_data = self._credentials()
         self.secrets.attach(self)
 
-        self.kube = await KubeClient.from_settings(
-            KubeSettings(kubeconfig=kubeconfig, qps=1000, burst=1000, request_timeout=10)
-        )
-        self._exit.push_async_callback(self.kube.close)
-
-        self.pod_runner = PodRunner(
-            self.kube,
-            self.work_dir / "pods",
-            SimulatedRunnerBackend(self.sim, default_job_duration=0.2),
-            listener_env={"ARCFLOW_KUBE_KUBECONFIG": kubeconfig, "PYTHONUNBUFFERED": "1"},
-        )
-        self._exit.push_async_callback(self.pod_runner.stop)
-        await self.pod_runner.start()
-        await self.pod_runner.wait_ready()
-
-        for name in SERVICES:
-            health_port, metrics_port = free_port(), free_port()
-            env = service_env(
-                name,
-                nats_url=self.nats_url,
-                kubeconfig=kubeconfig,
-                health_port=health_port,
-                metrics_port=metrics_port,
-            )
-            env.update(self.service_env_extra)
-            process = ServiceProcess(
-                name, self.logs_dir / f"{name}.log", health_port, metrics_port, env=env
-            )
-            supervisor = Supervisor(process, on_status=lambda _service: None)
-            self.services[name] = SupervisedService(process, supervisor)
-        self._exit.push_async_callback(self._stop_services)
-        await asyncio.gather(*(s.supervisor.start() for s in self.services.values()))
-        # Generous: a port another process took between free_port() and the bind makes a
-        # service crash-loop until the port is free again (a shared machine, not arcflow).
-        await asyncio.gather(*(s.wait_healthy(within=120) for s in self.services.values()))
-
-        ars = burst_ars(self.sim.config_url())
+        ars = burst_ars(self.sim.config_url(), namespace=self.namespace)
         self.targets = variant_targets(ars)
-        await self.kube.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        )
         await self.kube.create(
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": {"name": SECRET_NAME, "namespace": NAMESPACE},
+                "metadata": {"name": SECRET_NAME, "namespace": self.namespace},
                 "data": {k: base64.b64encode(v.encode()).decode() for k, v in secret_data.items()},
             }
         )
         await self.kube.create(ars)
         await self.wait_sessions()
         for service in self.services.values():  # restarts before any fault are not counted
-            service.restarts_before = service.restarts
+            service.restarts_before = service.service.restarts
 
     def _credentials(self) -> dict[str, str]:
         assert self.sim is not None
@@ -278,13 +253,6 @@ class ChaosStack:
             KEY_INSTALLATION_ID: str(app.installation_id),
             KEY_PRIVATE_KEY: app.private_key,
         }
-
-    async def _stop_services(self) -> None:
-        await asyncio.gather(*(s.supervisor.stop() for s in self.services.values()))
-
-    async def _stop_emulator(self) -> None:
-        if self.emulator is not None:
-            await self.emulator.stop()
 
     # --- what the world looks like ------------------------------------------------------
 
@@ -308,7 +276,8 @@ class ChaosStack:
             await asyncio.sleep(0.1)
         raise AssertionError(
             f"no session for {sorted(names - with_session)} within {within}s; "
-            f"services: {self.service_states()}"
+            f"services: {self.service_states()}; last reconciler log line: "
+            f"{last_log_line(self.logs_dir / 'reconciler.log') or '(none)'}"
         )
 
     def service_states(self) -> Mapping[str, str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arcflow.common.kube import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, POD, SECRET
-from tests.chaos.harness import NAMESPACE, SECRET_NAME, ChaosStack
+from tests.chaos.harness import SECRET_NAME, ChaosStack
 from tests.chaos.secret_scan import scan
 
 #: Converged: the steady state is reached this soon after the last fault, restart or job.
@@ -167,10 +167,10 @@ async def leftovers(stack: ChaosStack) -> list[str]:
     assert stack.sim is not None
     kube = stack.kube
     found: list[str] = []
-    runner_sets = (await kube.list(EPHEMERAL_RUNNER_SET, namespace=NAMESPACE)).items
-    runners = (await kube.list(EPHEMERAL_RUNNER, namespace=NAMESPACE)).items
-    pods = (await kube.list(POD, namespace=NAMESPACE)).items
-    secrets = (await kube.list(SECRET, namespace=NAMESPACE)).items
+    runner_sets = (await kube.list(EPHEMERAL_RUNNER_SET, namespace=stack.namespace)).items
+    runners = (await kube.list(EPHEMERAL_RUNNER, namespace=stack.namespace)).items
+    pods = (await kube.list(POD, namespace=stack.namespace)).items
+    secrets = (await kube.list(SECRET, namespace=stack.namespace)).items
     uids = {str(o["metadata"]["uid"]) for o in [*runner_sets, *runners, *pods, *secrets]}
     for ers in runner_sets:
         replicas = int((ers.get("spec") or {}).get("replicas") or 0)

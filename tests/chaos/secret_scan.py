@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -134,7 +135,10 @@ def _http(url: str) -> bytes:
             return bytes(response.read())
     except urllib.error.HTTPError as exc:
         return bytes(exc.read())
-    except OSError:
+    except (OSError, http.client.HTTPException):
+        # Nothing there, or no HTTP server any more: the port of a listener that is gone
+        # may since belong to any other process on a shared machine (one answered with a
+        # nats-server INFO line).
         return b""
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from arcflow.devstack.actions_sim import TypeNames
+from arcflow.devstack.control_plane import ControlPlane
 from tests.chaos.harness import ChaosStack
 from tests.chaos.outcome import Burst, figures_after, report, run_burst
 from tests.polling import eventually
@@ -36,8 +37,10 @@ def completed_by_variant(burst: Burst) -> dict[str, int]:
     return counts
 
 
-async def test_actions_faults_on_one_variant_while_siblings_scale(tmp_path: Path) -> None:
-    async with ChaosStack(tmp_path) as stack:
+async def test_actions_faults_on_one_variant_while_siblings_scale(
+    tmp_path: Path, chaos_kube: ControlPlane | str
+) -> None:
+    async with ChaosStack(tmp_path, chaos_kube) as stack:
         sim = stack.sim
         assert sim is not None
         target = next(t for t in stack.targets if t.variant == BROKEN)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from arcflow.devstack.control_plane import ControlPlane
 from tests.chaos.harness import ChaosStack
 from tests.chaos.outcome import Burst, figures_after, report
 from tests.chaos.test_actions_faults import completed_by_variant
@@ -26,9 +27,9 @@ SIBLINGS_WITHIN = 45.0
 
 
 async def test_lasting_outage_on_one_variant_does_not_starve_its_siblings(
-    tmp_path: Path,
+    tmp_path: Path, chaos_kube: ControlPlane | str
 ) -> None:
-    async with ChaosStack(tmp_path) as stack:
+    async with ChaosStack(tmp_path, chaos_kube) as stack:
         sim = stack.sim
         assert sim is not None
         target = next(t for t in stack.targets if t.variant == BROKEN)

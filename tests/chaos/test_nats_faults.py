@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from arcflow.devstack.control_plane import ControlPlane
 from tests.chaos.harness import ChaosStack
 from tests.chaos.outcome import figures_after, report, run_burst
 from tests.polling import eventually
@@ -17,8 +18,10 @@ from tests.polling import eventually
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(300)]
 
 
-async def test_one_node_of_three_sigkilled_mid_burst(tmp_path: Path) -> None:
-    async with ChaosStack(tmp_path, cluster_size=3, auth="app") as stack:
+async def test_one_node_of_three_sigkilled_mid_burst(
+    tmp_path: Path, chaos_kube: ControlPlane | str
+) -> None:
+    async with ChaosStack(tmp_path, chaos_kube, cluster_size=3, auth="app") as stack:
         cluster = stack.cluster
         assert cluster is not None
         down = 0

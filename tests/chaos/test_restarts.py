@@ -16,7 +16,8 @@ import pytest
 from nats.aio.msg import Msg
 
 from arcflow.common.subjects import scale_subject
-from tests.chaos.harness import ARS_NAME, NAMESPACE, ChaosStack
+from arcflow.devstack.control_plane import ControlPlane
+from tests.chaos.harness import ARS_NAME, ChaosStack
 from tests.chaos.outcome import figures_after, report, run_burst
 from tests.polling import eventually
 
@@ -88,7 +89,7 @@ def restart_nats(stack: ChaosStack) -> Callable[[], Awaitable[None]]:
                 seen.add(msg.subject)
 
             await nc.subscribe("arc.scale.>", cb=on_decision)
-            subjects = {scale_subject(NAMESPACE, ARS_NAME, t.variant) for t in stack.targets}
+            subjects = {scale_subject(stack.namespace, ARS_NAME, t.variant) for t in stack.targets}
 
             async def decided() -> bool:
                 return subjects <= seen
@@ -100,8 +101,10 @@ def restart_nats(stack: ChaosStack) -> Callable[[], Awaitable[None]]:
     return fault
 
 
-async def test_each_service_sigkilled_then_nats_restarted_mid_burst(tmp_path: Path) -> None:
-    async with ChaosStack(tmp_path) as stack:
+async def test_each_service_sigkilled_then_nats_restarted_mid_burst(
+    tmp_path: Path, chaos_kube: ControlPlane | str
+) -> None:
+    async with ChaosStack(tmp_path, chaos_kube) as stack:
         faults = [(f"SIGKILL {name}", sigkill(stack, name)) for name in SERVICE_NAMES]
         faults.append(("SIGKILL listener", sigkill_listener(stack)))
         faults.append(("nats-server restart", restart_nats(stack)))

@@ -39,13 +39,17 @@ async def _serve(kubeconfig: str, actions_url: str, work_dir: Path | None, durat
         # settings come from the listener pod's own env (the reconciler's listener settings).
         listener_env={"ARCFLOW_KUBE_KUBECONFIG": kubeconfig, "PYTHONUNBUFFERED": "1"},
         on_change=show,
+        # On a real kube-apiserver it plays kubelet too: a Node with its Lease, bindings, and
+        # each listener with its pod's ServiceAccount token (the emulator serves none of it).
+        kubeconfig=kubeconfig,
     )
     try:
         with stop_on_signals(COMMAND_STOP_SIGNALS) as stop:
             await runner.start()
             await runner.wait_ready(within=60)
+            node = f", node {runner.node.name}" if runner.node is not None else ""
             click.echo(
-                f"pod runner watching pods (kubeconfig {kubeconfig}, runners: {actions_url})"
+                f"pod runner watching pods (kubeconfig {kubeconfig}, runners: {actions_url}{node})"
             )
             await stop.wait()
     finally:

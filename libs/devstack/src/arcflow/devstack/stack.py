@@ -41,7 +41,6 @@ from arcflow.common.kube import (
     ConflictError,
     KubeApiError,
     KubeClient,
-    KubeSettings,
     NotFoundError,
     Resource,
 )
@@ -49,6 +48,13 @@ from arcflow.common.nats.connection import NatsConnection
 from arcflow.common.service.client import nats_client
 from arcflow.devstack import connection_file, demo
 from arcflow.devstack.demo import JobRecord, SummaryInputs, VariantTarget
+from arcflow.devstack.factory import (
+    CONTROLLER_NAMESPACE,
+    CONTROLLER_NAMESPACE_ENV,
+    StackFactory,
+    StackParts,
+    StackStartError,
+)
 from arcflow.devstack.live_view import (
     FEED_SUBJECTS,
     EventTail,
@@ -61,8 +67,7 @@ from arcflow.devstack.live_view import (
     scale_set_ids_from_events,
     variant_of,
 )
-from arcflow.devstack.nats_server import NatsServer, free_port
-from arcflow.devstack.pod_runner import PodRunner, SimulatedRunnerBackend
+from arcflow.devstack.pod_runner import PodRunner
 from arcflow.devstack.supervisor import (
     DOWN_PREFIXES,
     ServiceProcess,
@@ -100,11 +105,7 @@ KUBE_BACKENDS: tuple[str, ...] = (KUBE_EMULATOR, KUBE_APISERVER)
 #: stack sets it explicitly and, on its own control plane, creates it: a fresh cluster has
 #: only ``default`` and the system namespaces, and no arcflow component creates this one (a
 #: deployment's installer does, as for any controller's own namespace).
-CONTROLLER_NAMESPACE = "arc-systems"
-#: How long a new namespace may take to get its ``default`` ServiceAccount (pods naming it are
-#: refused until then).
-_NAMESPACE_READY_SECONDS = 30.0
-_CONTROLLER_NAMESPACE_ENV = "ARCFLOW_RECONCILER_CONTROLLER_NAMESPACE"
+_CONTROLLER_NAMESPACE_ENV = CONTROLLER_NAMESPACE_ENV
 
 EXIT_DONE = 0
 EXIT_FAILED = 1
@@ -154,7 +155,8 @@ class DevStack:
     jobs: list[JobRecord] = field(default_factory=list)
     targets: list[VariantTarget] = field(default_factory=list)
     temp_dir: Path | None = None
-    nats: NatsServer | None = None
+    nats_url: str = ""
+    parts: StackParts | None = None
     kube: KubeClient | None = None
     simulator: Any = None
     pod_runner: PodRunner | None = None
@@ -209,118 +211,75 @@ class DevStack:
         if example is None:
             raise StackError(f"cannot find {demo.EXAMPLE_RELATIVE_PATH}; pass --example PATH")
         raw_ars = demo.load_example_ars(example)
+        org = _org_of(str((raw_ars.get("spec") or {}).get("githubConfigUrl") or ""))
+        if self.options.github_config_url and not self.options.github_token:
+            raise StackError("--github-config-url needs a token (--github-token or env)")
+        if self.options.kubeconfig:
+            self._set("pod runner", "disabled (a real cluster runs its own pods)")
+        elif self.options.kube not in KUBE_BACKENDS:
+            raise StackError(f"unknown Kubernetes backend {self.options.kube!r}")
+        example_namespace = str((raw_ars.get("metadata") or {}).get("namespace") or "")
         temp = Path(tempfile.mkdtemp(prefix="arcflow-dev-"))
         self.temp_dir = temp
         if not self.options.keep_temp:
             self._exit.callback(shutil.rmtree, temp, True)
-        (temp / "logs").mkdir()
-
-        self._set("nats", "starting")
-        self.nats = NatsServer(store_dir=str(temp / "nats"))
-        self._exit.callback(self.nats.stop)
-        # A thread cannot be cancelled: an interrupted start waits for it, so the stop that
-        # follows finds the process to stop (and no nats-server outlives the stack).
-        started = asyncio.ensure_future(asyncio.to_thread(self.nats.start))
+        outside = bool(self.options.kubeconfig)
+        factory = StackFactory(
+            kube=self.options.kubeconfig or self.options.kube,
+            simulator=not self.options.github_config_url,
+            poll_timeout=self.options.poll_timeout,
+            pod_runner=not outside,
+            # On its own control plane the stack creates the reconciler's namespace and the
+            # example's (a fresh cluster has neither); in an outside cluster the installer
+            # made the controller's, and the example's is applied with the example.
+            controller_namespace=None if outside else self.controller_namespace,
+            namespaces=[example_namespace]
+            if self.options.kube == KUBE_APISERVER and not outside
+            else [],
+            kube_qps=200,
+            kube_burst=400,
+            work_dir=temp,
+            on_status=self._set,
+            on_service_status=lambda changed: self._set(changed.name, changed.status),
+        )
         try:
-            await asyncio.shield(started)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await started
-            raise
-        self._set("nats", f"running {self.nats.url}")
-
-        if self.options.kubeconfig:
-            self.kube_backend = KUBE_EXTERNAL
-            self._kubeconfig = self.options.kubeconfig
-            self._set("kubernetes", f"external ({self.options.kubeconfig})")
-        elif self.options.kube == KUBE_APISERVER:
-            self.kube_backend = KUBE_APISERVER
-            await self._start_control_plane(temp / "kube")
-        elif self.options.kube == KUBE_EMULATOR:
-            from arcflow.devstack.kube_emulator import KubeEmulator
-
-            self.kube_backend = KUBE_EMULATOR
-            emulator = KubeEmulator()
-            self._exit.push_async_callback(emulator.stop)
-            await emulator.start()
-            self._kubeconfig = str(emulator.write_kubeconfig(temp / "kubeconfig"))
-            self._set("kubernetes", f"running emulator {emulator.url}")
-        else:
-            raise StackError(f"unknown Kubernetes backend {self.options.kube!r}")
+            parts = await self._exit.enter_async_context(factory)
+        except StackStartError as exc:
+            raise StackError(str(exc)) from None
+        self.parts = parts
+        self.nats_url = parts.nats_url
+        self.kube_backend = parts.kube_backend
+        self.control_plane = parts.control_plane
+        self._kubeconfig = parts.kubeconfig
+        self.kube = parts.kube
+        self.simulator = parts.simulator
+        self.pod_runner = parts.pod_runner
         self.kube_version = await _server_version(self._kubeconfig)
 
-        if self.options.github_config_url:
-            if not self.options.github_token:
-                raise StackError("--github-config-url needs a token (--github-token or env)")
-            config_url = self.options.github_config_url
-            token = self.options.github_token
-            self._set("github", f"external ({config_url})")
+        if self.simulator is not None:
+            config_url = self.simulator.config_url(org)
+            token = self.simulator.add_pat()
         else:
-            from arcflow.devstack.actions_sim import ActionsSimulator
-
-            org = _org_of(str((raw_ars.get("spec") or {}).get("githubConfigUrl") or ""))
-            simulator = ActionsSimulator(poll_timeout=self.options.poll_timeout)
-            self._exit.push_async_callback(simulator.stop)
-            await simulator.start()
-            self.simulator = simulator
-            config_url = simulator.config_url(org)
-            token = simulator.add_pat()
-            self._set("github", f"running simulator {simulator.base_url}")
+            config_url = str(self.options.github_config_url)
+            token = str(self.options.github_token)
+            self._set("github", f"external ({config_url})")
         self._write_env_file(config_url, token)
+        if outside and self.simulator is not None:
+            self.notes.append("demo jobs not queued: no pod runner could run their runner pods")
 
         self.ars = demo.prepare_ars(raw_ars, github_config_url=config_url)
         self.targets = demo.variant_targets(self.ars)
 
-        self.kube = await KubeClient.from_settings(
-            KubeSettings(kubeconfig=self._kubeconfig, qps=200, burst=400)
-        )
-        self._exit.push_async_callback(self.kube.close)
-
         await self._start_feed()
         self._spawn(self._count_objects(), "object-counter")
-        if self.kube_backend == KUBE_APISERVER:
-            await self._create_namespaces(
-                [self.controller_namespace, str(self.ars["metadata"]["namespace"])]
-            )
 
-        if self.options.kubeconfig:
-            self._set("pod runner", "disabled (a real cluster runs its own pods)")
-            if self.simulator is not None:
-                self.notes.append("demo jobs not queued: no pod runner could run their runner pods")
-        else:
-            backend = (
-                SimulatedRunnerBackend(self.simulator, default_job_duration=1.0)
-                if self.simulator is not None
-                else None
-            )
-            self.pod_runner = PodRunner(
-                self.kube,
-                temp / "pods",
-                backend,
-                # NATS is not here: listener processes get it from their pod spec, which the
-                # reconciler builds from ARCFLOW_RECONCILER_LISTENER_NATS_URL (service_env).
-                # On the emulator (no RBAC) listeners use this node-level kubeconfig; on a real
-                # server each gets its pod's ServiceAccount token instead (kubeconfig below).
-                listener_env={
-                    "ARCFLOW_KUBE_KUBECONFIG": self._kubeconfig or "",
-                    "PYTHONUNBUFFERED": "1",
-                },
-                kubeconfig=self._kubeconfig,
-            )
-            self._exit.push_async_callback(self.pod_runner.stop)
-            await self.pod_runner.start()
-            await self.pod_runner.wait_ready()
-            node = self.pod_runner.node
-            self._set("pod runner", f"running (node {node.name})" if node else "running")
-
+        for name, service in parts.services.items():
+            self.services[name] = service.process
+            self.supervisors[name] = service.supervisor
         if module_available("arcflow.listener.__main__"):
             self._set("listener", "ready (runs in listener pods)")
         else:
             self._set("listener", "missing: arcflow.listener has no __main__")
-
-        # Registered before they start: an interrupted start still stops what did start.
-        self._exit.push_async_callback(self._stop_services)
-        await asyncio.gather(*(self._start_service(name) for name in SERVICES))
         # Runs before the services stop (exit stacks unwind in reverse): the reconciler and
         # the registrar must still be there to finalize what the example made.
         self._exit.push_async_callback(self.teardown_demo)
@@ -328,49 +287,6 @@ class DevStack:
         await self._apply_example(token)
         self._started = True
         self._notify()
-
-    async def _start_control_plane(self, folder: Path) -> None:
-        """etcd, kube-apiserver and kube-controller-manager in a thread (their start is
-        synchronous), stopped with the stack; the admin kubeconfig is the stack's."""
-        from arcflow.devstack.control_plane import ControlPlane, ControlPlaneError
-
-        self._set("kubernetes", "starting kube-apiserver")
-        plane = ControlPlane(folder=folder)
-        self.control_plane = plane
-        self._exit.callback(plane.stop)
-        started = asyncio.ensure_future(asyncio.to_thread(plane.start))
-        try:
-            await asyncio.shield(started)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                await started
-            raise
-        except ControlPlaneError as exc:
-            raise StackError(f"the Kubernetes control plane did not start: {exc}") from None
-        self._kubeconfig = str(plane.kubeconfig)
-        self._set("kubernetes", f"running kube-apiserver {plane.version} {plane.url}")
-
-    async def _create_namespaces(self, names: list[str]) -> None:
-        """Create the namespaces the stack configures (a fresh cluster has none of them) and
-        wait for their ``default`` ServiceAccount, without which pods there are refused."""
-        assert self.kube is not None
-        for name in dict.fromkeys(names):
-            with contextlib.suppress(ConflictError):
-                await self.kube.create(
-                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-                )
-        deadline = time.monotonic() + _NAMESPACE_READY_SECONDS
-        for name in dict.fromkeys(names):
-            while True:
-                try:
-                    await self.kube.get(SERVICE_ACCOUNT, "default", name)
-                    break
-                except NotFoundError:
-                    if time.monotonic() > deadline:
-                        raise StackError(
-                            f"namespace {name} got no default ServiceAccount in time"
-                        ) from None
-                    await asyncio.sleep(0.1)
 
     @property
     def controller_namespace(self) -> str:
@@ -381,10 +297,10 @@ class DevStack:
         """The connection details for a shell and ``arcflow audit``; the PAT only when it is
         the simulator's (a real GitHub token never goes to a file)."""
         path = self.options.env_file
-        if path is None or self.nats is None:
+        if path is None or not self.nats_url:
             return
         values = {
-            connection_file.NATS_URL: self.nats.url,
+            connection_file.NATS_URL: self.nats_url,
             connection_file.KUBECONFIG: self._kubeconfig or "",
         }
         if self.simulator is not None:
@@ -444,31 +360,6 @@ class DevStack:
         self._notify_quietly()  # progress shows while the stack starts, not only after
 
     # --- services ---------------------------------------------------------------------
-
-    async def _start_service(self, name: str) -> None:
-        assert self.nats is not None
-        assert self.temp_dir is not None
-        service = ServiceProcess(
-            name, self.temp_dir / "logs" / f"{name}.log", free_port(), free_port()
-        )
-        service.env = service_env(
-            name,
-            nats_url=self.nats.url,
-            kubeconfig=self._kubeconfig,
-            health_port=service.health_port,
-            metrics_port=service.metrics_port,
-        )
-        if name == "reconciler" and self.kube_backend != KUBE_EXTERNAL:
-            # The namespace the stack created (apiserver) is the one the reconciler uses.
-            service.env[_CONTROLLER_NAMESPACE_ENV] = self.controller_namespace
-        self.services[name] = service
-
-        def on_status(changed: ServiceProcess) -> None:
-            self._set(changed.name, changed.status)
-
-        supervisor = Supervisor(service, on_status=on_status)
-        self.supervisors[name] = supervisor
-        await supervisor.start()
 
     def restarts(self) -> dict[str, int]:
         """Restarts per supervised service (0 for one that never restarted)."""
@@ -615,8 +506,7 @@ class DevStack:
     # --- event feed and object counts -------------------------------------------------
 
     async def _start_feed(self) -> None:
-        assert self.nats is not None
-        settings = NatsConnection(url=self.nats.url, name="arcflow-dev-view")
+        settings = NatsConnection(url=self.nats_url, name="arcflow-dev-view")
         client = await self._exit.enter_async_context(nats_client(settings, DEVSTACK_NATS_IDENTITY))
 
         async def on_message(msg: Any) -> None:
@@ -774,7 +664,7 @@ class DevStack:
         label = self.targets[-1].scale_set_name if self.targets else None
         return footer_lines(
             env_file=str(self.env_file) if self.env_file else None,
-            nats_url=self.nats.url if self.nats is not None else None,
+            nats_url=self.nats_url or None,
             kubeconfig=self._kubeconfig,
             sim_url=sim_url if self.pod_runner is not None else None,
             job_label=label,

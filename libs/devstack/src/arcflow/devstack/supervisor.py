@@ -140,6 +140,8 @@ class ServiceProcess:
     started_at: float = 0.0
     #: ``python -m`` target; default ``arcflow.<name>``.
     module_name: str | None = None
+    #: Interpreter arguments before ``-m`` (e.g. ``-m cProfile -o FILE`` for a benchmark).
+    python_args: tuple[str, ...] = ()
 
     @property
     def alive(self) -> bool:
@@ -190,6 +192,7 @@ class Supervisor:
         with service.log_path.open("ab") as log_file:
             service.process = await asyncio.create_subprocess_exec(
                 sys.executable,
+                *service.python_args,
                 "-m",
                 service.module,
                 env=service.env,
