@@ -17,6 +17,7 @@ import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from opentelemetry.metrics import Meter
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from arcflow.common import subjects
 from arcflow.common.events import K8sObjectChanged, ObjectWritten, OwnerRef, parse_event
@@ -389,4 +390,18 @@ def reconciler_runtime(
         serve_health=serve_health,
         serve_metrics=False,
         meter=meter,
+    )
+
+
+def metric_total(reader: InMemoryMetricReader, name: str, **attributes: str) -> int:
+    """The sum of a counter's points whose attributes include ``attributes``, as read now."""
+    data = reader.get_metrics_data()
+    return sum(
+        int(point.value)
+        for resource in (data.resource_metrics if data else [])
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == name
+        for point in metric.data.data_points
+        if all(point.attributes.get(k) == v for k, v in attributes.items())
     )

@@ -8,55 +8,18 @@ delete re-queues each runner after its release (what a busy burst does by chance
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from arcflow.common.kube import KubeClient
-from arcflow.devstack.nats_server import NatsServer
 from tests.polling import eventually, settled
 
-from .harness import Stack, ars_manifest, build_stack
+from .harness import Stack, ars_manifest, metric_total
 
 pytestmark = pytest.mark.integration
 
 RUNNERS = 4
-
-
-@pytest.fixture
-def reader() -> InMemoryMetricReader:
-    return InMemoryMetricReader()
-
-
-@pytest.fixture
-async def counted_stack(
-    private_nats_server: NatsServer,
-    kube_client: KubeClient,
-    kube_namespace: str,
-    reader: InMemoryMetricReader,
-) -> AsyncIterator[Stack]:
-    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
-    async with build_stack(
-        private_nats_server.url, kube_client, kube_namespace, meter=meter
-    ) as built:
-        yield built
-
-
-def _count(reader: InMemoryMetricReader, name: str, **attributes: str) -> int:
-    data = reader.get_metrics_data()
-    total = 0
-    for resource in data.resource_metrics if data else []:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name != name:
-                    continue
-                for point in metric.data.data_points:
-                    if all(point.attributes.get(k) == v for k, v in attributes.items()):
-                        total += int(point.value)
-    return total
 
 
 async def test_a_released_runner_is_deregistered_and_patched_once(
@@ -84,8 +47,8 @@ async def test_a_released_runner_is_deregistered_and_patched_once(
     ids = sorted(r["status"]["runnerId"] for r in runners)
     names = {r["metadata"]["name"] for r in runners}
     stack.app.cache.informers["EphemeralRunner"].delay_seconds = 1.0
-    errors_before = _count(reader, "arcflow_reconciler_errors", kind="er")
-    released_before = _count(
+    errors_before = metric_total(reader, "arcflow_reconciler_errors", kind="er")
+    released_before = metric_total(
         reader, "arcflow_reconciler_writes", action="patched", kind="EphemeralRunner"
     )
     await stack.kube.delete("EphemeralRunnerSet", "rel", namespace=stack.namespace)
@@ -101,9 +64,11 @@ async def test_a_released_runner_is_deregistered_and_patched_once(
     for name in names:
         assert stack.app.cache.get("EphemeralRunner", name, stack.namespace) is None, name
     assert sorted(stack.rpc.removed) == ids, "each runner deregistered exactly once"
-    assert _count(reader, "arcflow_reconciler_errors", kind="er") == errors_before, (
+    assert metric_total(reader, "arcflow_reconciler_errors", kind="er") == errors_before, (
         "a runner pass failed (a PATCH of a released runner got 404)"
     )
     # One finalizer release per runner, nothing more.
-    patched = _count(reader, "arcflow_reconciler_writes", action="patched", kind="EphemeralRunner")
+    patched = metric_total(
+        reader, "arcflow_reconciler_writes", action="patched", kind="EphemeralRunner"
+    )
     assert patched - released_before == RUNNERS

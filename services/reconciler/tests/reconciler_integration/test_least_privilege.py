@@ -22,7 +22,7 @@ from arcflow.devstack.control_plane import ControlPlane
 from arcflow.devstack.nats_server import NatsServer
 from tests.polling import eventually
 
-from .harness import ars_manifest, build_stack, ensure_namespace
+from .harness import ars_manifest, build_stack, ensure_namespace, metric_total
 
 pytestmark = pytest.mark.integration
 
@@ -91,11 +91,6 @@ def least_privilege(
 
 
 @pytest.fixture
-def reader() -> InMemoryMetricReader:
-    return InMemoryMetricReader()
-
-
-@pytest.fixture
 async def reconciler_kube(least_privilege: Path) -> AsyncIterator[KubeClient]:
     client = await KubeClient.from_settings(
         KubeSettings(kubeconfig=str(least_privilege), qps=1000, burst=1000, request_timeout=10)
@@ -105,16 +100,7 @@ async def reconciler_kube(least_privilege: Path) -> AsyncIterator[KubeClient]:
 
 
 def _errors(reader: InMemoryMetricReader, kind: str) -> int:
-    data = reader.get_metrics_data()
-    return sum(
-        int(point.value)
-        for resource in (data.resource_metrics if data else [])
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if metric.name == "arcflow_reconciler_errors"
-        for point in metric.data.data_points
-        if point.attributes.get("kind") == kind
-    )
+    return metric_total(reader, "arcflow_reconciler_errors", kind=kind)
 
 
 async def test_the_listener_rbac_is_created_without_a_refusal(

@@ -11,54 +11,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from arcflow.common.kube import KubeClient, NotFoundError
-from arcflow.devstack.nats_server import NatsServer
 from tests.polling import eventually
 
-from .harness import Stack, ars_manifest, build_stack
+from .harness import Stack, ars_manifest, metric_total
 
 pytestmark = pytest.mark.integration
 
 TERMINATING = "arcflow.test/terminating"
 
 
-@pytest.fixture
-def reader() -> InMemoryMetricReader:
-    return InMemoryMetricReader()
-
-
-@pytest.fixture
-async def counted_stack(
-    private_nats_server: NatsServer,
-    kube_client: KubeClient,
-    kube_namespace: str,
-    reader: InMemoryMetricReader,
-) -> AsyncIterator[Stack]:
-    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
-    async with build_stack(
-        private_nats_server.url, kube_client, kube_namespace, meter=meter
-    ) as built:
-        yield built
-
-
 def _listener_passes(reader: InMemoryMetricReader) -> int:
-    data = reader.get_metrics_data()
-    return sum(
-        int(point.value)
-        for resource in (data.resource_metrics if data else [])
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if metric.name == "arcflow_reconciler_reconciles"
-        for point in metric.data.data_points
-        if point.attributes.get("kind") == "al"
-    )
+    return metric_total(reader, "arcflow_reconciler_reconciles", kind="al")
 
 
 async def _record_deletions(

@@ -5,59 +5,22 @@ goes away. Passes are counted with the reconciler's own metrics."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from arcflow.common.constants import FINALIZER_ER
-from arcflow.common.kube import KubeClient
 from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.nats_server import NatsServer
 from tests.polling import eventually, settled
 
-from .harness import SECRET_NAME, Stack, ars_manifest, build_stack
+from .harness import SECRET_NAME, Stack, ars_manifest, metric_total
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def reader() -> InMemoryMetricReader:
-    return InMemoryMetricReader()
-
-
-@pytest.fixture
-async def counted_stack(
-    private_nats_server: NatsServer,
-    kube_client: KubeClient,
-    kube_namespace: str,
-    reader: InMemoryMetricReader,
-) -> AsyncIterator[Stack]:
-    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
-    async with build_stack(
-        private_nats_server.url, kube_client, kube_namespace, meter=meter
-    ) as built:
-        yield built
-
-
-def _count(reader: InMemoryMetricReader, metric_name: str, kind: str) -> int:
-    data = reader.get_metrics_data()
-    total = 0
-    for resource in data.resource_metrics if data else []:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name != metric_name:
-                    continue
-                for point in metric.data.data_points:
-                    if point.attributes.get("kind") == kind:
-                        total += int(point.value)
-    return total
-
-
 def _passes(reader: InMemoryMetricReader, kind: str) -> int:
-    return _count(reader, "arcflow_reconciler_reconciles", kind)
+    return metric_total(reader, "arcflow_reconciler_reconciles", kind=kind)
 
 
 def _runner(namespace: str, name: str, scale_set_id: Any) -> dict[str, Any]:
@@ -92,7 +55,7 @@ async def test_runner_that_does_not_parse_is_reported_and_not_retried(
     # times a second; a terminal one is not looked at again until it changes.
     passes = await settled(lambda: _passes(reader, "er"), quiet=1.5)
     assert 1 <= passes <= 2, passes
-    assert _count(reader, "arcflow_reconciler_errors", "er") == passes
+    assert metric_total(reader, "arcflow_reconciler_errors", kind="er") == passes
     assert len(await stack.events("InvalidObject", "broken")) == 1
     runner = await stack.kube.get("EphemeralRunner", "broken", stack.namespace)
     assert not runner["metadata"].get("finalizers")  # nothing was written to it
@@ -131,7 +94,7 @@ async def test_api_server_error_is_retried(
 
     await eventually(finalized)
     assert refusal.hits == 2
-    assert _count(reader, "arcflow_reconciler_errors", "er") >= 2
+    assert metric_total(reader, "arcflow_reconciler_errors", kind="er") >= 2
 
 
 async def test_ars_that_does_not_parse_gets_the_spec_condition(
@@ -160,4 +123,4 @@ async def test_ars_that_does_not_parse_gets_the_spec_condition(
     # echoes of the ARS and of its status write).
     passes = await settled(lambda: _passes(reader, "ars"), quiet=1.5)
     assert passes <= 4, passes
-    assert _count(reader, "arcflow_reconciler_errors", "ars") == passes
+    assert metric_total(reader, "arcflow_reconciler_errors", kind="ars") == passes
