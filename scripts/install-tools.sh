@@ -15,9 +15,9 @@
 # tools/helm/helm when it is a helm v3 (any minor; the charts are tested with the version
 # pinned in compat/helm/go.mod). Only when there is none is helm built with `go build` from
 # the Go module proxy, from the wrapper module compat/helm (go.mod pins helm.sh/helm/v3, go.sum
-# is committed), with the local Go 1.26 toolchain. A stamp keyed by the hash of go.mod and
-# go.sum makes it rebuild only when the pin changes; Go's build cache makes a rebuild in a
-# fresh clone on the same machine quick. Helm's own homes go to .helm/ so runs never touch
+# is committed), with the local Go 1.26 toolchain. A stamp keyed by the hash of go.mod, go.sum
+# and the build flags makes it rebuild only when the pin (or the recipe) changes; Go's build
+# cache makes a rebuild in a fresh clone on the same machine quick. Helm's own homes go to .helm/ so runs never touch
 # ~/.config/helm. tools/, .helm/ and .cache/ are gitignored.
 #
 #   scripts/install-tools.sh                  # no-op for helm when tools/helm/helm is current
@@ -41,12 +41,23 @@ if [ "${NO_CONTROL_PLANE:-0}" != "1" ]; then
   CONTROL_PLANE="$(bash scripts/control-plane.sh)"
 fi
 
-# The pinned helm: the version of helm.sh/helm/v3 in the wrapper's go.mod.
+# The pinned helm: the version of helm.sh/helm/v3 in the wrapper's go.mod. As helm's own build
+# does, the version goes into internal/version (the module's default says only "v3.<minor>")
+# and the Kubernetes version that `helm template` and `helm lint` assume without a cluster
+# comes from the client-go it is built with (v0.32.x: 1.32; the default, 1.20, fails every
+# chart with kubeVersion >=1.25).
 HELM_VERSION=""
+HELM_LDFLAGS=""
 HELM_KEY=""
 if [ -f "$HELM_SRC/go.mod" ]; then
   HELM_VERSION="$(awk '$1 == "helm.sh/helm/v3" && $2 ~ /^v/ {print $2; exit}' "$HELM_SRC/go.mod")"
-  HELM_KEY="$(cat "$HELM_SRC/go.mod" "$HELM_SRC/go.sum" 2>/dev/null | sha256sum | cut -c1-12)"
+  KUBE_MINOR="$(awk '$1 == "k8s.io/client-go" && $2 ~ /^v0\./ {split($2, v, "."); print v[2]; exit}' "$HELM_SRC/go.mod")"
+  HELM_LDFLAGS="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for pkg in pkg/chartutil pkg/lint/rules; do
+    HELM_LDFLAGS="$HELM_LDFLAGS -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=${KUBE_MINOR:?no k8s.io/client-go v0.x in $HELM_SRC/go.mod}"
+  done
+  # The pin and the recipe: a change of either builds anew.
+  HELM_KEY="$( (cat "$HELM_SRC/go.mod" "$HELM_SRC/go.sum" 2>/dev/null; echo "$HELM_LDFLAGS") | sha256sum | cut -c1-12)"
 fi
 
 export HELM_CACHE_HOME="$ROOT/.helm/cache"
@@ -100,10 +111,7 @@ build_helm() {
   echo "building helm $HELM_VERSION from compat/helm with $go_version (about 6 min from a cold Go cache on 2 cores) ..." >&2
   local start
   start=$(date +%s)
-  # helm reports internal/version.version; the module's default is only "v3.<minor>".
-  (cd "$HELM_SRC" && go build -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
-    -o "$HELM_TMP" helm.sh/helm/v3/cmd/helm)
+  (cd "$HELM_SRC" && go build -trimpath -ldflags "$HELM_LDFLAGS" -o "$HELM_TMP" helm.sh/helm/v3/cmd/helm)
   local got
   got="$(version_of "$HELM_TMP")"
   if [ "$got" != "$HELM_VERSION" ]; then

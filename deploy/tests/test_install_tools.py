@@ -102,6 +102,10 @@ def test_without_a_helm_the_pin_is_built_once_and_again_when_it_changes(tmp_path
     [build] = _builds(log)
     assert build.startswith("GOTOOLCHAIN=local CGO_ENABLED=0 build -trimpath ")
     assert f"-X helm.sh/helm/v3/internal/version.version={PIN}" in build
+    # helm template's Kubernetes version without a cluster: client-go v0.32.x's, not 1.20
+    for pkg in ("pkg/chartutil", "pkg/lint/rules"):
+        assert f"-X helm.sh/helm/v3/{pkg}.k8sVersionMajor=1 " in build
+        assert f"-X helm.sh/helm/v3/{pkg}.k8sVersionMinor=32 " in build
     assert build.endswith(" helm.sh/helm/v3/cmd/helm")
     helm = root / "tools" / "helm" / "helm"
     assert subprocess.run([helm], capture_output=True, text=True).stdout.strip() == PIN
