@@ -16,6 +16,9 @@ if [ "${ARCFLOW_TEST_KUBE:-apiserver}" != "emulator" ] && [ -z "${ARCFLOW_TEST_K
   export ARCFLOW_CONTROL_PLANE_DIR
   echo "== control plane: $ARCFLOW_CONTROL_PLANE_DIR"
 fi
+# helm (built once from compat/helm with Go) and the other tools the chart tests use, before the
+# suite so that no test waits for a build.
+NO_CONTROL_PLANE=1 bash scripts/install-tools.sh
 set +e
 uv run --frozen pytest "$@"
 rc=$?
