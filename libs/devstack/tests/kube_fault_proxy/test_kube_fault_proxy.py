@@ -220,6 +220,25 @@ async def test_delayed_requests_wait(proxy: KubeFaultProxy, via_proxy: KubeClien
     assert time.monotonic() - started < 0.5
 
 
+async def test_held_watches_go_on_when_released(
+    proxy: KubeFaultProxy, via_proxy: KubeClient, kube_client: KubeClient, kube_namespace: str
+) -> None:
+    hold = proxy.delay(None, verb="watch", resource="configmaps")
+    listed = await via_proxy.list(CONFIG_MAP, namespace=kube_namespace)
+    stream = via_proxy.watch(
+        CONFIG_MAP, namespace=kube_namespace, resource_version=listed.resource_version
+    )
+    async with stream:
+        first = asyncio.ensure_future(_next(stream))
+        await eventually(lambda: _true(hold.hits == 1), what="the watch held at the proxy")
+        await kube_client.create(_config_map("while-held", kube_namespace))
+        assert not first.done()
+        assert proxy.open_watches == 0
+        hold.remove()
+        event = await first  # from the listed version: the change made while held arrives
+        assert (event.type, event.object["metadata"]["name"]) == ("ADDED", "while-held")
+
+
 async def _next(stream: Any) -> Any:
     return await asyncio.wait_for(stream.__anext__(), 10)
 

@@ -218,14 +218,25 @@ class InjectedError(_Rule):
 
 @dataclass(eq=False)
 class Delay(_Rule):
-    """Matching requests wait ``seconds`` before they are forwarded."""
+    """Matching requests wait ``seconds`` before they are forwarded (``None``: until the
+    delay is removed); removing it releases the requests it holds at once. ``hits`` counts
+    the requests it has held."""
 
-    seconds: float = 1.0
+    seconds: float | None = 1.0
+    _released: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     def __post_init__(self) -> None:
         self._check()
-        if self.seconds < 0:
+        if self.seconds is not None and self.seconds < 0:
             raise ValueError(f"seconds must not be negative, not {self.seconds}")
+
+    def remove(self) -> None:
+        super().remove()
+        self._released.set()
+
+    async def wait(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._released.wait(), self.seconds)
 
 
 @dataclass(eq=False)
@@ -397,7 +408,7 @@ class KubeFaultProxy:
 
     def delay(
         self,
-        seconds: float,
+        seconds: float | None,
         *,
         verb: str | None = None,
         resource: str | None = None,
@@ -406,7 +417,9 @@ class KubeFaultProxy:
         path: str | None = None,
         times: int | None = None,
     ) -> Delay:
-        """Hold matching requests ``seconds`` before forwarding them."""
+        """Hold matching requests ``seconds`` before forwarding them (``None``: until
+        ``handle.remove()``, which releases the held ones at once), e.g. hold every watch
+        while a test writes what the watcher must later catch up on."""
         delay = Delay(
             verb=verb,
             resource=resource,
@@ -475,7 +488,7 @@ class KubeFaultProxy:
         )
         delay = self._first(self._delays, target)
         if delay is not None:
-            await asyncio.sleep(delay.seconds)
+            await delay.wait()
         injected = self._first(self._errors, target)
         if injected is not None:
             log.info("fault proxy: %s %s for %s %s", injected.status, injected.reason,
