@@ -1,4 +1,5 @@
-"""KubeClient over HTTP against the emulator: settings, rate limiting, connection errors."""
+"""KubeClient over HTTP against a real kube-apiserver: settings, rate limiting, connection
+errors, what its repr leaves out."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from arcflow.common.kube import (
     CONFIG_MAP,
@@ -14,7 +16,7 @@ from arcflow.common.kube import (
     KubeConnectionError,
     KubeSettings,
 )
-from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.nats_server import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -28,9 +30,8 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (settings.kubeconfig, settings.qps, settings.burst) == ("/tmp/kc", 5.0, 7)
 
 
-async def test_rate_limiter_paces_requests(kube_emulator: KubeEmulator, tmp_path: Path) -> None:
-    path = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
-    settings = KubeSettings(kubeconfig=str(path), qps=20, burst=2)
+async def test_rate_limiter_paces_requests(kube_kubeconfig: str) -> None:
+    settings = KubeSettings(kubeconfig=kube_kubeconfig, qps=20, burst=2)
     async with await KubeClient.from_settings(settings) as client:
         started = time.monotonic()
         await asyncio.gather(*(client.list(CONFIG_MAP, namespace="default") for _ in range(6)))
@@ -39,11 +40,21 @@ async def test_rate_limiter_paces_requests(kube_emulator: KubeEmulator, tmp_path
     assert elapsed >= 0.18
 
 
-async def test_unreachable_server_is_a_typed_error(tmp_path: Path) -> None:
-    emulator = KubeEmulator()
-    await emulator.start()
-    path = emulator.write_kubeconfig(tmp_path / "kubeconfig")
-    await emulator.stop()
+def _with_server_and_token(kubeconfig: str, target: Path, server: str | None, token: str) -> Path:
+    """A copy of ``kubeconfig`` whose users carry ``token`` (and, given, another server)."""
+    config = yaml.safe_load(Path(kubeconfig).read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    if server is not None:
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = server
+    target.write_text(yaml.safe_dump(config))
+    return target
+
+
+async def test_unreachable_server_is_a_typed_error(kube_kubeconfig: str, tmp_path: Path) -> None:
+    closed = f"https://127.0.0.1:{free_port()}"  # nothing listens there
+    path = _with_server_and_token(kube_kubeconfig, tmp_path / "kubeconfig", closed, "x")
     async with await KubeClient.from_settings(
         KubeSettings(kubeconfig=str(path), request_timeout=2)
     ) as client:
@@ -51,9 +62,12 @@ async def test_unreachable_server_is_a_typed_error(tmp_path: Path) -> None:
             await client.get(CONFIG_MAP, "x", "default")
 
 
-async def test_repr_hides_configuration(kube_client: KubeClient) -> None:
-    assert "token" not in repr(kube_client).lower()
-    assert "arcflow-emulator-no-auth" not in repr(kube_client)
+async def test_repr_hides_configuration(kube_kubeconfig: str, tmp_path: Path) -> None:
+    secret = "s3cr3t-bearer-token-value"
+    path = _with_server_and_token(kube_kubeconfig, tmp_path / "kubeconfig", None, secret)
+    async with await KubeClient.from_settings(KubeSettings(kubeconfig=str(path))) as client:
+        assert "token" not in repr(client).lower()
+        assert secret not in repr(client)
 
 
 async def test_create_needs_namespace_for_namespaced_kinds(kube_client: KubeClient) -> None:

@@ -1,9 +1,11 @@
-"""The light Kubernetes client over HTTP: the emulator (paths, content types, errors), and a
-real TLS server standing in for an API server's front door (service-account token and CA,
-kubeconfig client certificates, the headers a real API server requires)."""
+"""The light Kubernetes client over HTTP: a real kube-apiserver (through the fault proxy, which
+records paths and content types; and straight over TLS with a ServiceAccount token and its
+RBAC), and a TLS server standing in for an API server's front door (service-account token and
+CA, kubeconfig client certificates, the headers a real API server requires)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
 import ipaddress
@@ -23,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from arcflow.common.kube import KubeClient, KubeSettings, NotFoundError
+from arcflow.common.kube import ForbiddenError, KubeClient, KubeSettings, NotFoundError
 from arcflow.common.kube.lite import LiteKubeClient, LiteKubeSettings
 from arcflow.common.kube.lite_auth import (
     FileToken,
@@ -31,7 +33,10 @@ from arcflow.common.kube.lite_auth import (
     in_cluster_connection,
     kubeconfig_connection,
 )
-from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.control_plane import ControlPlane
+from arcflow.devstack.kube_fault_proxy import KubeFaultProxy
+from tests.fixtures.kube import APISERVER, backend, real_kubeconfig
+from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -39,44 +44,136 @@ ERS = {
     "apiVersion": "actions.github.com/v1alpha1",
     "kind": "EphemeralRunnerSet",
     "metadata": {"name": "arc-cpu"},
-    "spec": {"replicas": 2, "patchID": 0, "ephemeralRunnerSpec": {}},
+    "spec": {"replicas": 2, "patchID": 0},
+}
+RUNNER = {
+    "apiVersion": "actions.github.com/v1alpha1",
+    "kind": "EphemeralRunner",
+    "metadata": {"name": "arc-cpu-x1"},
+    "spec": {  # what the CRD requires
+        "githubConfigUrl": "https://github.com/example-org",
+        "githubConfigSecret": "arc-cpu",
+        "runnerScaleSetId": 1,
+    },
 }
 
 
-async def test_merge_patches_against_the_emulator(
-    kube_emulator: KubeEmulator, kube_client: KubeClient, kube_namespace: str, tmp_path: Path
-) -> None:
-    await kube_client.create(ERS, namespace=kube_namespace)
-    runner = {
-        "apiVersion": "actions.github.com/v1alpha1",
-        "kind": "EphemeralRunner",
-        "metadata": {"name": "arc-cpu-x1"},
-        "spec": {},
-    }
-    await kube_client.create(runner, namespace=kube_namespace)
-    kubeconfig = kube_emulator.write_kubeconfig(tmp_path / "kubeconfig")
+@pytest.fixture
+def session_plane(request: pytest.FixtureRequest) -> ControlPlane:
+    if backend() != APISERVER or real_kubeconfig():
+        pytest.skip("needs the session's own real kube-apiserver")
+    plane: ControlPlane = request.getfixturevalue("control_plane")
+    return plane
+
+
+async def _merge_patches(kubeconfig: Path, kube_client: KubeClient, namespace: str) -> None:
     async with LiteKubeClient(kubeconfig_connection(kubeconfig)) as lite:
         patched = await lite.patch_merge(
             "EphemeralRunnerSet",
             "arc-cpu",
             {"spec": {"patchID": 3, "replicas": None}},
-            namespace=kube_namespace,
+            namespace=namespace,
         )
         assert patched["spec"]["patchID"] == 3
         assert "replicas" not in patched["spec"]  # null deletes the key (merge patch)
         await lite.patch_status(
-            "EphemeralRunner", "arc-cpu-x1", {"jobId": "j1"}, namespace=kube_namespace
+            "EphemeralRunner", "arc-cpu-x1", {"jobId": "j1"}, namespace=namespace
         )
         with pytest.raises(NotFoundError):
-            await lite.patch_merge("EphemeralRunnerSet", "gone", {}, namespace=kube_namespace)
-    stored = await kube_client.get("EphemeralRunner", "arc-cpu-x1", kube_namespace)
+            await lite.patch_merge("EphemeralRunnerSet", "gone", {}, namespace=namespace)
+    stored = await kube_client.get("EphemeralRunner", "arc-cpu-x1", namespace)
     assert stored["status"]["jobId"] == "j1"
-    patches = [r for r in kube_emulator.requests if r.method == "PATCH"]
-    assert {r.path for r in patches} >= {
-        f"/apis/actions.github.com/v1alpha1/namespaces/{kube_namespace}/ephemeralrunnersets/arc-cpu",
-        f"/apis/actions.github.com/v1alpha1/namespaces/{kube_namespace}/ephemeralrunners/arc-cpu-x1/status",
-    }
+
+
+async def test_merge_patches_against_a_real_server(
+    session_plane: ControlPlane, kube_client: KubeClient, kube_namespace: str, tmp_path: Path
+) -> None:
+    """Through the fault proxy, which records each request's path and content type."""
+    await kube_client.create(ERS, namespace=kube_namespace)
+    await kube_client.create(RUNNER, namespace=kube_namespace)
+    async with KubeFaultProxy.for_control_plane(session_plane) as proxy:
+        await _merge_patches(
+            proxy.write_kubeconfig(tmp_path / "kubeconfig"), kube_client, kube_namespace
+        )
+    patches = [r for r in proxy.requests if r.method == "PATCH"]
+    base = f"/apis/actions.github.com/v1alpha1/namespaces/{kube_namespace}"
+    assert [(r.path, r.status) for r in patches] == [
+        (f"{base}/ephemeralrunnersets/arc-cpu", 200),
+        (f"{base}/ephemeralrunners/arc-cpu-x1/status", 200),
+        (f"{base}/ephemeralrunnersets/gone", 404),
+    ]
     assert {r.content_type for r in patches} == {"application/merge-patch+json"}
+
+
+async def test_a_service_account_token_over_tls_with_its_rbac(
+    session_plane: ControlPlane, kube_client: KubeClient, kube_namespace: str, tmp_path: Path
+) -> None:
+    """Straight to the real server as the listener runs: a ServiceAccount's bearer token, the
+    server's CA from the kubeconfig, and only what its Role grants."""
+    await kube_client.create(ERS, namespace=kube_namespace)
+    await kube_client.create(RUNNER, namespace=kube_namespace)
+    rbac = "rbac.authorization.k8s.io/v1"
+    await kube_client.create(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "listener"}},
+        namespace=kube_namespace,
+    )
+    await kube_client.create(
+        {
+            "apiVersion": rbac,
+            "kind": "Role",
+            "metadata": {"name": "listener"},
+            "rules": [
+                {
+                    "apiGroups": ["actions.github.com"],
+                    "resources": ["ephemeralrunnersets"],
+                    "verbs": ["patch"],
+                }
+            ],
+        },
+        namespace=kube_namespace,
+    )
+    await kube_client.create(
+        {
+            "apiVersion": rbac,
+            "kind": "RoleBinding",
+            "metadata": {"name": "listener"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "listener",
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": "listener", "namespace": kube_namespace}
+            ],
+        },
+        namespace=kube_namespace,
+    )
+    token = await asyncio.to_thread(session_plane.create_token, kube_namespace, "listener")
+    kubeconfig = session_plane.write_kubeconfig(tmp_path / "listener.kubeconfig", token=token)
+    connection = kubeconfig_connection(kubeconfig)
+    assert connection.server.startswith("https://")
+    assert token not in repr(connection)
+    patch = {"spec": {"patchID": 5}}
+    async with LiteKubeClient(connection) as lite:
+
+        async def patched() -> bool:
+            try:
+                await lite.patch_merge(
+                    "EphemeralRunnerSet", "arc-cpu", patch, namespace=kube_namespace
+                )
+            except ForbiddenError:
+                return False  # the RoleBinding is not in the authorizer's cache yet
+            return True
+
+        await eventually(patched, what="the Role lets the token patch the ERS")
+        with pytest.raises(ForbiddenError):  # the Role grants no status patch of runners
+            await lite.patch_status(
+                "EphemeralRunner", "arc-cpu-x1", {"jobId": "j1"}, namespace=kube_namespace
+            )
+    ers = await kube_client.get("EphemeralRunnerSet", "arc-cpu", kube_namespace)
+    assert ers["spec"]["patchID"] == 5
+    runner = await kube_client.get("EphemeralRunner", "arc-cpu-x1", kube_namespace)
+    assert "jobId" not in (runner.get("status") or {})
 
 
 # --- a TLS front door ---------------------------------------------------------------------

@@ -80,7 +80,7 @@ async def create_runner_sets(
                 "apiVersion": "actions.github.com/v1alpha1",
                 "kind": "EphemeralRunnerSet",
                 "metadata": {"name": variant.ers(ars), "namespace": namespace},
-                "spec": {"replicas": 0, "patchID": 0, "ephemeralRunnerSpec": {}},
+                "spec": {"replicas": 0, "patchID": 0},  # what the CRD requires
             }
         )
 
@@ -176,7 +176,7 @@ async def ready(value: T) -> T:
 
 @dataclass(frozen=True)
 class ListenerRig:
-    """What a listener test stands on: the simulator, an emulator namespace, a private
+    """What a listener test stands on: the simulator, a Kubernetes namespace, a private
     nats-server and a kubeconfig the listener reads; the methods fill in those parts."""
 
     sim: ActionsSimulator

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.kube_fault_proxy import KubeFaultProxy
 from arcflow.listener.app import Listener
 
 from .helpers import ListenerRig, RunningListener, Variant, eventually, ready
@@ -15,8 +15,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 
 async def test_identical_idle_patches_are_not_repeated(
-    rig: ListenerRig, kube_emulator: KubeEmulator
+    kube_proxy: KubeFaultProxy, rig: ListenerRig
 ) -> None:
+    """The listener talks to the real server through the proxy, which counts its patches."""
     sim = rig.sim  # 1 s long polls
     variants = [Variant("cpu", 0, 10)]
     token, ids = await rig.register(variants)
@@ -30,10 +31,9 @@ async def test_identical_idle_patches_are_not_repeated(
         )
         worker = listener.units[0].worker
         assert worker.patches_skipped >= 2
-    patches = [
-        r for r in kube_emulator.requests if r.method == "PATCH" and r.path.endswith(ers_path)
-    ]
+    patches = [r for r in kube_proxy.requests if r.method == "PATCH" and r.path.endswith(ers_path)]
     # The session's first forced patchID 0; idle repeats within 5 s skipped (a slow machine
     # may stretch four 1 s polls past one window).
     assert 1 <= len(patches) <= 2
+    assert {(r.content_type, r.status) for r in patches} == {("application/merge-patch+json", 200)}
     assert (await rig.ers_specs(variants))["cpu"]["patchID"] == 0

@@ -1,19 +1,21 @@
 """ADR 0043: a batch that completed no job and leaves the count as last written sends no ERS
 patch; a JobCompleted with the same count still does, and the finished runner is replaced.
 
-Real nats-server, the Kubernetes API emulator and the real reconciler (the watcher played by
-the harness's change events); the worker is fed batches as its pump would publish them.
+Real nats-server, the real kube-apiserver and the real reconciler (the watcher played by the
+harness's change events); the worker is fed batches as its pump would publish them, and talks
+to the server through the fault proxy, which counts its ERS writes.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from arcflow.common.events import JobInfo, JobsBatch
-from arcflow.common.kube import KubeClient
-from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.common.kube import KubeClient, KubeSettings
+from arcflow.devstack.kube_fault_proxy import KubeFaultProxy
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.scaler import DesiredRunnerScaler
@@ -39,11 +41,11 @@ def _batch(target: ScaleSetTarget, message_id: int, assigned: int, *jobs: JobInf
     return jobs_batch(target, "session-1", message_id, assigned, *jobs)
 
 
-def _ers_writes(emulator: KubeEmulator) -> int:
-    """Writes to the ERS object itself (not its status subresource)."""
+def _ers_writes(proxy: KubeFaultProxy) -> int:
+    """The worker's writes to the ERS object itself (not its status subresource)."""
     return sum(
         1
-        for r in emulator.requests
+        for r in proxy.requests
         if r.method == "PATCH" and r.path.endswith("/ephemeralrunnersets/solo")
     )
 
@@ -62,9 +64,18 @@ async def test_started_only_batch_skips_the_ers_patch_and_completed_one_replaces
     private_nats_server: NatsServer,
     kube_client: KubeClient,
     kube_namespace: str,
-    kube_emulator: KubeEmulator,
+    kube_proxy: KubeFaultProxy,
+    tmp_path: Path,
 ) -> None:
-    async with build_stack(private_nats_server.url, kube_client, kube_namespace) as stack:
+    settings = KubeSettings(
+        kubeconfig=str(kube_proxy.write_kubeconfig(tmp_path / "proxy.kubeconfig")),
+        qps=1000,
+        burst=1000,
+    )
+    async with (
+        await KubeClient.from_settings(settings) as worker_kube,
+        build_stack(private_nats_server.url, kube_client, kube_namespace) as stack,
+    ):
         await stack.register("solo", "", 7)
         await stack.apply_ars(ars_manifest(kube_namespace, "solo"))
         await eventually(lambda: stack.list("EphemeralRunnerSet"))
@@ -82,7 +93,7 @@ async def test_started_only_batch_skips_the_ers_patch_and_completed_one_replaces
         worker = ScaleSetWorker(
             target,
             stack.js,
-            kube_client,
+            worker_kube,
             DesiredRunnerScaler(0, 10),
             clock=lambda: now[0],
         )
@@ -97,14 +108,14 @@ async def test_started_only_batch_skips_the_ers_patch_and_completed_one_replaces
         first = (await _runners(stack))[0]["metadata"]["name"]
         ers = await kube_client.get("EphemeralRunnerSet", "solo", kube_namespace)
         assert (ers["spec"]["replicas"], ers["spec"]["patchID"]) == (1, 1)
-        writes = _ers_writes(kube_emulator)
+        writes = _ers_writes(kube_proxy)
 
         # Job 1 started on it, count unchanged: the runner's status is written, the ERS is not.
         started = JobInfo(message_type="JobStarted", job_id="1", runner_name=first)
         await handle(_batch(target, 3, 1, started))
         runner = await kube_client.get("EphemeralRunner", first, kube_namespace)
         assert runner["status"]["jobId"] == "1"
-        assert _ers_writes(kube_emulator) == writes
+        assert _ers_writes(kube_proxy) == writes
         ers_after = await kube_client.get("EphemeralRunnerSet", "solo", kube_namespace)
         assert ers_after["spec"] == ers["spec"]
         assert worker.unchanged_batches == 1
@@ -126,7 +137,7 @@ async def test_started_only_batch_skips_the_ers_patch_and_completed_one_replaces
                 JobInfo(message_type="JobAssigned", job_id="2"),
             )
         )
-        assert _ers_writes(kube_emulator) == writes + 1
+        assert _ers_writes(kube_proxy) == writes + 1
         ers = await kube_client.get("EphemeralRunnerSet", "solo", kube_namespace)
         assert (ers["spec"]["replicas"], ers["spec"]["patchID"]) == (1, 2)
         second = (await _runners(stack))[0]["metadata"]["name"]
@@ -136,5 +147,5 @@ async def test_started_only_batch_skips_the_ers_patch_and_completed_one_replaces
         now[0] += 31.0
         started = JobInfo(message_type="JobStarted", job_id="2", runner_name=second)
         await handle(_batch(target, 5, 1, started))
-        assert _ers_writes(kube_emulator) == writes + 2
+        assert _ers_writes(kube_proxy) == writes + 2
         assert worker.unchanged_batches == 1

@@ -1,13 +1,21 @@
 """A converge reads the ARS from the watch-fed cache when it holds the event's version
-(ADR 0031): no GET per ARS status change; a cache behind the event still reads over HTTP."""
+(ADR 0031): no GET per ARS status change; a cache behind the event still reads over HTTP.
+
+On the real kube-apiserver: every request of the stack goes through the fault proxy, which
+records the registrar's reads."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import Path
+
 import pytest
 
-from arcflow.common.kube import AUTOSCALING_RUNNER_SET
-from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.common.kube import AUTOSCALING_RUNNER_SET, KubeClient, KubeSettings
+from arcflow.devstack.control_plane import ControlPlane
+from arcflow.devstack.kube_fault_proxy import KubeFaultProxy
 from arcflow.registrar.state import RegistrarState
+from tests.fixtures.kube import APISERVER, backend, real_kubeconfig
 from tests.polling import eventually
 
 from .harness import Stack, change_event, state_of
@@ -16,10 +24,28 @@ from .test_lifecycle import _announced, apply_ars, registered
 pytestmark = pytest.mark.integration
 
 
-def ars_gets(emulator: KubeEmulator, name: str) -> int:
+@pytest.fixture
+async def kube_proxy(request: pytest.FixtureRequest) -> AsyncIterator[KubeFaultProxy]:
+    if backend() != APISERVER or real_kubeconfig():
+        pytest.skip("the fault proxy stands in front of the session's real kube-apiserver")
+    plane: ControlPlane = request.getfixturevalue("control_plane")
+    async with KubeFaultProxy.for_control_plane(plane) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+async def kube_client(kube_proxy: KubeFaultProxy, tmp_path: Path) -> AsyncIterator[KubeClient]:
+    """This module's admin client (the stack's) talks through the proxy."""
+    path = kube_proxy.write_kubeconfig(tmp_path / "proxy.kubeconfig")
+    settings = KubeSettings(kubeconfig=str(path), qps=1000, burst=1000, request_timeout=10)
+    async with await KubeClient.from_settings(settings) as client:
+        yield client
+
+
+def ars_gets(proxy: KubeFaultProxy, name: str) -> int:
     return sum(
         1
-        for r in emulator.requests
+        for r in proxy.requests
         if r.method == "GET" and r.path.endswith(f"/autoscalingrunnersets/{name}")
     )
 
@@ -34,7 +60,7 @@ async def handled_more(state: RegistrarState, before: int) -> bool:
 
 
 async def test_status_change_converges_from_the_cache(
-    stack: Stack, kube_emulator: KubeEmulator
+    stack: Stack, kube_proxy: KubeFaultProxy
 ) -> None:
     await stack.create_secret({"github_token": stack.pat})
     app = await stack.start_registrar(run_sweep=False)
@@ -45,7 +71,7 @@ async def test_status_change_converges_from_the_cache(
 
     # The ARS's status changes (what the reconciler writes as runners come and go): the
     # registrar converges on each event without reading the ARS over HTTP.
-    gets = ars_gets(kube_emulator, "arc")
+    gets = ars_gets(kube_proxy, "arc")
     for count in (1, 2, 3):
         patched = await stack.kube.patch_status(
             AUTOSCALING_RUNNER_SET, "arc", {"currentRunners": count}, namespace=stack.namespace
@@ -55,7 +81,7 @@ async def test_status_change_converges_from_the_cache(
         handled = state.handled
         await stack.publish_change(patched)
         await eventually(lambda h=handled: handled_more(state, h))
-    assert ars_gets(kube_emulator, "arc") == gets
+    assert ars_gets(kube_proxy, "arc") == gets
     assert set(stack.scale_sets()) == {"c-a"}
     assert stack.create_requests() == 1
 
@@ -66,6 +92,6 @@ async def test_status_change_converges_from_the_cache(
     handled = state.handled
     await stack.publish_raw(lagging, dedup=False)
     await eventually(lambda: handled_more(state, handled))
-    assert ars_gets(kube_emulator, "arc") == gets + 1
+    assert ars_gets(kube_proxy, "arc") == gets + 1
     assert set(stack.scale_sets()) == {"c-a"}
     assert stack.create_requests() == 1

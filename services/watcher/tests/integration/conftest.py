@@ -1,7 +1,10 @@
-"""Harness for the watcher's integration tests: the real emulator, a real nats-server.
+"""Harness for the watcher's integration tests: a real kube-apiserver, a real nats-server.
 
-Each test watches its own namespace, so tests sharing the session nats-server (and its
-ARC_K8S stream and watcher KV bucket) never see each other's events.
+The watcher talks to the server through a fault proxy (``harness.faults``: cut watches, held
+or refused requests, the recorded requests); the test's own writes go the same way, as the
+admin. Each test watches its own namespace, so tests sharing the session nats-server (and its
+ARC_K8S stream and watcher KV bucket) never see each other's events. A test that needs a fault
+no real server gives uses ``emulator_harness`` and says why.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -23,15 +28,20 @@ from nats.js.errors import NotFoundError
 
 from arcflow.common import constants
 from arcflow.common.events import K8sObjectChanged, parse_event
-from arcflow.common.kube import KubeClient
+from arcflow.common.kube import KubeClient, KubeSettings
+from arcflow.common.kube import NotFoundError as KubeNotFound
 from arcflow.common.nats.jetstream import STREAM_K8S
 from arcflow.common.nats.settings import NatsSettings
 from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.common.telemetry import MetricsServer, setup_metrics
+from arcflow.devstack.control_plane import ControlPlane
 from arcflow.devstack.kube_emulator import KubeEmulator
+from arcflow.devstack.kube_fault_proxy import KubeFaultProxy
 from arcflow.watcher.service import SERVICE
 from arcflow.watcher.settings import WatcherSettings
 from arcflow.watcher.watchers import WatcherService
+from tests.fixtures.kube import APISERVER, backend, real_kubeconfig
+from tests.polling import eventually
 
 OWNED = {constants.LABEL_PART_OF: constants.PART_OF_VALUE}
 
@@ -63,6 +73,14 @@ def manifest(kind: str, name: str, namespace: str, **extra: Any) -> dict[str, An
         body["spec"] = {"containers": [{"name": "runner", "image": "ghcr.io/actions/runner"}]}
     elif kind == "Secret":
         body["data"] = {}
+    elif kind == "EphemeralRunnerSet":  # what its CRD requires
+        body["spec"] = {"replicas": 0, "patchID": 0}
+    elif kind == "EphemeralRunner":
+        body["spec"] = {
+            "githubConfigUrl": "https://github.com/arcflow-test",
+            "githubConfigSecret": "arcflow-test",
+            "runnerScaleSetId": 1,
+        }
     else:
         body["spec"] = {"githubConfigUrl": "https://github.com/arcflow-test"}
     body.update(extra)
@@ -83,12 +101,18 @@ def metric_value(exposition: str, name: str, **labels: str) -> float:
 
 @dataclass
 class WatcherHarness:
-    """A watcher service over the test's emulator and NATS, plus stream/metrics readers."""
+    """A watcher service over the test's Kubernetes API and NATS, plus stream/metrics readers.
 
-    emulator: KubeEmulator
+    ``kube`` is what the watcher uses (and the test writes with); ``kubeconfig`` points at the
+    same endpoint. ``proxy`` is the fault proxy in front of the real server (``None`` on the
+    emulator), ``emulator`` the emulator (``None`` on the real server)."""
+
     kube: KubeClient
     nats_url: str
     namespace: str
+    kubeconfig: Path
+    proxy: KubeFaultProxy | None = None
+    emulator: KubeEmulator | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     nc: NatsClient | None = None
     js: JetStreamContext | None = None
@@ -99,6 +123,13 @@ class WatcherHarness:
 
     manifest = staticmethod(manifest)
     metric_value = staticmethod(metric_value)
+
+    @property
+    def faults(self) -> KubeFaultProxy:
+        """The fault proxy (the test is skipped without a real server to stand in front of)."""
+        if self.proxy is None:
+            pytest.skip("needs the fault proxy in front of a real kube-apiserver")
+        return self.proxy
 
     def settings(self) -> WatcherSettings:
         values: dict[str, Any] = {
@@ -213,16 +244,100 @@ class WatcherHarness:
             return resp.status, json.loads(await resp.text())
 
 
+async def _default_service_account(kube: KubeClient, namespace: str) -> None:
+    """kube-controller-manager makes it about a second after the namespace; until then the
+    ServiceAccount admission plugin refuses pods."""
+
+    async def made() -> bool:
+        try:
+            await kube.get("ServiceAccount", "default", namespace)
+        except KubeNotFound:
+            return False
+        return True
+
+    await eventually(made, what=f"the default ServiceAccount of {namespace}")
+
+
+def _proxy_possible() -> bool:
+    return backend() == APISERVER and not real_kubeconfig()
+
+
+async def _client(kubeconfig: Path) -> KubeClient:
+    return await KubeClient.from_settings(
+        KubeSettings(kubeconfig=str(kubeconfig), qps=1000, burst=1000, request_timeout=10)
+    )
+
+
+@asynccontextmanager
+async def harness_on(
+    plane: ControlPlane, nats_url: str, tmp_path: Path, namespace: str | None = None
+) -> AsyncIterator[WatcherHarness]:
+    """A harness on ``plane`` (e.g. a private one a test restarts), through a fault proxy,
+    in a new namespace of its own."""
+    namespace = namespace or f"w-{uuid.uuid4().hex[:10]}"
+    async with KubeFaultProxy.for_control_plane(plane) as proxy:
+        kubeconfig = proxy.write_kubeconfig(tmp_path / f"{namespace}.kubeconfig")
+        async with await _client(kubeconfig) as kube:
+            await kube.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
+            await _default_service_account(kube, namespace)
+            h = WatcherHarness(kube, nats_url, namespace, kubeconfig, proxy=proxy)
+            try:
+                yield h
+            finally:
+                await h.close()
+
+
 @pytest.fixture
-def namespace() -> str:
-    return f"w-{uuid.uuid4().hex[:10]}"
+def namespace(kube_namespace: str) -> str:
+    return kube_namespace
 
 
 @pytest.fixture
 async def harness(
-    kube_emulator: KubeEmulator, kube_client: KubeClient, nats_url: str, namespace: str
+    request: pytest.FixtureRequest,
+    kube_client: KubeClient,
+    kube_kubeconfig: str,
+    nats_url: str,
+    namespace: str,
+    on_real_server: bool,
+    tmp_path: Path,
 ) -> AsyncIterator[WatcherHarness]:
-    h = WatcherHarness(kube_emulator, kube_client, nats_url, namespace)
+    """The watcher on the session's real server through a fault proxy (on the emulator
+    backend: straight to the emulator, and ``faults`` skips)."""
+    if on_real_server:
+        await _default_service_account(kube_client, namespace)
+    if not (on_real_server and _proxy_possible()):
+        h = WatcherHarness(kube_client, nats_url, namespace, Path(kube_kubeconfig))
+        try:
+            yield h
+        finally:
+            await h.close()
+        return
+    plane: ControlPlane = request.getfixturevalue("control_plane")
+    async with KubeFaultProxy.for_control_plane(plane) as proxy:
+        kubeconfig = proxy.write_kubeconfig(tmp_path / "proxy.kubeconfig")
+        async with await _client(kubeconfig) as kube:
+            h = WatcherHarness(kube, nats_url, namespace, kubeconfig, proxy=proxy)
+            try:
+                yield h
+            finally:
+                await h.close()
+
+
+@pytest.fixture
+async def emulator_harness(
+    kube_emulator: KubeEmulator,
+    kube_client: KubeClient,
+    kube_kubeconfig: str,
+    nats_url: str,
+    namespace: str,
+) -> AsyncIterator[WatcherHarness]:
+    """On the emulator, for a fault no real server can be made to give."""
+    h = WatcherHarness(
+        kube_client, nats_url, namespace, Path(kube_kubeconfig), emulator=kube_emulator
+    )
     try:
         yield h
     finally:
@@ -231,13 +346,15 @@ async def harness(
 
 @pytest.fixture
 async def harness_factory(
-    kube_emulator: KubeEmulator, kube_client: KubeClient, namespace: str
+    harness: WatcherHarness,
 ) -> AsyncIterator[Callable[[str], Awaitable[WatcherHarness]]]:
     """Build harnesses on another NATS (e.g. ``private_nats_server.url``); closed at the end."""
     made: list[WatcherHarness] = []
 
     async def make(nats_url: str) -> WatcherHarness:
-        h = WatcherHarness(kube_emulator, kube_client, nats_url, namespace)
+        h = WatcherHarness(
+            harness.kube, nats_url, harness.namespace, harness.kubeconfig, proxy=harness.proxy
+        )
         made.append(h)
         return h
 

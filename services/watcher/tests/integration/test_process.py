@@ -28,7 +28,7 @@ async def _get(url: str) -> tuple[int, str]:
 async def test_process_serves_endpoints_publishes_and_stops_on_sigterm(
     harness: Any, tmp_path: Path
 ) -> None:
-    kubeconfig = harness.emulator.write_kubeconfig(tmp_path / "kubeconfig")
+    kubeconfig = harness.kubeconfig  # the process's requests go through the fault proxy
     health_port, metrics_port = free_port(), free_port()
     env = {
         **os.environ,

@@ -1,19 +1,101 @@
-"""Faults lose no change: dropped watches, 410 Gone, API-server, NATS and watcher restarts."""
+"""Faults lose no change: dropped watches, 410 Gone, API-server, NATS and watcher restarts.
+
+On the real kube-apiserver: watches are cut and held by the fault proxy in front of it; the
+410 tests run on a private control plane without watch cache whose etcd history is compacted
+(as tests/conformance/test_watch_expiry.py does); the restart test restarts the kube-apiserver
+of a private control plane.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import json
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from arcflow.common.kube import EPHEMERAL_RUNNER, POD
-from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.kube_emulator.store import DeleteOptions
+from arcflow.devstack.control_plane import ControlPlane
+from arcflow.devstack.kube_fault_proxy import Delay
 from arcflow.devstack.nats_server import NatsServer
+from tests.fixtures.kube import APISERVER, backend
+
+from .conftest import WatcherHarness, harness_on
 
 pytestmark = pytest.mark.integration
+
+
+def _private_plane(**kwargs: Any) -> Iterator[ControlPlane]:
+    if backend() != APISERVER:
+        pytest.skip("needs a real control plane of the test's own")
+    plane = ControlPlane(**kwargs).start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="module")
+def restartable_plane() -> Iterator[ControlPlane]:
+    """A control plane of this module's own, whose kube-apiserver a test restarts."""
+    yield from _private_plane()
+
+
+@pytest.fixture(scope="module")
+def uncached_plane() -> Iterator[ControlPlane]:
+    """A control plane of this module's own without watch cache: a compacted etcd revision
+    is then 410 Gone for a watch (the watch cache would go on serving it)."""
+    yield from _private_plane(extra_args={"kube-apiserver": ["--watch-cache=false"]})
+
+
+@pytest.fixture
+async def restart_harness(
+    restartable_plane: ControlPlane, nats_url: str, tmp_path: Path
+) -> AsyncIterator[WatcherHarness]:
+    async with harness_on(restartable_plane, nats_url, tmp_path) as h:
+        yield h
+
+
+@pytest.fixture
+async def expiry_harness(
+    uncached_plane: ControlPlane, nats_url: str, tmp_path: Path
+) -> AsyncIterator[WatcherHarness]:
+    async with harness_on(uncached_plane, nats_url, tmp_path) as h:
+        yield h
+
+
+def _compact_etcd(plane: ControlPlane, revision: int) -> None:
+    """Compact etcd's history up to ``revision`` through its HTTP gateway."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{plane.etcd_port}/v3/kv/compaction",
+        data=json.dumps({"revision": str(revision), "physical": True}).encode(),
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        response.read()
+
+
+async def _expire_history(h: WatcherHarness, plane: ControlPlane) -> None:
+    """Every resourceVersion the watcher holds becomes too old: a write it does not watch
+    (a ConfigMap) moves etcd's revision past them, and etcd is compacted up to it."""
+    marker = await h.kube.create(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "compaction-marker"}},
+        namespace=h.namespace,
+    )
+    await asyncio.to_thread(_compact_etcd, plane, int(marker["metadata"]["resourceVersion"]))
+
+
+async def _hold_watches(h: WatcherHarness) -> Delay:
+    """New watches are held at the proxy (no error: the watcher waits, it does not re-list),
+    the open ones are cut; returns the hold once every kind is waiting on it."""
+    hold = h.faults.delay(None, verb="watch")
+    cut = h.faults.drop_watches(abrupt=True)
+    assert cut == 6
+    await _until(lambda: hold.hits >= cut)
+    return hold
 
 
 async def _changes_via_api(h: Any, prefix: str) -> list[tuple[str, str, str]]:
@@ -55,10 +137,10 @@ async def test_dropped_watch_resumes_without_loss(harness: Any, abrupt: bool) ->
     await harness.start()
     seeded = await _seed(harness, "d")
     await harness.wait_keys(seeded)
-    emu = harness.emulator
+    proxy = harness.faults
     for _ in range(3):
-        await _until(lambda: emu.open_watches == 6)
-        assert emu.drop_watches(abrupt=abrupt) == 6
+        await _until(lambda: proxy.open_watches == 6)
+        assert proxy.drop_watches(abrupt=abrupt) == 6
     expected = await _changes_via_api(harness, "d")
     got = await harness.wait_keys(seeded + expected)
     _no_duplicates(got)
@@ -68,34 +150,17 @@ async def test_dropped_watch_resumes_without_loss(harness: Any, abrupt: bool) ->
     assert harness.metric_value(text, "arcflow_watcher_relists_total", reason="expired") == 0
 
 
-def _gap_changes(emu: KubeEmulator, ns: str, prefix: str) -> list[tuple[str, str, str]]:
-    """Changes written straight into the emulator's store while no watch is open."""
-    store = emu.store
-    store.create(EPHEMERAL_RUNNER, ns, {"metadata": {"name": f"{prefix}-new"}, "spec": {}})
-    store.patch(
-        EPHEMERAL_RUNNER,
-        ns,
-        f"{prefix}-old",
-        "application/merge-patch+json",
-        {"metadata": {"labels": {"gap": "yes"}}},
-    )
-    store.delete(POD, ns, f"{prefix}-pod", DeleteOptions())
-    return [
-        ("ephemeralrunners", f"{prefix}-new", "ADDED"),
-        ("ephemeralrunners", f"{prefix}-old", "MODIFIED"),
-        ("pods", f"{prefix}-pod", "DELETED"),
-    ]
-
-
-async def test_expired_resource_version_relists_and_publishes_the_gap(harness: Any) -> None:
+async def test_expired_resource_version_relists_and_publishes_the_gap(
+    expiry_harness: WatcherHarness, uncached_plane: ControlPlane
+) -> None:
+    harness = expiry_harness
     await harness.start()
     seeded = await _seed(harness, "e")
     await harness.wait_keys(seeded)
-    emu = harness.emulator
-    await emu.stop()  # the watcher loses its watches and retries against a dead server
-    expected = _gap_changes(emu, harness.namespace, "e")
-    emu.expire_history()  # its last resourceVersion is now too old: 410 on resume
-    await emu.start()
+    hold = await _hold_watches(harness)  # the watcher lost its watches and waits to resume
+    expected = await _changes_via_api(harness, "e")
+    await _expire_history(harness, uncached_plane)  # its last resourceVersion: 410 on resume
+    hold.remove()
     got = await harness.wait_keys(seeded + expected)
     _no_duplicates(got)
     deleted = [s for s in got if s.key == ("pods", "e-pod", "DELETED")]
@@ -112,36 +177,50 @@ async def _changes_via_api_after_relist(h: Any) -> list[tuple[str, str, str]]:
     return [("pods", "after-410", "ADDED")]
 
 
-async def test_expire_history_then_changes_while_watching(harness: Any) -> None:
+async def test_expire_history_then_changes_while_watching(
+    expiry_harness: WatcherHarness, uncached_plane: ControlPlane
+) -> None:
+    harness = expiry_harness
     await harness.start()
     seeded = await _seed(harness, "x")
     await harness.wait_keys(seeded)
-    harness.emulator.expire_history()
-    expected = await _changes_via_api(harness, "x")
-    harness.emulator.drop_watches()  # resume from a now-expired resourceVersion
+    expected = await _changes_via_api(harness, "x")  # seen live, or by the re-list below
+    hold = await _hold_watches(harness)
+    await _expire_history(harness, uncached_plane)
+    hold.remove()  # resume from a now-expired resourceVersion
     more = [("pods", "x-late", "ADDED")]
     await harness.kube.create(harness.manifest("Pod", "x-late", harness.namespace))
     got = await harness.wait_keys(seeded + expected + more)
     _no_duplicates(got)
+    text = await harness.scrape()
+    assert harness.metric_value(text, "arcflow_watcher_relists_total", reason="expired") >= 1
 
 
-async def test_api_server_restart_loses_nothing(harness: Any) -> None:
+async def test_api_server_restart_loses_nothing(
+    restart_harness: WatcherHarness, restartable_plane: ControlPlane
+) -> None:
+    harness = restart_harness
     await harness.start()
     seeded = await _seed(harness, "r")
     await harness.wait_keys(seeded)
-    emu = harness.emulator
-    await emu.stop()
-    expected = _gap_changes(emu, harness.namespace, "r")
-    await asyncio.sleep(0.3)  # the watcher is backing off against a closed port
-    await emu.start()
+    # kube-apiserver restarts under the open watches: they break, requests are refused.
+    restarting = asyncio.ensure_future(asyncio.to_thread(restartable_plane.restart_apiserver))
+    proxy = harness.faults
+    await _until(lambda: proxy.open_watches == 0, within=30)
+    # From now on the watches are held at the proxy, so what changes right after the restart,
+    # before the watcher is back, is a gap it must catch up on.
+    hold = proxy.delay(None, verb="watch")
+    await restarting
+    expected = await _changes_via_api(harness, "r")
+    hold.remove()
     await harness.kube.create(harness.manifest("Pod", "r-after", harness.namespace))
     expected.append(("pods", "r-after", "ADDED"))
-    got = await harness.wait_keys(seeded + expected)
+    got = await harness.wait_keys(seeded + expected, within=15)
     _no_duplicates(got)
-    # restart() itself (stop+start in one go) is survived as well.
-    await emu.restart()
-    await harness.kube.create(harness.manifest("Pod", "r-after-restart", harness.namespace))
-    await harness.wait_keys([("pods", "r-after-restart", "ADDED")])
+    # Watches flow again: a change now is announced live.
+    await harness.kube.create(harness.manifest("Pod", "r-live", harness.namespace))
+    await harness.wait_keys([("pods", "r-live", "ADDED")])
+    await _until(lambda: proxy.open_watches == 6)
 
 
 async def test_nats_restart_loses_no_change(
