@@ -153,9 +153,7 @@ async def test_the_listener_rbac_is_created_without_a_refusal(
         # alone proves nothing on a loaded machine: the authorizer's view of a Role that was
         # just created can lag, and the pass is then retried.
         posts = [r for r in recorder.requests if r.method == "POST"]
-        role = next(
-            i for i, r in enumerate(posts) if r.path.endswith("/roles") and r.status == 201
-        )
+        role = next(i for i, r in enumerate(posts) if r.path.endswith("/roles") and r.status == 201)
         binding = next(i for i, r in enumerate(posts) if r.path.endswith("/rolebindings"))
         assert role < binding, "the RoleBinding was asked for before its Role existed"
         assert _errors(reader, "ars") == 0
