@@ -43,7 +43,9 @@ def control_plane(
         backoff_max_seconds=0.5,
         publish_timeout_seconds=1.0,
     )
-    registrar = registrar_test_settings("r1")
+    # Every service watches only the test's namespaces: the session's API server is shared.
+    registrar = registrar_test_settings("r1").model_copy(update={"namespaces": namespaces})
+    reconciler_settings = reconciler_settings.model_copy(update={"namespaces": namespaces})
     return [
         ServiceRun(WATCHER, watcher, nats_for("watcher"), on_nats_error=errors_for("watcher")),
         ServiceRun(

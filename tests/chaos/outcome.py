@@ -20,8 +20,11 @@ from arcflow.common.kube import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET, POD, SEC
 from tests.chaos.harness import SECRET_NAME, ChaosStack
 from tests.chaos.secret_scan import scan
 
-#: Converged: the steady state is reached this soon after the last fault, restart or job.
-CONVERGE_SECONDS = 10.0
+#: Converged: the steady state is reached this soon after the last fault, restart or job. On
+#: the real control plane a quiet machine converges in about 7 s (garbage collection and pod
+#: deletion are asynchronous there); the bound leaves room for a loaded CI machine (11-13 s
+#: seen at load 6 on 2 cores) and still fails a scenario that does not settle.
+CONVERGE_SECONDS = 20.0
 
 
 @dataclass

@@ -65,6 +65,7 @@ async def reconciler_stack(
     settings = reconciler_test_settings().model_copy(
         update={
             "controller_namespace": controller_namespace,
+            "namespaces": [namespace],  # the session's API server is shared
             "listener_image": LISTENER_IMAGE,
             "listener_image_pull_secrets": [],
             "listener_nats_url": LISTENER_NATS_URL,

@@ -341,8 +341,10 @@ async def build_stack(
     controller_namespace = controller_namespace or f"{namespace}-systems"
     if ensure:
         await ensure_namespace(kube, controller_namespace)
+    # Only this test's namespace (and its controller namespace): the real API server is shared
+    # by the session, and a cluster-wide reconciler would also clean up other tests' leftovers.
     settings = (settings or reconciler_test_settings()).model_copy(
-        update={"controller_namespace": controller_namespace}
+        update={"controller_namespace": controller_namespace, "namespaces": [namespace]}
     )
     nc = await nats.connect(nats_url)
     await ensure_jetstream(nc.jetstream())

@@ -46,7 +46,8 @@ async def test_a_released_runner_is_deregistered_and_patched_once(
     await stack.wait_idle()
     ids = sorted(r["status"]["runnerId"] for r in runners)
     names = {r["metadata"]["name"] for r in runners}
-    stack.app.cache.informers["EphemeralRunner"].delay_seconds = 1.0
+    for informer in stack.app.cache.informers_of("EphemeralRunner"):
+        informer.delay_seconds = 1.0
     errors_before = metric_total(reader, "arcflow_reconciler_errors", kind="er")
     released_before = metric_total(
         reader, "arcflow_reconciler_writes", action="patched", kind="EphemeralRunner"

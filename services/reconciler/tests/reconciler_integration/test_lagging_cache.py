@@ -43,7 +43,8 @@ async def test_a_lagging_cache_never_deletes_a_busy_runner(stack: Stack) -> None
     busy = runners[0]["metadata"]["name"]
     busy_id = runners[0]["status"]["runnerId"]
     stack.rpc.busy_runner_ids.add(busy_id)  # GitHub would refuse to remove it as well
-    stack.app.cache.informers["EphemeralRunner"].delay_seconds = 3.0
+    for informer in stack.app.cache.informers_of("EphemeralRunner"):
+        informer.delay_seconds = 3.0
 
     # The listener marks the runner busy; the set is deleted at once.
     await stack.kube.patch_status(

@@ -103,7 +103,9 @@ class Stack:
         """One registrar replica through the service runtime (its own NATS connection)."""
         app = ServiceRuntime(
             SERVICE,
-            test_settings(instance).model_copy(update=settings),
+            # Only this test's namespace: the real API server is shared by the session, and
+            # a cluster-wide registrar would sweep other tests' sets too.
+            test_settings(instance).model_copy(update={"namespaces": [self.namespace], **settings}),
             nats_settings=NatsSettings(url=self.nats_url),
             kube=self.kube,
             meter=meter,

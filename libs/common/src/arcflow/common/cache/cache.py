@@ -92,6 +92,11 @@ class ObjectCache:
     def caches(self, resource: Resource | str) -> bool:
         return _kind(resource) in self.stores
 
+    def informers_of(self, resource: Resource | str) -> list[Informer]:
+        """The list+watches that fill ``resource``'s store: one, or one per namespace."""
+        kind = _kind(resource)
+        return [i for key, i in self.informers.items() if key.split("/", 1)[0] == kind]
+
     # --- lifecycle --------------------------------------------------------------------
 
     def start(self) -> list[asyncio.Task[None]]:
