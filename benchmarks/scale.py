@@ -261,9 +261,7 @@ async def one_run(
                 round(controller_calls / idle, 3) if count_requests else None
             ),
             "idle_controller_calls_per_second_per_100_scale_sets": (
-                round(controller_calls / idle / (sets / 100), 3)
-                if count_requests
-                else None
+                round(controller_calls / idle / (sets / 100), 3) if count_requests else None
             ),
             "idle_calls": quiet,
             "services": usage,
