@@ -45,6 +45,7 @@ EXAMPLE = ROOT / "examples" / "02-runner-variants.yaml"
 SERVICES = ("watcher", "registrar", "reconciler")
 CLIENTS = (*SERVICES, "listener", "kubelet")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+CONTROLLER_NAMESPACE = "arc-systems"
 
 
 def proc_usage(pid: int) -> tuple[float, float]:
@@ -61,6 +62,11 @@ def proc_usage(pid: int) -> tuple[float, float]:
         return rss / 1024, cpu
     except OSError:
         return 0.0, 0.0
+
+
+def loadavg() -> list[float]:
+    with open("/proc/loadavg") as handle:
+        return [float(x) for x in handle.read().split()[:3]]
 
 
 def machine() -> dict[str, Any]:
@@ -101,6 +107,9 @@ class Stack:
     count_requests: bool = True
     #: ``emulator`` or ``apiserver`` (a real control plane with an audit log).
     kube_backend: str = "emulator"
+    #: ``apiserver`` only: each service as its chart's ServiceAccount (the factory's
+    #: ``identities=True``), so the audit log counts the requests per service.
+    identities: bool = False
     temp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="arcflow-bench-")))
     parts: StackParts | None = None
     nats: NatsServer | None = None
@@ -140,6 +149,7 @@ class Stack:
         factory = StackFactory(
             kube=self.kube_backend,
             audit=self.kube_backend == "apiserver",
+            identities=self.identities and self.kube_backend == "apiserver",
             poll_timeout=self.poll_timeout,
             pod_runner=not stand_in,
             job_duration=1.0,
@@ -241,6 +251,29 @@ class Stack:
         if plane is None:
             return None
         return audit_counts(plane.audit_log, since=self.counted_since)
+
+    def arcflow_users(self, audit: dict[str, Any] | None) -> dict[str, int]:
+        """Of an :meth:`audit_counts` answer: requests per arcflow identity (the services'
+        ServiceAccounts and the listeners', all in the controller namespace; with
+        ``identities=False`` the services are the ``admin``, shared with the pod runner)."""
+        if not audit:
+            return {}
+        prefix = f"system:serviceaccount:{CONTROLLER_NAMESPACE}:"
+        return {u: n for u, n in audit["by_user"].items() if u.startswith(prefix)}
+
+    def identity_objects(self) -> set[tuple[str, str, str]]:
+        """(kind, namespace, name) of every object the identities applied (not the ARS's)."""
+        if self.parts is None:
+            return set()
+        return {
+            (str(o["kind"]), str(o["metadata"].get("namespace", "")), str(o["metadata"]["name"]))
+            for identity in self.parts.identities.values()
+            for o in identity.objects
+        }
+
+    def audit_counts_since(self, since: float) -> dict[str, Any] | None:
+        plane = self.parts.control_plane if self.parts is not None else None
+        return None if plane is None else audit_counts(plane.audit_log, since=since)
 
     def usage(self) -> dict[str, dict[str, float]]:
         out = {}

@@ -18,6 +18,13 @@ messages per job and the services' RSS/CPU. Three runs by default; results in
     .venv/bin/python benchmarks/pipeline.py --mode trickle
     .venv/bin/python benchmarks/pipeline.py --mode burst
     .venv/bin/python benchmarks/pipeline.py --mode burst --kube apiserver   # + audit counts
+    .venv/bin/python benchmarks/pipeline.py --mode burst --kube alternate   # emulator, real, ...
+
+On the real server each service runs as its chart's ServiceAccount (``--no-identities``: all
+as the admin), so the audit log counts the requests per arcflow identity (watcher, registrar,
+reconciler, listener). After the counts, each run deletes the ARS and times until every object
+it had made (sets, runners, listener, pods, Secrets, ServiceAccounts, Roles, RoleBindings) is
+gone (``deletion``), with the requests the deletion cost.
 """
 
 from __future__ import annotations
@@ -34,11 +41,22 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nats
-from _stack import Stack, machine, spread, write_result
+from _stack import CONTROLLER_NAMESPACE, Stack, loadavg, machine, spread, write_result
 
 from arcflow.common.constants import ANNOTATION_PATCH_ID
 from arcflow.common.events import JobsBatch, ScaleDecision, parse_event
-from arcflow.common.kube import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from arcflow.common.kube import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+    POD,
+    ROLE,
+    ROLE_BINDING,
+    SECRET,
+    SERVICE_ACCOUNT,
+    Resource,
+)
 from arcflow.devstack.demo import percentile
 
 
@@ -237,10 +255,104 @@ def varz(stack: Stack) -> dict[str, Any]:
     return {"in_msgs": int(v["in_msgs"]), "streams": streams}
 
 
+#: What the deletion of an ARS must remove (in its namespace and the controller's).
+DELETED_KINDS: tuple[Resource, ...] = (
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    AUTOSCALING_LISTENER,
+    POD,
+    SECRET,
+    SERVICE_ACCOUNT,
+    ROLE,
+    ROLE_BINDING,
+)
+
+
+async def _objects(stack: Stack, keep: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+    assert stack.kube is not None
+    namespaces = {stack.ars["metadata"]["namespace"], CONTROLLER_NAMESPACE}
+    found = set()
+    for resource in DELETED_KINDS:
+        for obj in (await stack.kube.list(resource)).items:
+            meta = obj["metadata"]
+            key = (resource.kind, str(meta.get("namespace", "")), str(meta["name"]))
+            if key[1] in namespaces and key not in keep:
+                found.add(key)
+    return found
+
+
+async def delete_set(stack: Stack, within: float = 120.0) -> dict[str, Any]:
+    """Delete the ARS; seconds until every object it had made is gone (as the admin's lists
+    see it, every 0.1 s), and the requests per arcflow identity meanwhile."""
+    assert stack.kube is not None
+    namespace = stack.ars["metadata"]["namespace"]
+    keep = stack.identity_objects() | {
+        ("Secret", namespace, stack.ars["spec"]["githubConfigSecret"]),
+        ("ServiceAccount", namespace, "default"),
+        ("ServiceAccount", CONTROLLER_NAMESPACE, "default"),
+    }
+    before = await _objects(stack, keep)
+    since = time.time()
+    await stack.kube.delete(
+        AUTOSCALING_RUNNER_SET, stack.ars["metadata"]["name"], namespace=namespace
+    )
+    left = before
+    gone_at: float | None = None
+    while time.time() - since < within:
+        left = await _objects(stack, keep)
+        if not left & before:
+            gone_at = time.time() - since
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(1.0)  # the last requests of the clean-up reach the audit log
+    audit = stack.audit_counts_since(since)
+    kinds: dict[str, int] = {}
+    for kind, _, _ in before:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return {
+        "objects": len(before),
+        "objects_by_kind": kinds,
+        "all_gone_seconds": None if gone_at is None else round(gone_at, 2),
+        "left": sorted("/".join(k) for k in left & before)[:20],
+        "api_calls_audit_by_arcflow_user": stack.arcflow_users(audit),
+        "api_calls_audit_detail": audit["by_user_verb_resource"] if audit else None,
+    }
+
+
+def _audit_arcflow(stack: Stack, audit: dict[str, Any] | None, runners: int) -> dict[str, Any]:
+    """The audit log's requests of arcflow's identities per runner lifecycle."""
+    users = stack.arcflow_users(audit)
+    if not users:
+        return {}
+    services = (
+        {i.username: name for name, i in stack.parts.identities.items()} if stack.parts else {}
+    )
+    by_identity: dict[str, int] = {}
+    for user, n in users.items():
+        name = services.get(user, "listener")
+        by_identity[name] = by_identity.get(name, 0) + n
+    return {
+        "total": sum(users.values()),
+        "per_runner": round(sum(users.values()) / max(1, runners), 2),
+        "per_runner_by_identity": {
+            k: round(v / max(1, runners), 2) for k, v in by_identity.items()
+        },
+        "by_identity": by_identity,
+    }
+
+
 async def one_run(
-    mode: str, jobs: int, interval: float, env: dict[str, str], kube: str = "emulator"
+    mode: str,
+    jobs: int,
+    interval: float,
+    env: dict[str, str],
+    kube: str = "emulator",
+    *,
+    identities: bool = True,
 ) -> dict[str, Any]:
-    async with Stack(env=env, kube_backend=kube) as stack:
+    load_at_start = loadavg()
+    async with Stack(env=env, kube_backend=kube, identities=identities) as stack:
         await stack.wait_ready()
         await asyncio.sleep(2.0)  # let the start-up reconciles settle before counting
         stack.reset_counts()
@@ -289,10 +401,16 @@ async def one_run(
         audit = stack.audit_counts()
         totals = {client: sum(v.values()) for client, v in counts.items()}
         arcflow_calls = sum(n for c, n in totals.items() if c != "kubelet")
+        deletion = await delete_set(stack)
         streams = {
             name: seq - before["streams"].get(name, 0) for name, seq in after["streams"].items()
         }
         return {
+            "kube": kube,
+            "identities": identities and kube == "apiserver",
+            "loadavg_at_start": load_at_start,
+            "deletion": deletion,
+            "api_calls_audit_arcflow": _audit_arcflow(stack, audit, len(runner_pods)),
             "surplus": hops.surplus(started),
             "p1_message_to_ers_patch": hops.summary(),
             "jobs": jobs,
@@ -366,7 +484,15 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         ),
         "p1_total_p99": spread(pick(("p1_message_to_ers_patch", "total", "p99"))),
         "p1_total_p50": spread(pick(("p1_message_to_ers_patch", "total", "p50"))),
+        "api_calls_per_runner_arcflow_audit": spread(
+            pick(("api_calls_audit_arcflow", "per_runner"))
+            if all(r["api_calls_audit_arcflow"] for r in runs)
+            else [float("nan")]
+        ),
+        "deletion_all_gone_seconds": spread(pick(("deletion", "all_gone_seconds"))),
+        "loadavg_at_start": [r["loadavg_at_start"][0] for r in runs],
         "runner_pods_equal_jobs": all(r["runner_pods"] == r["jobs"] for r in runs),
+        "runner_pods": [r["runner_pods"] for r in runs],
     }
 
 
@@ -378,9 +504,16 @@ async def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
         "--kube",
-        choices=("emulator", "apiserver"),
+        choices=("emulator", "apiserver", "alternate"),
         default="emulator",
-        help="the API emulator (the results' baseline) or a real control plane with audit log",
+        help="the API emulator (the results' baseline), a real control plane with audit log, "
+        "or both in turn (emulator first; --runs of each)",
+    )
+    parser.add_argument(
+        "--identities",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="on the real server, each service as its chart's ServiceAccount (default)",
     )
     parser.add_argument("--label", default="", help="suffix of the result file (e.g. before)")
     parser.add_argument(
@@ -391,11 +524,23 @@ async def main() -> int:
     env = dict(item.split("=", 1) for item in args.env)
     info = machine()
     runs = []
-    for index in range(args.runs):
-        result = await one_run(args.mode, jobs, args.interval, env, args.kube)
+    kubes = ("emulator", "apiserver") if args.kube == "alternate" else (args.kube,)
+    for index in range(args.runs * len(kubes)):
+        kube = kubes[index % len(kubes)]
+        result = await one_run(
+            args.mode, jobs, args.interval, env, kube, identities=args.identities
+        )
         runs.append(result)
+        audit = result["api_calls_audit_arcflow"]
         print(
-            f"run {index + 1}: pods {result['runner_pods']}/{jobs} "
+            f"run {index + 1} ({kube}, load {result['loadavg_at_start'][0]}): "
+            f"deletion {result['deletion']['all_gone_seconds']}s "
+            f"of {result['deletion']['objects']} objects, "
+            f"audit/runner {audit.get('per_runner')} {audit.get('per_runner_by_identity')}",
+            flush=True,
+        )
+        print(
+            f"  pods {result['runner_pods']}/{jobs} "
             f"queued->pod p50 {result['queued_to_pod']['p50']:.2f}s "
             f"p95 {result['queued_to_pod']['p95']:.2f}s "
             f"all pods {result['all_pods_created_after_first_enqueue']:.1f}s "
@@ -413,7 +558,10 @@ async def main() -> int:
         "interval": args.interval,
         "env": env,
         "machine": info,
-        "summary": summarize(runs),
+        "identities": args.identities,
+        "summary": summarize(runs)
+        if len(kubes) == 1
+        else {k: summarize([r for r in runs if r["kube"] == k]) for k in kubes},
         "runs": runs,
     }
     kube = "" if args.kube == "emulator" else f"-{args.kube}"  # emulator names unchanged

@@ -9,6 +9,15 @@ after ``--idle`` seconds of quiet, the controller's own API calls per second (wa
 registrar, reconciler). Three runs by default; results in ``benchmarks/results/scale.json``.
 
     .venv/bin/python benchmarks/scale.py --ars 100 --variants 10
+    .venv/bin/python benchmarks/scale.py --ars 20 --variants 10 --real-listeners --kube alternate
+    .venv/bin/python benchmarks/scale.py --fleet 88 --kube alternate   # the 88-shape fleet
+
+``--kube apiserver`` runs on a real control plane with an audit log, each service as its
+chart's ServiceAccount (``--no-identities``: as the admin), and counts the requests per arcflow
+identity there too; ``--kube alternate`` runs the emulator and the real server in turn.
+``--variants 0``: single-shape ARSs (no ``runnerVariants``, upstream's shape). ``--fleet N``:
+N single-shape ARSs against one ARS with N variants, both with real listener processes, in
+turn: listener pods, objects, the listeners' memory, API calls, time to every session open.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _stack import Stack, machine, proc_usage, spread, write_result
+from _stack import Stack, loadavg, machine, proc_usage, spread, write_result
 from _timeline import (
     RecordingRequests,
     Timeline,
@@ -36,7 +45,18 @@ from _timeline import (
 )
 
 from arcflow.common.actions.auth import KEY_TOKEN
-from arcflow.common.kube import ConflictError
+from arcflow.common.kube import (
+    AUTOSCALING_LISTENER,
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER_SET,
+    POD,
+    ROLE,
+    ROLE_BINDING,
+    SECRET,
+    SERVICE_ACCOUNT,
+    ConflictError,
+    KubeClient,
+)
 
 NAMESPACE = "scale"
 CONTROLLER_NAMESPACE = "arc-systems"
@@ -46,20 +66,59 @@ def ars_manifest(index: int, variants: int, config_url: str) -> dict[str, Any]:
     template = {
         "spec": {"containers": [{"name": "runner", "image": "ghcr.io/actions/actions-runner"}]}
     }
+    spec: dict[str, Any] = {
+        "githubConfigUrl": config_url,
+        "githubConfigSecret": "github",
+        "template": template,
+    }
+    if variants:  # 0: a single-shape ARS, as upstream has it
+        spec["runnerVariants"] = [
+            {"name": f"v{j}", "runnerScaleSetLabels": [f"set{index}-v{j}"]} for j in range(variants)
+        ]
     return {
         "apiVersion": "actions.github.com/v1alpha1",
         "kind": "AutoscalingRunnerSet",
         "metadata": {"name": f"set{index}", "namespace": NAMESPACE},
-        "spec": {
-            "githubConfigUrl": config_url,
-            "githubConfigSecret": "github",
-            "template": template,
-            "runnerVariants": [
-                {"name": f"v{j}", "runnerScaleSetLabels": [f"set{index}-v{j}"]}
-                for j in range(variants)
-            ],
-        },
+        "spec": spec,
     }
+
+
+#: The kinds counted as the objects a fleet needs (in its namespace and the controller's).
+FLEET_KINDS = (
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER_SET,
+    AUTOSCALING_LISTENER,
+    POD,
+    SECRET,
+    SERVICE_ACCOUNT,
+    ROLE,
+    ROLE_BINDING,
+)
+
+
+async def count_objects(kube: KubeClient, skip: set[tuple[str, str, str]]) -> dict[str, int]:
+    """Objects per kind in the ARS and controller namespaces, less ``skip`` (the identities',
+    the credentials Secret, the ``default`` ServiceAccounts)."""
+    counts: dict[str, int] = {}
+    for resource in FLEET_KINDS:
+        for obj in (await kube.list(resource)).items:
+            meta = obj["metadata"]
+            key = (resource.kind, str(meta.get("namespace", "")), str(meta["name"]))
+            if key[1] in (NAMESPACE, CONTROLLER_NAMESPACE) and key not in skip:
+                counts[resource.kind] = counts.get(resource.kind, 0) + 1
+    return counts
+
+
+def audit_by_identity(stack: Stack, audit: dict[str, Any] | None) -> dict[str, int]:
+    """The audit log's requests per arcflow identity (services by name, listeners summed)."""
+    services = (
+        {i.username: name for name, i in stack.parts.identities.items()} if stack.parts else {}
+    )
+    out: dict[str, int] = {}
+    for user, n in stack.arcflow_users(audit).items():
+        name = services.get(user, "listener")
+        out[name] = out.get(name, 0) + n
+    return out
 
 
 def live_sessions(snapshot: dict[str, Any]) -> int:
@@ -76,9 +135,14 @@ async def one_run(
     poll_timeout: float = 5.0,
     bytecode_cache: str | None = None,
     count_requests: bool = True,
+    kube_backend: str = "emulator",
+    identities: bool = True,
 ) -> dict[str, Any]:
+    load_at_start = loadavg()
     async with Stack(
         count_requests=count_requests,
+        kube_backend=kube_backend,
+        identities=identities,
         example=False,
         real_listeners=real_listeners,
         poll_timeout=poll_timeout,
@@ -118,9 +182,10 @@ async def one_run(
         )
         applied = time.monotonic() - started
         done: dict[str, float] = {}
-        want = {"scale_sets": ars * variants, "ers": ars * variants, "al": ars, "pods": ars}
+        sets = ars * max(1, variants)
+        want = {"scale_sets": sets, "ers": sets, "al": ars, "pods": ars}
         if real_listeners:
-            want["sessions"] = ars * variants
+            want["sessions"] = sets
         deadline = time.monotonic() + 600
         while len(done) < len(want) and time.monotonic() < deadline:
             # Watch-fed counts (see _timeline): no LIST of 1,000 objects twice a second from
@@ -139,9 +204,17 @@ async def one_run(
                     done[name] = time.monotonic() - started
             await asyncio.sleep(0.5)
         busy = stack.counts()
+        audit_busy = stack.audit_counts()
         usage = stack.usage()
         listener_pids = stack.pod_runner.running_processes if stack.pod_runner else []
         listener_cpu = sum(proc_usage(pid)[1] for pid in listener_pids)
+        listener_rss = sum(proc_usage(pid)[0] for pid in listener_pids)
+        skip = stack.identity_objects() | {
+            ("Secret", NAMESPACE, "github"),
+            ("ServiceAccount", NAMESPACE, "default"),
+            ("ServiceAccount", CONTROLLER_NAMESPACE, "default"),
+        }
+        objects = await count_objects(kube, skip)
         if stack.pod_runner is not None:
             process_started(timeline, stack.pod_runner.records)
         watching.cancel()
@@ -151,12 +224,24 @@ async def one_run(
         stack.reset_counts()
         await asyncio.sleep(idle)
         quiet = stack.counts()
+        audit_quiet = stack.audit_counts()
         controller_calls = sum(
             n
             for client in ("watcher", "registrar", "reconciler")
             for n in quiet.get(client, {}).values()
         )
         return {
+            "kube": kube_backend,
+            "identities": identities and kube_backend == "apiserver",
+            "loadavg_at_start": load_at_start,
+            "objects": objects,
+            "objects_total": sum(objects.values()),
+            "listener_rss_mib_total": round(listener_rss, 1),
+            "api_calls_until_done_audit_by_identity": audit_by_identity(stack, audit_busy),
+            "idle_calls_audit_by_identity": audit_by_identity(stack, audit_quiet),
+            "api_calls_until_done_audit_detail": (
+                audit_busy["by_user_verb_resource"] if audit_busy else None
+            ),
             "ars": ars,
             "variants": variants,
             "real_listeners": real_listeners,
@@ -176,9 +261,7 @@ async def one_run(
                 round(controller_calls / idle, 3) if count_requests else None
             ),
             "idle_controller_calls_per_second_per_100_scale_sets": (
-                round(controller_calls / idle / (ars * variants / 100), 3)
-                if count_requests
-                else None
+                round(controller_calls / idle / (sets / 100), 3) if count_requests else None
             ),
             "idle_calls": quiet,
             "services": usage,
@@ -220,24 +303,57 @@ async def main() -> int:
         action="store_true",
         help="no counting proxies: clients talk to the emulator directly (no request counts)",
     )
+    parser.add_argument(
+        "--kube",
+        choices=("emulator", "apiserver", "alternate"),
+        default="emulator",
+        help="the API emulator, a real control plane with audit log, or both in turn",
+    )
+    parser.add_argument(
+        "--identities",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="on the real server, each service as its chart's ServiceAccount (default)",
+    )
+    parser.add_argument(
+        "--fleet",
+        type=int,
+        default=0,
+        help="N: N single-shape ARSs vs one ARS with N variants, real listeners, in turn",
+    )
     args = parser.parse_args()
     cache = None if args.compile_at_start else str(Path(tempfile.gettempdir()) / "arcflow-p5-pyc")
     info = machine()
     runs = []
-    for index in range(args.runs):
+    kubes = ("emulator", "apiserver") if args.kube == "alternate" else (args.kube,)
+    shapes = [(args.ars, args.variants)]
+    if args.fleet:
+        shapes = [(args.fleet, 0), (1, args.fleet)]
+    cases = [(k, a, v) for _ in range(args.runs) for k in kubes for a, v in shapes]
+    for index, (kube, n_ars, n_variants) in enumerate(cases):
         result = await one_run(
-            args.ars,
-            args.variants,
+            n_ars,
+            n_variants,
             args.idle,
-            real_listeners=args.real_listeners,
+            real_listeners=args.real_listeners or bool(args.fleet),
             poll_timeout=args.poll_timeout,
             bytecode_cache=cache,
             count_requests=not args.direct,
+            kube_backend=kube,
+            identities=args.identities,
         )
         runs.append(result)
         per_100 = result["idle_controller_calls_per_second_per_100_scale_sets"]
         print(
-            f"run {index + 1}: {result['seconds_until']} complete={result['complete']} "
+            f"run {index + 1} ({kube}, {n_ars} ARS x {n_variants} variants, load "
+            f"{result['loadavg_at_start'][0]}): objects {result['objects_total']} "
+            f"{result['objects']} listener RSS {result['listener_rss_mib_total']} MiB "
+            f"audit {result['api_calls_until_done_audit_by_identity']} "
+            f"proxy {result['api_calls_until_done']}",
+            flush=True,
+        )
+        print(
+            f"  {result['seconds_until']} complete={result['complete']} "
             f"idle calls/s per 100 sets {per_100} services {result['services']} "
             f"listener CPU s {result['listener_cpu_seconds_total']} "
             f"load {result['loadavg_when_done']}",
@@ -249,6 +365,34 @@ async def main() -> int:
     with open("/proc/loadavg") as handle:  # noqa: ASYNC230
         info["loadavg_at_end"] = [float(x) for x in handle.read().split()[:3]]
     summary = {
+        f"{k} {a}x{v}": summarize(
+            [r for r in runs if (r["kube"], r["ars"], r["variants"]) == (k, a, v)]
+        )
+        for k in kubes
+        for a, v in shapes
+    }
+    payload = {"machine": info, "summary": summary, "runs": runs}
+    name = "scale" + (f"-{args.label}" if args.label else "")
+    print(json.dumps(summary, indent=2))
+    print(f"written to {write_result(name, payload)}")
+    return 0
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    if not runs:
+        return {}
+    return {
+        "loadavg_at_start": [r["loadavg_at_start"][0] for r in runs],
+        "objects_total": [r["objects_total"] for r in runs],
+        "listener_pods": [r["listener_processes"] for r in runs],
+        "listener_rss_mib_total": spread([r["listener_rss_mib_total"] for r in runs]),
+        "api_calls_until_done_proxy_arcflow": [
+            sum(n for c, n in r["api_calls_until_done"].items() if c != "kubelet") for r in runs
+        ],
+        "api_calls_until_done_audit": [
+            sum(r["api_calls_until_done_audit_by_identity"].values()) for r in runs
+        ],
+        "complete": [r["complete"] for r in runs],
         "all_objects_seconds": spread([r["all_objects_seconds"] for r in runs]),
         "listener_pods_running_seconds": spread(
             [r["seconds_until"].get("pods", float("nan")) for r in runs]
@@ -261,11 +405,6 @@ async def main() -> int:
             [r["idle_controller_calls_per_second_per_100_scale_sets"] or float("nan") for r in runs]
         ),
     }
-    payload = {"machine": info, "summary": summary, "runs": runs}
-    name = "scale" + (f"-{args.label}" if args.label else "")
-    print(json.dumps(summary, indent=2))
-    print(f"written to {write_result(name, payload)}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,6 +15,13 @@ with the stack), a :class:`~arcflow.devstack.control_plane.ControlPlane` that is
 running (shared by a test session: the stack leaves it running and deletes the namespaces it
 created there), or the path of a kubeconfig (an outside cluster, used as it is).
 
+``identities=True`` (a real server of this repository's own control plane only): each service
+runs as the ServiceAccount its chart gives it (:mod:`arcflow.devstack.identities`: ``helm
+template`` of the umbrella chart, its ServiceAccounts and RBAC applied, a TokenRequest token in
+the service's kubeconfig), so the audit log names ``system:serviceaccount:<ns>:<sa>`` per
+service. The pod runner (the kubelet stand-in) stays the admin; listeners always get their
+pod's own ServiceAccount token.
+
 :meth:`StackFactory._start` is the start order, one step after the other, each pushed on one
 :class:`contextlib.AsyncExitStack`, so the stop runs in exact reverse order whatever failed (a
 start that fails or is cancelled half way stops what had started, then raises).
@@ -53,6 +60,7 @@ from arcflow.devstack.supervisor import ServiceProcess, Supervisor, last_log_lin
 if TYPE_CHECKING:
     from arcflow.devstack.actions_sim import ActionsSimulator
     from arcflow.devstack.control_plane import ControlPlane
+    from arcflow.devstack.identities import Identity
     from arcflow.devstack.kube_emulator import KubeEmulator
     from arcflow.devstack.nats_cluster import NatsCluster
     from arcflow.devstack.pod_runner import PodRunner
@@ -168,6 +176,8 @@ class StackParts:
     #: Namespaces the factory created (the controller namespace first).
     namespaces: list[str] = field(default_factory=list)
     kubeconfigs: dict[str, str] = field(default_factory=dict)
+    #: ``identities=True``: each service's ServiceAccount (its audit-log user name).
+    identities: dict[str, Identity] = field(default_factory=dict)
 
     @property
     def on_real_server(self) -> bool:
@@ -213,6 +223,9 @@ class StackFactory:
     proxy: bool = False
     #: ``apiserver``: a JSON audit log naming the user of every request.
     audit: bool = False
+    #: Each service as its chart's ServiceAccount (needs helm and a control plane of this
+    #: repository's own: ``"apiserver"`` or a shared ControlPlane); False: all as the admin.
+    identities: bool = False
     emulator_history: int = 1000
     #: Wait until every service answers ``/healthz`` (seconds; ``None``: the supervisor's
     #: own short wait, and a service that does not answer keeps starting).
@@ -278,6 +291,8 @@ class StackFactory:
             # Runs after the services stopped and before the pod runner does: it confirms
             # the deletion of the pods it played there, as a kubelet would.
             self._exit.push_async_callback(self._delete_namespaces, parts)
+        if self.identities:
+            parts.identities = await self._apply_identities(parts)
         parts.services = await self._start_services(parts)
         return parts
 
@@ -448,6 +463,45 @@ class StackFactory:
             "pod runner", f"running (node {runner.node.name})" if runner.node else "running"
         )
         return runner
+
+    async def _apply_identities(self, parts: StackParts) -> dict[str, Identity]:
+        """The chart's identities of the services, released into the controller namespace
+        with cluster-wide RBAC; each service's kubeconfig becomes its own (through its proxy
+        port when there is a proxy: the proxy forwards a token as it is)."""
+        from arcflow.devstack.identities import CHART_SERVICES, IdentityError, KubeIdentities
+
+        plane = parts.control_plane
+        if plane is None or not self.controller_namespace:
+            raise StackStartError(
+                "identities=True needs this repository's control plane (kube='apiserver' or "
+                "a ControlPlane) and a controller namespace"
+            )
+        shared = self._shares_cluster(parts.kube_backend)
+        release = f"arcflow-{secrets.token_hex(3)}" if shared else "arcflow"
+        ids = KubeIdentities(plane, parts.temp / "identities")
+        if shared:  # the cluster-scoped RBAC outlives the stack otherwise
+            self._exit.push_async_callback(asyncio.to_thread, ids.close)
+        wanted = [s for s in self.services if s in CHART_SERVICES]
+        self._status("identities", f"applying the chart's ServiceAccounts ({release})")
+        try:
+            identities = await asyncio.to_thread(
+                ids.from_charts,
+                release=release,
+                namespace=self.controller_namespace,
+                controller_namespace=self.controller_namespace,
+                services=wanted,
+            )
+        except IdentityError as exc:
+            raise StackStartError(f"the services' identities: {exc}") from None
+        for name, identity in identities.items():
+            path = identity.kubeconfig
+            if parts.proxy is not None:
+                path = identity.kubeconfig_via(
+                    parts.proxy.url(name), parts.temp / f"kubeconfig-{name}-sa"
+                )
+            parts.kubeconfigs[name] = str(path)
+        self._status("identities", ", ".join(f"{n}: {i.username}" for n, i in identities.items()))
+        return identities
 
     async def _start_services(self, parts: StackParts) -> dict[str, Service]:
         services: dict[str, Service] = {}
