@@ -66,6 +66,12 @@ AUDIT_POLICY = {
 }
 
 
+#: Seconds to wait after SIGTERM before SIGKILL. kube-apiserver stops listening at once but then
+#: drains open watches for up to 30 s: nothing of a test cluster is worth that wait, and a hard
+#: stop is a fault a controller must ride out anyway.
+_GRACE = {"kube-apiserver": 2.0}
+
+
 class ControlPlaneError(RuntimeError):
     """The binaries are missing or a part of the control plane did not come up."""
 
@@ -434,7 +440,7 @@ class ControlPlane:
 
     def stop(self) -> None:
         for name in reversed(list(self._processes)):
-            self._processes[name].stop()
+            self._processes[name].stop(_GRACE.get(name, 10.0))
         self._processes.clear()
         if self._owns_folder and not self.keep_folder and self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -443,7 +449,7 @@ class ControlPlane:
         """Stop kube-apiserver and start it again on the same port and etcd (a fault a
         controller must ride out: its watches drop, its requests are refused meanwhile)."""
         assert self.binaries is not None
-        self._processes["kube-apiserver"].stop()
+        self._processes["kube-apiserver"].stop(_GRACE["kube-apiserver"])
         self._start_apiserver(self.binaries)
 
     def _spawn(self, name: str, args: list[str]) -> _Process:
