@@ -223,6 +223,7 @@ async def test_delayed_requests_wait(proxy: KubeFaultProxy, via_proxy: KubeClien
 async def test_held_watches_go_on_when_released(
     proxy: KubeFaultProxy, via_proxy: KubeClient, kube_client: KubeClient, kube_namespace: str
 ) -> None:
+    await _root_ca_published(kube_client, kube_namespace)
     hold = proxy.delay(None, verb="watch", resource="configmaps")
     listed = await via_proxy.list(CONFIG_MAP, namespace=kube_namespace)
     stream = via_proxy.watch(
@@ -239,6 +240,19 @@ async def test_held_watches_go_on_when_released(
         assert (event.type, event.object["metadata"]["name"]) == ("ADDED", "while-held")
 
 
+async def _root_ca_published(kube: KubeClient, namespace: str) -> None:
+    """kube-controller-manager adds ``kube-root-ca.crt`` to a new namespace a moment after it is
+    made: wait for it, so the watch from the listed version sees only the test's ConfigMaps."""
+
+    async def published() -> bool:
+        names = {
+            c["metadata"]["name"] for c in (await kube.list(CONFIG_MAP, namespace=namespace)).items
+        }
+        return "kube-root-ca.crt" in names
+
+    await eventually(published, what=f"kube-root-ca.crt in {namespace}")
+
+
 async def _next(stream: Any) -> Any:
     return await asyncio.wait_for(stream.__anext__(), 10)
 
@@ -248,6 +262,7 @@ async def test_watches_stream_event_by_event_and_are_cut(
     proxy: KubeFaultProxy, via_proxy: KubeClient, kube_client: KubeClient, kube_namespace: str,
     abrupt: bool,
 ) -> None:  # fmt: skip
+    await _root_ca_published(kube_client, kube_namespace)
     listed = await via_proxy.list(CONFIG_MAP, namespace=kube_namespace)
     stream = via_proxy.watch(
         CONFIG_MAP, namespace=kube_namespace, resource_version=listed.resource_version
