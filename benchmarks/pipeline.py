@@ -46,18 +46,12 @@ from _stack import CONTROLLER_NAMESPACE, Stack, loadavg, machine, spread, write_
 from arcflow.common.constants import ANNOTATION_PATCH_ID
 from arcflow.common.events import JobsBatch, ScaleDecision, parse_event
 from arcflow.common.kube import (
-    AUTOSCALING_LISTENER,
     AUTOSCALING_RUNNER_SET,
     EPHEMERAL_RUNNER,
     EPHEMERAL_RUNNER_SET,
-    POD,
-    ROLE,
-    ROLE_BINDING,
-    SECRET,
-    SERVICE_ACCOUNT,
-    Resource,
 )
 from arcflow.devstack.demo import percentile
+from arcflow.devstack.stack import COUNTED_KINDS
 
 
 class Hops:
@@ -255,18 +249,9 @@ def varz(stack: Stack) -> dict[str, Any]:
     return {"in_msgs": int(v["in_msgs"]), "streams": streams}
 
 
-#: What the deletion of an ARS must remove (in its namespace and the controller's).
-DELETED_KINDS: tuple[Resource, ...] = (
-    AUTOSCALING_RUNNER_SET,
-    EPHEMERAL_RUNNER_SET,
-    EPHEMERAL_RUNNER,
-    AUTOSCALING_LISTENER,
-    POD,
-    SECRET,
-    SERVICE_ACCOUNT,
-    ROLE,
-    ROLE_BINDING,
-)
+#: What the deletion of an ARS must remove (in its namespace and the controller's): the kinds the
+#: dev stack counts as the demo's objects.
+DELETED_KINDS = COUNTED_KINDS
 
 
 async def _objects(stack: Stack, keep: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
