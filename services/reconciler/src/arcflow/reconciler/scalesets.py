@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
@@ -24,6 +25,8 @@ class ScaleSetAssignment:
     scale_set_id: int
     scale_set_name: str
     runner_group_name: str
+    #: When the registrar last wrote the record (a registration after a failure clears it).
+    updated_at: datetime | None = field(default=None, compare=False)
 
 
 def parse_record(variant: str, data: bytes) -> ScaleSetAssignment | None:
@@ -37,6 +40,7 @@ def parse_record(variant: str, data: bytes) -> ScaleSetAssignment | None:
         scale_set_id=record.scale_set_id,
         scale_set_name=record.scale_set_name,
         runner_group_name=record.runner_group_name,
+        updated_at=record.updated_at,
     )
 
 

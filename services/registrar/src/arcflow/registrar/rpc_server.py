@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -45,6 +45,7 @@ from arcflow.common.rpc.registrar import (
     RunnerInfo,
     parse_request,
 )
+from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.common.telemetry import redact_text
 from arcflow.registrar.converge import Registrar
 from arcflow.registrar.credentials import CredentialsUnavailableError
@@ -246,8 +247,10 @@ class RegistrarRpcServer:
                 RpcErrorCode.RUNNER_EXISTS, f"a runner named {request.runner_name!r} exists"
             ) from None
         except ScaleSetNotFoundError:
+            self._reregister(request.namespace, request.ars, request.scale_set_id, records)
             raise RpcFailureError(
-                RpcErrorCode.NOT_FOUND, f"scale set {request.scale_set_id} not found"
+                RpcErrorCode.NOT_FOUND,
+                f"scale set {request.scale_set_id} not found on GitHub; registering it again",
             ) from None
         except RetriesExhaustedError as exc:
             self.failing.failed(request.scale_set_id, f"status {exc.status or 'none'}")
@@ -261,6 +264,31 @@ class RegistrarRpcServer:
             scale_set_id=config.runner.runner_scale_set_id or request.scale_set_id,
             encoded_jit_config=config.encoded_jit_config,
         )
+
+    def _reregister(
+        self, namespace: str, ars: str, scale_set_id: int, records: Iterable[ScaleSetRecord]
+    ) -> None:
+        """GitHub deleted a registered scale set (ARC #4571's case): mark it and converge the
+        ARS in the background, which registers it again under the same name (ADR 0064)."""
+        variant = next((r.variant for r in records if r.scale_set_id == scale_set_id), None)
+        if variant is None or not self._registrar.scale_set_gone(
+            namespace, ars, variant, scale_set_id
+        ):
+            return
+        task = asyncio.create_task(self._converge_gone(namespace, ars))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _converge_gone(self, namespace: str, ars: str) -> None:
+        try:
+            await self._registrar.converge(namespace, ars, trigger="scale_set_gone")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the sweep tries again
+            log.warning(
+                "could not register a deleted scale set again",
+                extra={"namespace": namespace, "ars": ars, "error": type(exc).__name__},
+            )
 
     async def _remove_runner(self, data: bytes, received: float) -> RemoveRunnerResult:
         request: RemoveRunnerRequest = self._parse(RemoveRunnerRequest, data)

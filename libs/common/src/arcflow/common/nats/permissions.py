@@ -38,6 +38,7 @@ from typing import Final
 from arcflow.common import subjects
 from arcflow.common.nats.connection import service_inbox_prefix
 from arcflow.common.nats.jetstream import (
+    CONSUMER_RECONCILER_ERRORS,
     CONSUMER_RECONCILER_K8S,
     CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_REGISTRAR_ARS,
@@ -329,6 +330,7 @@ def reconciler_permissions() -> Permissions:
     durables = [
         (CONSUMER_RECONCILER_K8S.stream, CONSUMER_RECONCILER_K8S.durable),
         (CONSUMER_RECONCILER_SCALESETS.stream, CONSUMER_RECONCILER_SCALESETS.durable),
+        (CONSUMER_RECONCILER_ERRORS.stream, CONSUMER_RECONCILER_ERRORS.durable),
     ]
     publish = [
         *data_subjects(STREAM_AUDIT, STREAM_DLQ),
@@ -342,9 +344,9 @@ def reconciler_permissions() -> Permissions:
         "reconciler",
         publish,
         [inbox_subscription("reconciler")],
-        why="consumes reconciler-k8s/reconciler-scalesets; publishes arc.audit.>; calls "
-        "arc.rpc.registrar.* (replies on its inbox); reads arcflow_scalesets; declares the "
-        "layout at start-up",
+        why="consumes reconciler-k8s/reconciler-scalesets/reconciler-errors; publishes "
+        "arc.audit.>; calls arc.rpc.registrar.* (replies on its inbox); reads arcflow_scalesets; "
+        "declares the layout at start-up",
     )
 
 

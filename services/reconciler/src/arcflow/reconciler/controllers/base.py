@@ -12,6 +12,7 @@ from typing import Any
 from arcflow.common.builders import BuildSettings, decode_secret_data
 from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.cache import ObjectCache
+from arcflow.common.events import RegistrationFailed
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
 from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.models import KubeObject
@@ -76,6 +77,11 @@ class Context:
     # (kind, namespace, name) -> the resourceVersion of an object that does not parse whose
     # Warning Event went out (one Event per version, however often it is looked at).
     unparsable_reported: dict[tuple[str, str, str], str] = dataclass_field(default_factory=dict)
+    #: (namespace, ARS) -> the newest ``registration.failed`` the registrar published for it
+    #: (``errors_changes``); the ARS pass turns it into a condition (ADR 0064).
+    registration_failures: dict[tuple[str, str], RegistrationFailed] = dataclass_field(
+        default_factory=dict
+    )
 
     def status_wait(self, kind: str, namespace: str, name: str) -> float:
         """Seconds before a counts-only status write for this object may go out (0: now)."""
