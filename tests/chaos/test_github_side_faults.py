@@ -31,7 +31,8 @@ async def test_scale_set_deleted_on_github_mid_burst_is_registered_again(
 ) -> None:
     async with ChaosStack(tmp_path, chaos_kube) as stack:
         sim, kube = stack.sim, stack.kube
-        assert sim is not None and kube is not None
+        assert sim is not None
+        assert kube is not None
         target = next(t for t in stack.targets if t.variant == DELETED)
         old_id = stack.scale_set_id(target)
         burst = Burst(stack)

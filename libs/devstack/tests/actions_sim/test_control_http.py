@@ -162,7 +162,8 @@ async def test_a_scale_set_deleted_behind_the_controllers_back(raw):
     assert sim.job(waiting)["state"] == "assigned"
 
     deleted = await http.delete(f"{ctl}/scalesets/{scale_set_id}")
-    assert deleted.status_code == 200 and deleted.json() == {"deleted": scale_set_id}
+    assert deleted.status_code == 200
+    assert deleted.json() == {"deleted": scale_set_id}
     gone = await raw.call("GET", f"_apis/runtime/runnerscalesets/{scale_set_id}")
     assert gone.status_code == 404
     assert scale_set_id not in sim.engine.scale_sets

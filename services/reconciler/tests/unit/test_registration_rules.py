@@ -51,7 +51,8 @@ def test_each_kind_has_its_reason_and_an_unknown_one_a_generic_reason() -> None:
     }
     for kind, reason in kinds.items():
         verdict = decide(None, _failure(kind), ["a"], {}, T0)
-        assert verdict is not None and verdict.reason == reason
+        assert verdict is not None
+        assert verdict.reason == reason
 
 
 def test_the_same_failure_again_writes_nothing() -> None:
@@ -60,7 +61,8 @@ def test_the_same_failure_again_writes_nothing() -> None:
 
 def test_a_variant_failure_names_the_variant() -> None:
     verdict = decide(None, _failure(variant="gpu"), ["gpu"], {}, T0)
-    assert verdict is not None and verdict.message.startswith("variant gpu: ")
+    assert verdict is not None
+    assert verdict.message.startswith("variant gpu: ")
 
 
 def test_a_record_written_after_the_failure_clears_it() -> None:

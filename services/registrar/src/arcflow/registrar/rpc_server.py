@@ -34,6 +34,7 @@ from arcflow.common.rpc.registrar import (
     JITCONFIG_SUBJECT,
     REMOVE_RUNNER_SUBJECT,
     RPC_QUEUE_GROUP,
+    SCALE_SETS_SUBJECT,
     GetRunnerRequest,
     GetRunnerResult,
     JitConfigRequest,
@@ -43,6 +44,9 @@ from arcflow.common.rpc.registrar import (
     RpcErrorCode,
     RpcReply,
     RunnerInfo,
+    ScaleSetsRequest,
+    ScaleSetsResult,
+    ScaleSetView,
     parse_request,
 )
 from arcflow.common.scaleset_records import ScaleSetRecord
@@ -106,6 +110,7 @@ class RegistrarRpcServer:
             (JITCONFIG_SUBJECT, "jitconfig", self._jitconfig),
             (REMOVE_RUNNER_SUBJECT, "remove-runner", self._remove_runner),
             (GET_RUNNER_SUBJECT, "get-runner", self._get_runner),
+            (SCALE_SETS_SUBJECT, "scale-sets", self._scale_sets),
         ]
         for subject, op, handler in routes:
             self._subs.append(
@@ -319,3 +324,35 @@ class RegistrarRpcServer:
                 id=runner.id, name=runner.name, runner_scale_set_id=runner.runner_scale_set_id
             )
         )
+
+    async def _scale_sets(self, data: bytes, received: float) -> ScaleSetsResult:
+        """GitHub's view of each registered scale set of the ARS: one GET by id each."""
+        request: ScaleSetsRequest = self._parse(ScaleSetsRequest, data)
+        client, _ = await self._client(request.namespace, request.ars)
+        records = (
+            self._lookup.records_of(request.namespace, request.ars)
+            if self._lookup is not None
+            else await self._registrar.load_records(request.namespace, request.ars)
+        )
+        views: list[ScaleSetView] = []
+        try:
+            with retry_deadline(_deadline(request.budget_seconds, received)):
+                for record in sorted(records, key=lambda r: r.variant):
+                    found = await client.get_runner_scale_set_by_id(record.scale_set_id)
+                    stats = found.statistics if found is not None else None
+                    views.append(
+                        ScaleSetView(
+                            variant=record.variant,
+                            scale_set_id=record.scale_set_id,
+                            name=record.scale_set_name,
+                            exists=found is not None,
+                            assigned_jobs=stats.total_assigned_jobs if stats else 0,
+                            running_jobs=stats.total_running_jobs if stats else 0,
+                            registered_runners=stats.total_registered_runners if stats else 0,
+                            busy_runners=stats.total_busy_runners if stats else 0,
+                            idle_runners=stats.total_idle_runners if stats else 0,
+                        )
+                    )
+        except ActionsClientError as exc:
+            raise _upstream(exc) from None
+        return ScaleSetsResult(scale_sets=views)

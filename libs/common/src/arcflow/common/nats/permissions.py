@@ -75,6 +75,9 @@ REGISTRAR_RPC_SUBJECTS: Final[tuple[str, ...]] = (
     subjects.registrar_rpc_subject("remove-runner"),
     subjects.registrar_rpc_subject("get-runner"),
 )
+#: Served by the registrar too, called by no service: ``arcflow doctor``'s look at GitHub's
+#: view of a set (ADR 0064). Not in the reconciler's list (it never asks).
+REGISTRAR_DOCTOR_SUBJECTS: Final[tuple[str, ...]] = (subjects.registrar_rpc_subject("scale-sets"),)
 
 SERVICES: Final[tuple[str, ...]] = ("watcher", "registrar", "reconciler", "listener", "auditor")
 
@@ -313,7 +316,10 @@ def registrar_permissions() -> Permissions:
     for bucket in (KV_SCALESETS.bucket, REGISTRAR_LOCKS_BUCKET):
         publish += kv_read(bucket) + kv_write(bucket)
     publish += kv_watch(KV_SCALESETS.bucket)
-    rpc = [f"{subject} {REGISTRAR_RPC_QUEUE}" for subject in REGISTRAR_RPC_SUBJECTS]
+    rpc = [
+        f"{subject} {REGISTRAR_RPC_QUEUE}"
+        for subject in (*REGISTRAR_RPC_SUBJECTS, *REGISTRAR_DOCTOR_SUBJECTS)
+    ]
     return _permissions(
         "registrar",
         publish,
@@ -481,6 +487,7 @@ def permissions_json(services: Iterable[str] | None = None) -> str:
 __all__ = [
     "LISTENER_LEASES_BUCKET",
     "LISTENER_SESSIONS_BUCKET",
+    "REGISTRAR_DOCTOR_SUBJECTS",
     "REGISTRAR_ERS_DURABLE",
     "REGISTRAR_LOCKS_BUCKET",
     "REGISTRAR_RPC_QUEUE",
