@@ -44,7 +44,8 @@ async def test_scale_set_deleted_on_github_mid_burst_is_registered_again(
 
         async def registered_again() -> int:
             ids = [s["id"] for s in stack.scale_sets() if s["name"] == target.scale_set_name]
-            assert ids and ids != [old_id], f"scale sets named {target.scale_set_name}: {ids}"
+            assert ids != [old_id], f"scale sets named {target.scale_set_name}: {ids}"
+            assert ids, f"no scale set named {target.scale_set_name}"
             return int(ids[0])
 
         new_id = await eventually(registered_again, within=60, what="the scale set again")
