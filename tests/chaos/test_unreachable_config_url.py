@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import sys
 import time
@@ -47,6 +48,19 @@ async def doctor(stack: ChaosStack, *args: str) -> tuple[int, str, str]:
     out, err = await asyncio.wait_for(process.communicate(), timeout=90)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
+
+
+async def kubectl_get_ars(stack: ChaosStack) -> dict[str, dict[str, str]]:
+    """``kubectl get ars`` as a user runs it: NAME -> column -> cell."""
+    kubectl = Path(sys.executable).parent / "kubectl"
+    process = await asyncio.create_subprocess_exec(
+        str(kubectl), "--kubeconfig", stack.kubeconfig, "get", "ars", "-n", stack.namespace,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 0, err.decode()
+    header, *lines = [re.split(r"\s{2,}", line.strip()) for line in out.decode().splitlines()]
+    return {cells[0]: dict(zip(header, cells, strict=False)) for cells in lines}
 
 
 async def test_unreachable_config_url_shows_on_the_set_and_in_doctor(
@@ -103,6 +117,11 @@ async def test_unreachable_config_url_shows_on_the_set_and_in_doctor(
         assert seen["reason"] == "GitHubUnreachable"
         assert "127.0.0.1" in seen["message"] or "connect" in seen["message"].lower()
         assert event["message"] == seen["message"]
+
+        # kubectl get ars: the Registration printer column shows the reason.
+        rows = await kubectl_get_ars(stack)
+        assert rows[BAD].get("REGISTRATION") == "GitHubUnreachable", rows
+        assert rows["burst"].get("REGISTRATION") in ("<none>", ""), rows
 
         code, out, err = await doctor(stack)
         assert code == 1, f"doctor exit {code}:\n{out}\n{err}"
