@@ -106,8 +106,8 @@ REGISTRATION_CONCURRENCY: Final = 10
 #: (ADR 0064).
 REGISTRATION_REPORT_SECONDS: Final = 5.0
 #: How often the sweep asks GitHub whether each registered scale set still exists (one GET
-#: per scale set; GitHub deletes scale sets behind our back, docs/upstream-behaviour.md#
-#: scale-sets-deleted-by-github). 0 turns it off.
+#: per scale set; GitHub deletes scale sets behind our back,
+#: docs/upstream-behaviour.md#scale-sets-deleted-on-github). 0 turns it off.
 VERIFY_INTERVAL_SECONDS: Final = 300.0
 
 
