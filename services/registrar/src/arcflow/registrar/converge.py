@@ -834,6 +834,7 @@ class Registrar:
             ),
         )
         await self.records.delete(record.key)
+        self.gone.pop((record.namespace, record.ars, record.variant), None)
 
     # --- periodic sweep -------------------------------------------------------------------
 
