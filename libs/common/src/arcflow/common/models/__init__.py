@@ -13,7 +13,11 @@ from arcflow.common.models.autoscaling_runner_set import (
     AutoscalingRunnerSet,
     AutoscalingRunnerSetSpec,
     AutoscalingRunnerSetStatus,
+    EffectiveMinRunners,
+    RecurrenceRule,
     RunnerVariant,
+    ScheduledOverride,
+    SetScheduledOverride,
 )
 from arcflow.common.models.base import (
     Int64,
@@ -96,7 +100,11 @@ __all__ = [
     "ProxyServerConfig",
     "ResourceMeta",
     "RunnerCount",
+    "EffectiveMinRunners",
+    "RecurrenceRule",
     "RunnerVariant",
+    "ScheduledOverride",
+    "SetScheduledOverride",
     "TLSCertificateSource",
     "VaultConfig",
     "effective_variants",
