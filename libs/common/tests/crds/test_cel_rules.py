@@ -159,7 +159,8 @@ def test_bad_overrides_break_the_same_rule_in_both(
     found = violations(ars_schema(), doc)
     assert [path for path, message in found if rule in message] == [server_path], found
     ours = [e for e in validate_manifest(doc) if e.path == arcflow_path]
-    assert ours and all(rule in e.message for e in ours), validate_manifest(doc)
+    assert ours, validate_manifest(doc)
+    assert all(rule in e.message for e in ours), ours
 
 
 def test_naming_variants_without_runner_variants_is_refused() -> None:

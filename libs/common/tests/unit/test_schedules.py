@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -20,7 +20,7 @@ from arcflow.common.schedules import (
     resolved_overrides,
 )
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def at(text: str) -> datetime:
@@ -238,7 +238,7 @@ def test_the_first_open_override_wins_and_max_caps_it() -> None:
 
 def test_now_must_be_aware() -> None:
     with pytest.raises(ValueError, match="aware"):
-        effective_minimum(0, 1, [], datetime(2026, 1, 1))  # noqa: DTZ001
+        effective_minimum(0, 1, [], datetime(2026, 1, 1))
 
 
 # --- variants ----------------------------------------------------------------------------------
@@ -335,7 +335,7 @@ def test_window_at_matches_the_enumerated_occurrences(
 
     # The reference: walk every candidate from the first one.
     expected = None
-    for k in range(0, 2000):
+    for k in range(2000):
         occurrence = o.occurrence(k)
         if occurrence is None:
             if not frequency:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 FREQUENCIES = ("Daily", "Weekly", "Monthly", "Yearly")
@@ -40,9 +40,7 @@ SHORTEST_PERIOD = {
 MAX_SCHEDULED_OVERRIDES = 32
 MAX_OVERRIDE_VARIANTS = 32
 
-_RFC3339 = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
-)
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$")
 _DAY = timedelta(days=1)
 #: A calendar skip is never longer than this many candidates (Feb 29: eight years).
 _MAX_SKIPS = 12
@@ -322,4 +320,4 @@ def parse_resolved(raw: Iterable[Mapping[str, Any]] | None) -> tuple[ScheduledOv
 
 def utc_now() -> datetime:
     """The default clock (aware, UTC)."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)

@@ -433,9 +433,7 @@ def _check_override(path: str, item: ScheduledOverride) -> list[FieldError]:
         errors += _check_non_negative(f"{path}.minRunners", item.min_runners)
     if start is not None and end is not None and end <= start:
         errors.append(
-            FieldError(
-                f"{path}.endTime", "is not after startTime; endTime must be after startTime"
-            )
+            FieldError(f"{path}.endTime", "is not after startTime; endTime must be after startTime")
         )
         start = end = None
     rule = item.recurrence_rule
@@ -490,9 +488,7 @@ def inheritance_warnings(ars: AutoscalingRunnerSet) -> list[FieldError]:
     for index, variant in enumerate(ars.spec.runner_variants or []):
         if variant.template is None or variant.min_runners is not None:
             continue
-        schedule = (
-            " outside its scheduledOverrides windows" if _has_overrides(ars, variant) else ""
-        )
+        schedule = " outside its scheduledOverrides windows" if _has_overrides(ars, variant) else ""
         warnings.append(
             FieldError(
                 f"spec.runnerVariants[{index}].minRunners",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
+from pydantic.config import JsonDict
 
 from arcflow.common.constants import KIND_ARS
 from arcflow.common.models.base import KubeModel, KubeObject, PodTemplate, ResourceMeta, RunnerCount
@@ -33,7 +34,7 @@ RFC3339_PATTERN = (
     r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?"
     r"([Zz]|[+-][0-9]{2}:[0-9]{2})$"
 )
-_TIME = {"pattern": RFC3339_PATTERN, "maxLength": 40}
+_TIME: JsonDict = {"pattern": RFC3339_PATTERN, "maxLength": 40}
 WINDOW_LONGER_THAN_PERIOD = (
     "a recurring window may last at most one period of its frequency "
     "(Daily 24h, Weekly 7 days, Monthly 28 days, Yearly 365 days)"
@@ -109,9 +110,9 @@ class SetScheduledOverride(ScheduledOverride):
 
 #: Bounds the CEL rules' cost (the API server estimates it from these).
 MAX_SCHEDULED_OVERRIDES = 32
-_OVERRIDES_LIST = {"maxItems": MAX_SCHEDULED_OVERRIDES}
+_OVERRIDES_LIST: JsonDict = {"maxItems": MAX_SCHEDULED_OVERRIDES}
 #: Set-level overrides may only name declared variants (same text as ``arcflow validate``).
-SCHEDULED_OVERRIDE_VARIANTS_RULE = {
+SCHEDULED_OVERRIDE_VARIANTS_RULE: JsonDict = {
     "rule": "!has(self.scheduledOverrides) || self.scheduledOverrides.all(o, !has(o.variants)"
     " || o.variants.all(n, has(self.runnerVariants)"
     " && self.runnerVariants.exists(v, v.name == n)))",
