@@ -60,7 +60,9 @@ def test_the_rules_exist_and_compile() -> None:
         ENV.compile(rule["rule"])
 
 
-@pytest.mark.parametrize("name", ["01-single-scale-set.yaml", "02-runner-variants.yaml"])
+@pytest.mark.parametrize(
+    "name", ["01-single-scale-set.yaml", "02-runner-variants.yaml", "04-scheduled-minimums.yaml"]
+)
 def test_examples_pass_every_rule(name: str) -> None:
     doc = yaml.safe_load((EXAMPLES / name).read_text())
     assert violations(ars_schema(), doc) == []
