@@ -121,6 +121,10 @@ async def test_a_bad_override_past_the_crd_is_refused_with_a_condition_and_an_ev
     )
     await stack.register("badsched", "cpu", 31)
     await stack.apply_ars(doc)
+    # A valid neighbour in the same namespace is reconciled as usual: nothing else breaks.
+    good = ars_manifest(stack.namespace, "goodsched", runnerVariants=[{"name": "cpu"}])
+    await stack.register("goodsched", "cpu", 32)
+    await stack.apply_ars(good)
 
     async def invalid() -> dict[str, Any] | None:
         conditions = (await _status(stack, "badsched")).get("conditions") or []
@@ -137,5 +141,11 @@ async def test_a_bad_override_past_the_crd_is_refused_with_a_condition_and_an_ev
     [warning] = await eventually(lambda: stack.events("InvalidSpec", "badsched"))
     assert warning["type"] == "Warning"
     await stack.wait_idle()
-    assert await stack.list("EphemeralRunnerSet") == []
-    assert await stack.list("AutoscalingListener", stack.controller_namespace) == []
+
+    async def children() -> tuple[list[str], list[str]] | None:
+        sets = [d["metadata"]["name"] for d in await stack.list("EphemeralRunnerSet")]
+        listeners = await stack.list("AutoscalingListener", stack.controller_namespace)
+        owners = [d["spec"]["autoscalingRunnerSetName"] for d in listeners]
+        return (sets, owners) if sets and owners else None
+
+    assert await eventually(children) == (["goodsched-cpu"], ["goodsched"])
