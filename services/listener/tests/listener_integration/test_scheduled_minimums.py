@@ -32,11 +32,12 @@ def _replicas(specs: dict[str, Any]) -> dict[str, int]:
 async def test_a_window_opens_and_closes_without_a_restart(rig: ListenerRig) -> None:
     sim = rig.sim  # 1 s long polls: a statistics tick per second
     token, ids = await rig.register([CPU, GPU])
-    opens = utc_now() + timedelta(seconds=OPENS_IN)
+    # Whole seconds (what RFC 3339 in the spec carries here), so the bounds are exact.
+    opens = (utc_now() + timedelta(seconds=OPENS_IN)).replace(microsecond=0)
     closes = opens + timedelta(seconds=OPEN_FOR)
     window = {
         "startTime": format_time(opens).replace("Z", "+00:00"),
-        "endTime": format_time(closes + timedelta(seconds=1)),  # seconds precision
+        "endTime": format_time(closes),
         "minRunners": 3,
         "source": "spec.scheduledOverrides[0]",
     }
