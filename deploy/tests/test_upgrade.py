@@ -44,7 +44,7 @@ from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.devstack.control_plane import ControlPlane
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.reconciler.settings import ReconcilerSettings
-from deploy.tests.helpers import HELM_DIR, VALUES_DIR, Helm
+from deploy.tests.helpers import CRD_DIR, HELM_DIR, VALUES_DIR, Helm
 from services.reconciler.tests.reconciler_integration.harness import (
     FakeRegistrarRpc,
     reconciler_runtime,
@@ -366,8 +366,14 @@ async def test_upgrade_from_the_previous_release_keeps_crds_and_objects(
                 labels = new["metadata"]["labels"]
                 assert labels["helm.sh/chart"] == f"arcflow-crds-{new_version}", name
                 assert labels["app.kubernetes.io/version"] == new_version, name
-                versions = new["spec"]["versions"]
-                assert [v["name"] for v in versions] == ["v1alpha1"]
+                # the schema served is the working tree's (upgraded, not left at install time)
+                [plural, _] = name.split(".", 1)
+                shipped = yaml.safe_load(
+                    (CRD_DIR / f"actions.github.com_{plural}.yaml").read_text()
+                )
+                assert [v["schema"] for v in new["spec"]["versions"]] == [
+                    v["schema"] for v in shipped["spec"]["versions"]
+                ], name
                 assert new["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep", (
                     "the CRDs must survive an uninstall"
                 )
