@@ -9,12 +9,13 @@ from datetime import UTC, datetime
 from arcflow.common.events import EventKeys, K8sObjectChanged, OwnerRef, ScaleSetAssigned
 from arcflow.common.kube import InvalidError
 from arcflow.common.scaleset_records import ScaleSetRecord
-from arcflow.reconciler.controllers.base import merge_patch_to
+from arcflow.reconciler.assignments import ScaleSetAssignment, parse_record
+from arcflow.reconciler.controllers.manifest import merge_patch_to
 from arcflow.reconciler.controllers.runner_rules import backoff_remaining
 from arcflow.reconciler.controllers.runner_set_rules import latest_patch_id, should_scale
+from arcflow.reconciler.keys import Key, Result
 from arcflow.reconciler.routing import keys_for
-from arcflow.reconciler.scalesets import ScaleSetAssignment, parse_record
-from arcflow.reconciler.workqueue import Key, Result, WorkQueue, backoff_delay
+from arcflow.reconciler.workqueue import WorkQueue, backoff_delay
 
 
 def test_backoff_doubles_and_caps() -> None:
