@@ -320,7 +320,7 @@ async def test_upgrade_from_the_previous_release_keeps_crds_and_objects(
 
             async with _reconciler(private_nats_server.url, kube, settings):
                 await eventually(
-                    lambda: listeners_on(old_image), within=60, what="listener pods of 0.1.0"
+                    lambda: listeners_on(old_image), within=120, what="listener pods of 0.1.0"
                 )
             before = await _objects(kube, [runners, ctl])
             ers_before = {k for k in before if k[0] == "EphemeralRunnerSet"}
