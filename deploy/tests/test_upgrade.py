@@ -353,7 +353,7 @@ async def test_upgrade_from_the_previous_release_keeps_crds_and_objects(
             async with _reconciler(private_nats_server.url, kube, upgraded):
                 await eventually(
                     lambda: listeners_on(new_image),
-                    within=60,
+                    within=120,
                     what="listener pods on the new image",
                 )
             after = await _objects(kube, [runners, ctl])
