@@ -1,105 +1,17 @@
-"""Pure pieces: backoff, patch computation, patchID rule, event routing, the work queue."""
+"""The work queue: one reconcile per key at a time, retries with backoff, priorities, terminal
+errors."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-from datetime import UTC, datetime
 
-from arcflow.common.events import EventKeys, K8sObjectChanged, OwnerRef, ScaleSetAssigned
 from arcflow.common.kube import InvalidError
-from arcflow.common.scaleset_records import ScaleSetRecord
-from arcflow.reconciler.assignments import ScaleSetAssignment, parse_record
-from arcflow.reconciler.controllers.manifest import merge_patch_to
-from arcflow.reconciler.controllers.runner_rules import backoff_remaining
-from arcflow.reconciler.controllers.runner_set_rules import latest_patch_id, should_scale
 from arcflow.reconciler.keys import Key, Result
-from arcflow.reconciler.routing import keys_for
 from arcflow.reconciler.workqueue import WorkQueue, backoff_delay
 
 
 def test_backoff_doubles_and_caps() -> None:
     assert [backoff_delay(n, 0.5, 3.0) for n in range(5)] == [0.0, 0.5, 1.0, 2.0, 3.0]
-
-
-def test_merge_patch_to_nulls_removed_keys() -> None:
-    old = {"a": 1, "b": {"c": 2, "d": 3}, "e": [1]}
-    new = {"a": 1, "b": {"c": 5}, "e": [2], "f": True}
-    assert merge_patch_to(old, new) == {"b": {"c": 5, "d": None}, "e": [2], "f": True}
-
-
-def test_patch_id_rule() -> None:
-    runners = [{"metadata": {"annotations": {"actions.github.com/patch-id": v}}} for v in "372"]
-    assert latest_patch_id(runners) == 7
-    assert should_scale(0, 7)
-    assert should_scale(8, 7)
-    assert not should_scale(7, 7)
-
-
-def test_failure_backoff() -> None:
-    now = datetime(2026, 1, 1, 0, 0, 10, tzinfo=UTC)
-    assert backoff_remaining({}, now) == 0
-    assert backoff_remaining({"u1": "2026-01-01T00:00:08Z"}, now) == 3.0  # 5 s after 1 failure
-
-
-def test_kv_record_maps_to_assignment() -> None:
-    record = ScaleSetRecord(
-        namespace="arc",
-        ars="big",
-        variant="gpu",
-        scale_set_id=5,
-        scale_set_name="big-gpu",
-        runner_group_name="Default",
-        github_config_url="https://github.com/acme",
-        github_config_secret="creds",
-    )
-    assert parse_record("gpu", record.encode()) == ScaleSetAssignment(
-        variant="gpu", scale_set_id=5, scale_set_name="big-gpu", runner_group_name="Default"
-    )
-    assert parse_record("gpu", b'{"scale_set_id": 5, "scale_set_name": "x"}') is None
-    zero_id = {**json.loads(record.encode()), "scale_set_id": 0}
-    assert parse_record("gpu", json.dumps(zero_id).encode()) is None
-    assert parse_record("gpu", b"not json") is None
-
-
-def test_routing() -> None:
-    pod = K8sObjectChanged(
-        source="w",
-        api_version="v1",
-        kind="Pod",
-        resource="pods",
-        namespace="arc",
-        name="big-runner-abc",
-        uid="u",
-        change="MODIFIED",
-        resource_version="1",
-        owner_references=[
-            OwnerRef(api_version="x", kind="EphemeralRunner", name="big-runner-abc", uid="o")
-        ],
-    )
-    assert keys_for(pod, "ctl") == [Key("er", "arc", "big-runner-abc")]
-    ers = pod.model_copy(
-        update={
-            "resource": "ephemeralrunnersets",
-            "name": "big-gpu",
-            "owner_references": [],
-            "labels": {
-                "actions.github.com/scale-set-name": "big",
-                "actions.github.com/scale-set-namespace": "arc",
-            },
-        }
-    )
-    assert keys_for(ers, "ctl") == [Key("ers", "arc", "big-gpu"), Key("ars", "arc", "big")]
-    assigned = ScaleSetAssigned(
-        source="registrar",
-        keys=EventKeys(namespace="arc", ars="big", variant="gpu"),
-        variant="gpu",
-        scale_set_id=3,
-        scale_set_name="big-gpu",
-        runner_group_id=1,
-        runner_group_name="Default",
-    )
-    assert keys_for(assigned, "ctl") == [Key("ars", "arc", "big")]
 
 
 async def test_work_queue_serialises_per_key_and_retries() -> None:
