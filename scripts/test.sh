@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs everything from the lock file, then runs the linters and the suite.
-# Extra arguments go to pytest (e.g. scripts/test.sh -m "not scenario").
+# Extra arguments go to pytest (e.g. scripts/test.sh -m "not integration", the fast loop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-uv.sh
