@@ -10,8 +10,13 @@
 # Each image is tagged <repository from the chart's values.yaml>:<chart appVersion> (what a chart
 # install pulls) and localhost/arcflow/<name>:<appVersion>.
 #
-#   scripts/build-images.sh            # builds what is missing or out of date (buildah's layer cache)
+#   scripts/build-images.sh            # builds what is missing or out of date; prints the names
+#   scripts/build-images.sh --force    # runs every build (buildah's layer cache still applies)
 #   scripts/build-images.sh --print    # prints the image names, one a line, and builds nothing
+#
+# Nothing changed since the last build (the files that go into the images, this script, the
+# charts' names; all four images present): it prints the names and returns in about a second.
+# Otherwise buildah's layer cache reuses every step whose input is unchanged.
 #
 # Needs root (debootstrap, buildah's storage in /var/lib/containers). Installs buildah, podman,
 # runc and debootstrap with apt-get when they are missing.
@@ -52,6 +57,28 @@ done
 if [ "${1:-}" = "--print" ]; then
   for name in "${NAMES[@]}"; do echo "${REPO[$name]}:$APP_VERSION"; done
   exit 0
+fi
+
+# --- unchanged since the last build? ---------------------------------------------------------------
+STAMP="$CACHE/inputs.sha256"
+inputs_digest() {
+  git ls-files -z --cached --others --exclude-standard -- pyproject.toml uv.lock README.md \
+      .dockerignore deploy/docker libs services scripts/build-images.sh \
+      'deploy/helm/*/Chart.yaml' 'deploy/helm/*/values.yaml' 2>/dev/null \
+    | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1
+}
+DIGEST=$(inputs_digest || true)
+if [ "${1:-}" != "--force" ] && [ -n "$DIGEST" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$DIGEST" ] \
+    && command -v buildah >/dev/null 2>&1; then
+  present=1
+  for name in "${NAMES[@]}"; do
+    buildah inspect --type image "${REPO[$name]}:$APP_VERSION" >/dev/null 2>&1 || { present=0; break; }
+  done
+  if [ "$present" = 1 ]; then
+    log "unchanged since the last build ($STAMP)"
+    for name in "${NAMES[@]}"; do echo "${REPO[$name]}:$APP_VERSION"; done
+    exit 0
+  fi
 fi
 
 # --- tools ---------------------------------------------------------------------------------------
@@ -130,3 +157,4 @@ for name in "${NAMES[@]}"; do
     . >"$CACHE/build-$name.log" 2>&1 || { tail -30 "$CACHE/build-$name.log" >&2; exit 1; }
   echo "${REPO[$name]}:$APP_VERSION"
 done
+[ -z "$DIGEST" ] || echo "$DIGEST" >"$STAMP"

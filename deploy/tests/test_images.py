@@ -25,8 +25,11 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import signal
-from collections.abc import Awaitable, Callable
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,18 +62,19 @@ CONF_DIR = "/etc/arcflow"
 START_WITHIN = 60.0  # a cold Python start on a loaded 2-core machine
 
 
-async def _run(*argv: str, timeout: float = 120.0, check: bool = True) -> tuple[int, str, str]:
+async def _run(*argv: str, limit: float = 120.0, check: bool = True) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    async with asyncio.timeout(limit):
+        out, err = await proc.communicate()
     code = proc.returncode if proc.returncode is not None else -1
     if check and code != 0:
         raise AssertionError(f"{shlex.join(argv)} exited {code}: {err.decode()[-2000:]}")
     return code, out.decode(), err.decode()
 
 
-# --- the build -------------------------------------------------------------------------------------
+# --- the build ----------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +82,6 @@ def images() -> dict[str, str]:
     """Image name -> reference, as the charts reference them (built or reused from the cache)."""
     if os.geteuid() != 0:
         pytest.skip("building the images needs root (debootstrap, buildah's storage)")
-    import subprocess
-
     proc = subprocess.run(
         ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=1500, check=False
     )
@@ -170,27 +172,25 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-class mounted_image:
-    """``async with mounted_image(ref) as rootfs``: a buildah working container of ``ref``,
-    mounted (its writes go to the container's own layer, never to the image); removed after."""
-
-    def __init__(self, ref: str) -> None:
-        self.ref = ref
-        self.name = f"arcflow-test-{secrets.token_hex(4)}"
-
-    async def __aenter__(self) -> Path:
-        await _run("buildah", "from", "--pull-never", "--quiet", "--name", self.name, self.ref)
-        _, out, _ = await _run("buildah", "mount", self.name)
-        return Path(out.strip())
-
-    async def __aexit__(self, *exc: object) -> None:
-        await _run("buildah", "rm", self.name, check=False)
+@asynccontextmanager
+async def mounted_image(ref: str) -> AsyncIterator[Path]:
+    """A buildah working container of ``ref``, mounted: the image's filesystem (writes go to
+    the container's own layer, never to the image); removed after."""
+    name = f"arcflow-test-{secrets.token_hex(4)}"
+    await _run("buildah", "from", "--pull-never", "--quiet", "--name", name, ref)
+    try:
+        _, out, _ = await _run("buildah", "mount", name)
+        yield Path(out.strip())
+    finally:
+        await _run("buildah", "rm", name, check=False)
 
 
-# --- running an image ------------------------------------------------------------------------------
+# --- running an image ----------------------------------------------------------------------------
 
 
 class Started(Protocol):
+    """A started image: ``pid`` is its entrypoint's process on this machine."""
+
     pid: int
 
     async def logs(self) -> str: ...
@@ -201,7 +201,19 @@ class Runner(Protocol):
     name: str
 
     async def refused(self, ref: str) -> str | None: ...
-    def start(self, ref: str, env: dict[str, str], conf: Path) -> Any: ...
+    def start(
+        self, ref: str, env: dict[str, str], conf: Path
+    ) -> AbstractAsyncContextManager[Started]: ...
+
+
+#: What every run gets, as the charts' securityContext sets it.
+PODMAN_FLAGS = [
+    "--runtime", "runc", "--network", "host",
+    "--read-only", "--tmpfs", "/tmp:rw,size=64m,mode=1777",
+    "--user", f"{UID}:{UID}", "--cap-drop", "ALL",
+    "--security-opt", "no-new-privileges",
+    "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
+]  # fmt: skip
 
 
 @dataclass
@@ -214,74 +226,57 @@ class PodmanStarted:
         return out + err
 
     async def stop(self) -> int:
-        await _run("podman", "stop", "--time", "20", self.name, timeout=60)
+        await _run("podman", "stop", "--time", "20", self.name, limit=60)
         _, out, _ = await _run("podman", "inspect", "--format", "{{.State.ExitCode}}", self.name)
         return int(out.strip())
 
 
 class PodmanRunner:
-    """Rootful podman, runc, the host's network (crun 1.8 refuses this sandbox's hybrid cgroup
-    layout; podman's default rlimits are above what the sandbox lets a process raise)."""
+    """Rootful podman with runc and the host's network. Not crun: crun 1.8 refuses this
+    sandbox's hybrid cgroup layout. Lower rlimits than podman's defaults: the sandbox lets no
+    process raise its own (no CAP_SYS_RESOURCE)."""
 
     name = "podman"
 
-    def _flags(self) -> list[str]:
-        return [
-            "--runtime", "runc", "--network", "host",
-            "--read-only", "--tmpfs", "/tmp:rw,size=64m,mode=1777",
-            "--user", f"{UID}:{UID}", "--cap-drop", "ALL",
-            "--security-opt", "no-new-privileges",
-            "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
-        ]  # fmt: skip
-
     async def refused(self, ref: str) -> str | None:
         code, _, err = await _run(
-            "podman", "run", "--rm", *self._flags(), "--entrypoint", "python", ref,
-            "-c", "pass", check=False,
+            "podman", "run", "--rm", *PODMAN_FLAGS, "--entrypoint", "python", ref, "-c", "pass",
+            check=False,
         )  # fmt: skip
         return None if code == 0 else f"podman cannot run a container here: {err.strip()[-500:]}"
 
-    def start(self, ref: str, env: dict[str, str], conf: Path) -> Any:
-        return _podman_started(self, ref, env, conf)
-
-
-class _podman_started:
-    def __init__(self, runner: PodmanRunner, ref: str, env: dict[str, str], conf: Path) -> None:
-        self.argv = ["podman", "run", "--detach", *runner._flags()]
-        self.argv += ["--volume", f"{conf}:{CONF_DIR}:ro"]
-        for key, value in env.items():
-            self.argv += ["--env", f"{key}={value}"]
-        self.name = f"arcflow-test-{secrets.token_hex(4)}"
-        self.argv += ["--name", self.name, ref]
-        self.started: PodmanStarted | None = None
-
-    async def __aenter__(self) -> PodmanStarted:
-        await _run(*self.argv)
-        _, out, _ = await _run("podman", "inspect", "--format", "{{.State.Pid}}", self.name)
-        self.started = PodmanStarted(self.name, int(out.strip()))
-        return self.started
-
-    async def __aexit__(self, *exc: object) -> None:
-        await _run("podman", "rm", "--force", "--time", "5", self.name, check=False)
+    @asynccontextmanager
+    async def start(self, ref: str, env: dict[str, str], conf: Path) -> AsyncIterator[Started]:
+        name = f"arcflow-test-{secrets.token_hex(4)}"
+        argv = ["podman", "run", "--detach", "--name", name, *PODMAN_FLAGS]
+        argv += ["--volume", f"{conf}:{CONF_DIR}:ro"]
+        argv += [f"--env={key}={value}" for key, value in env.items()]
+        await _run(*argv, ref)
+        try:
+            _, out, _ = await _run("podman", "inspect", "--format", "{{.State.Pid}}", name)
+            yield PodmanStarted(name, int(out.strip()))
+        finally:
+            await _run("podman", "rm", "--force", "--time", "5", name, check=False)
 
 
 @dataclass
 class ChrootStarted:
     proc: asyncio.subprocess.Process
     log: Path
-    pid: int = 0
+    pid: int
 
     async def logs(self) -> str:
         return self.log.read_text(errors="replace")
 
     async def stop(self) -> int:
         os.kill(self.pid, signal.SIGTERM)
-        return await asyncio.wait_for(self.proc.wait(), 30)
+        async with asyncio.timeout(30):
+            return await self.proc.wait()
 
 
 #: Runs in a private mount namespace (``unshare --mount``): the image's filesystem read-only at
-#: $ROOT, /tmp a tmpfs, the test's files at CONF_DIR, /proc and /dev; then the entrypoint as uid
-#: 10001 with no new privileges. $1 the image's mounted filesystem, $2 the empty mount point,
+#: $root, /tmp a tmpfs, the test's files at CONF_DIR, /proc and /dev; then the entrypoint as uid
+#: 10001 with no new privileges. $1 the image's mounted filesystem, $2 an empty mount point,
 #: $3 the test's files, $4 the working folder; the rest is the command.
 CHROOT_SCRIPT = f"""
 set -eu
@@ -300,67 +295,54 @@ exec setpriv --no-new-privs chroot --userspec={UID}:{UID} "$root" \\
 
 
 class ChrootRunner:
-    """The image unpacked (a mounted buildah working container) and its entrypoint run in a
-    chroot: what runs where the sandbox refuses containers."""
+    """The image's filesystem (a mounted buildah working container) and its entrypoint run in
+    a chroot, no OCI runtime and no cgroups: the path where the sandbox refuses containers."""
 
     name = "chroot"
 
     async def refused(self, ref: str) -> str | None:
-        for tool in ("unshare", "chroot", "setpriv"):
-            code, _, _ = await _run("sh", "-c", f"command -v {tool}", check=False)
-            if code != 0:
+        for tool in ("unshare", "chroot", "setpriv", "mount"):
+            if shutil.which(tool) is None:
                 return f"{tool} is missing"
         return None
 
-    def start(self, ref: str, env: dict[str, str], conf: Path) -> Any:
-        return _chroot_started(ref, env, conf)
-
-
-class _chroot_started:
-    def __init__(self, ref: str, env: dict[str, str], conf: Path) -> None:
-        self.ref, self.env, self.conf = ref, env, conf
-        self.image = mounted_image(ref)
-        self.mountpoint = conf.parent / f"root-{secrets.token_hex(4)}"
-        self.started: ChrootStarted | None = None
-
-    async def __aenter__(self) -> ChrootStarted:
-        config = await image_config(self.ref)
-        src = await self.image.__aenter__()
-        self.mountpoint.mkdir()
+    @asynccontextmanager
+    async def start(self, ref: str, env: dict[str, str], conf: Path) -> AsyncIterator[Started]:
+        config = await image_config(ref)
         # As a container runtime does: the image's env, HOME from the image's passwd entry.
-        env = {"HOME": "/nonexistent", "HOSTNAME": "arcflow-image-test", **config.env, **self.env}
+        env = {"HOME": "/nonexistent", "HOSTNAME": "arcflow-image-test", **config.env, **env}
         command = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *config.entrypoint]
-        log = self.conf.parent / f"{self.mountpoint.name}.log"
-        with log.open("wb") as out:
-            proc = await asyncio.create_subprocess_exec(
-                "unshare", "--mount", "--fork", "--kill-child", "--",
-                "sh", "-c", CHROOT_SCRIPT, "chroot-image",
-                str(src), str(self.mountpoint), str(self.conf), config.workdir, *command,
-                stdout=out, stderr=asyncio.subprocess.STDOUT,
-            )  # fmt: skip
-        self.started = ChrootStarted(proc, log)
+        mountpoint = conf.parent / f"root-{secrets.token_hex(4)}"
+        log = mountpoint.with_suffix(".log")
+        async with mounted_image(ref) as src:
+            mountpoint.mkdir()
+            with log.open("wb") as out:
+                proc = await asyncio.create_subprocess_exec(
+                    "unshare", "--mount", "--fork", "--kill-child", "--",
+                    "sh", "-c", CHROOT_SCRIPT, "chroot-image",
+                    str(src), str(mountpoint), str(conf), config.workdir, *command,
+                    stdout=out, stderr=asyncio.subprocess.STDOUT,
+                )  # fmt: skip
+            try:
 
-        async def entrypoint_pid() -> int:
-            assert proc.returncode is None, f"exited {proc.returncode}: {log.read_text()[-2000:]}"
-            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-            assert children, "unshare has not forked yet"
-            pid = int(children[0])
-            # Past chroot's setuid: the entrypoint runs as the image's user.
-            assert _uids(pid) == {UID}, f"pid {pid} still has uids {_uids(pid)}"
-            return pid
+                async def entrypoint_pid() -> int:
+                    assert proc.returncode is None, f"exited {proc.returncode}: {log.read_text()}"
+                    task = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+                    children = task.read_text().split()
+                    assert children, "unshare has not forked yet"
+                    pid = int(children[0])
+                    assert _uids(pid) == {UID}, f"pid {pid} has uids {_uids(pid)}: not past chroot"
+                    return pid
 
-        self.started.pid = await polling.eventually(
-            entrypoint_pid, within=START_WITHIN, what="the chrooted entrypoint runs as 10001"
-        )
-        return self.started
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.started is not None
-        if self.started.proc.returncode is None:
-            self.started.proc.kill()
-            await self.started.proc.wait()
-        await self.image.__aexit__()
-        self.mountpoint.rmdir()
+                pid = await polling.eventually(
+                    entrypoint_pid, within=START_WITHIN, what="the chrooted entrypoint as 10001"
+                )
+                yield ChrootStarted(proc, log, pid)
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+                mountpoint.rmdir()
 
 
 RUNNERS: dict[str, Runner] = {"podman": PodmanRunner(), "chroot": ChrootRunner()}
@@ -462,16 +444,14 @@ async def _http_ok(url: str) -> Callable[[], Awaitable[str]]:
     return check
 
 
-async def _wait(
-    started: Started, check: Callable[[], Awaitable[Any]], what: str
-) -> Any:
+async def _wait(started: Started, check: Callable[[], Awaitable[Any]], what: str) -> Any:
     try:
         return await polling.eventually(check, within=START_WITHIN, what=what)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n--- its output:\n{(await started.logs())[-3000:]}") from None
 
 
-# --- the tests -------------------------------------------------------------------------------------
+# --- the tests ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("service", SERVICES)
