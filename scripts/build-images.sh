@@ -29,7 +29,15 @@ SUITE=bookworm
 # python3 brings python3.11 and its standard library; ca-certificates as in the python slim images.
 BASE_PACKAGES=python3,ca-certificates
 BASE_IMAGE=localhost/arcflow/python:3.11-$SUITE
-MIRROR=${ARCFLOW_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# The Debian mirror: ARCFLOW_DEBIAN_MIRROR, else the one apt on this machine uses for $SUITE, else
+# debootstrap's default.
+apt_mirror() {
+  { awk -v suite="$SUITE" '/^URIs:/{u=$2} /^Suites:/{for(i=2;i<=NF;i++) if($i==suite) print u}' \
+      /etc/apt/sources.list.d/*.sources 2>/dev/null
+    awk -v suite="$SUITE" '$1=="deb" && $0 !~ /\[/ && $3==suite {print $2}' /etc/apt/sources.list 2>/dev/null
+  } | head -1
+}
+MIRROR=${ARCFLOW_DEBIAN_MIRROR:-$(apt_mirror || true)}
 
 log() { echo "== build-images: $*" >&2; }
 
@@ -114,7 +122,7 @@ if ! image_exists "$BASE_IMAGE"; then
     rootfs="$CACHE/rootfs-$SUITE"
     rm -rf "$rootfs"
     log "debootstrap $SUITE (minbase + $BASE_PACKAGES) into $rootfs"
-    debootstrap --variant=minbase --include="$BASE_PACKAGES" "$SUITE" "$rootfs" "$MIRROR" \
+    debootstrap --variant=minbase --include="$BASE_PACKAGES" "$SUITE" "$rootfs" ${MIRROR:+"$MIRROR"} \
       >"$CACHE/debootstrap.log" 2>&1 || { tail -20 "$CACHE/debootstrap.log" >&2; exit 1; }
     # What the python slim images leave out too: downloaded packages and the package lists.
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
@@ -157,4 +165,7 @@ for name in "${NAMES[@]}"; do
     . >"$CACHE/build-$name.log" 2>&1 || { tail -30 "$CACHE/build-$name.log" >&2; exit 1; }
   echo "${REPO[$name]}:$APP_VERSION"
 done
+# buildah 1.28 leaves the working container of a stage that is only a FROM (the uv stage) behind.
+buildah containers --filter "ancestor=$UV_IMAGE" --format '{{.ContainerName}}' \
+  | grep '^uv-working-container' | xargs -r buildah rm >/dev/null || true
 [ -z "$DIGEST" ] || echo "$DIGEST" >"$STAMP"
