@@ -132,7 +132,7 @@ if ! image_exists "$BASE_IMAGE"; then
     rm -rf "$rootfs"
   fi
   log "importing $tarball as $BASE_IMAGE"
-  podman import --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  podman import --quiet --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'CMD ["python3"]' "$tarball" "$BASE_IMAGE" >/dev/null
 fi
 
@@ -150,7 +150,7 @@ if ! image_exists "$UV_IMAGE"; then
   # Like uv's own image: a scratch image with /uv and /uvx.
   ctr=$(buildah from scratch)
   buildah copy --chmod 0755 "$ctr" "$uvdir/bin/uv" "$uvdir/bin/uvx" / >/dev/null
-  buildah commit --rm "$ctr" "$UV_IMAGE" >/dev/null
+  buildah commit --quiet --rm "$ctr" "$UV_IMAGE" >/dev/null
 fi
 
 # --- 3. the images, from the Dockerfile ------------------------------------------------------------
