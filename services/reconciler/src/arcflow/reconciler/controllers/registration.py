@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from arcflow.common.events import utc_now
 from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.reconciler.assignments import ScaleSetAssignment
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.conditions import condition_of, turn_ars_condition
@@ -20,7 +21,6 @@ from arcflow.reconciler.controllers.registration_rules import (
     decide,
     is_current,
 )
-from arcflow.reconciler.scalesets import ScaleSetAssignment
 
 
 async def check_registration(
