@@ -59,8 +59,17 @@ async def kubectl_get_ars(stack: ChaosStack) -> dict[str, dict[str, str]]:
     )  # fmt: skip
     out, err = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 0, err.decode()
-    header, *lines = [re.split(r"\s{2,}", line.strip()) for line in out.decode().splitlines()]
-    return {cells[0]: dict(zip(header, cells, strict=False)) for cells in lines}
+    # Cells start where their header starts (an empty cell is blank, so split by position).
+    header, *lines = out.decode().splitlines()
+    starts = [m.start() for m in re.finditer(r"\S+(?: \S+)*", header)]
+    names = [header[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+    return {
+        line[: starts[1]].strip(): {
+            name: line[a:b].strip()
+            for name, a, b in zip(names, starts, [*starts[1:], None], strict=True)
+        }
+        for line in lines
+    }
 
 
 async def test_unreachable_config_url_shows_on_the_set_and_in_doctor(
@@ -122,6 +131,7 @@ async def test_unreachable_config_url_shows_on_the_set_and_in_doctor(
         rows = await kubectl_get_ars(stack)
         assert rows[BAD].get("REGISTRATION") == "GitHubUnreachable", rows
         assert rows["burst"].get("REGISTRATION") in ("<none>", ""), rows
+        assert rows[BAD].get("PHASE") == "Pending", rows
 
         code, out, err = await doctor(stack)
         assert code == 1, f"doctor exit {code}:\n{out}\n{err}"
