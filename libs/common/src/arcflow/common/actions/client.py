@@ -46,6 +46,7 @@ from arcflow.common.actions.errors import (
     RunnerNotFoundError,
     ScaleSetNotFoundError,
     SessionConflictError,
+    ambiguous_result,
     error_from_response,
     redact,
 )
@@ -377,6 +378,19 @@ class ActionsClient:
             )
         return error
 
+    @staticmethod
+    def _ambiguous(response: httpx.Response, detail: str) -> AmbiguousResultError:
+        """Several entries where one was asked for: the status and ids of that answer."""
+        request = response.request
+        return ambiguous_result(
+            method=request.method,
+            url=str(request.url),
+            status=response.status_code,
+            activity_id=response.headers.get("ActivityId", ""),
+            request_id=response.headers.get("X-GitHub-Request-Id", ""),
+            detail=detail,
+        )
+
     def _decode(self, response: httpx.Response) -> Any:
         try:
             return decode_json(response.content)
@@ -546,7 +560,7 @@ class ActionsClient:
         if count == 0:
             raise RunnerGroupNotFoundError(f"no runner group found with name {name!r}")
         if count > 1:
-            raise AmbiguousResultError(f"multiple runner group found with name {name!r}")
+            raise self._ambiguous(response, f"multiple runner group found with name {name!r}")
         if not value:
             raise InvalidResponseError("runner group list has count 1 but no value")
         return validate_wire(RunnerGroup, value[0], "RunnerGroup")
@@ -560,7 +574,9 @@ class ActionsClient:
         if count == 0:
             return None
         if count > 1:
-            raise AmbiguousResultError(f"multiple runner scale sets found with name {name!r}")
+            raise self._ambiguous(
+                response, f"multiple runner scale sets found with name {name!r}"
+            )
         if not value:
             raise InvalidResponseError("runner scale set list has count 1 but no value")
         return validate_wire(RunnerScaleSet, value[0], "RunnerScaleSet")
@@ -693,7 +709,7 @@ class ActionsClient:
         if count == 0:
             return None
         if count > 1:
-            raise AmbiguousResultError(f"multiple runners found with name {name!r}")
+            raise self._ambiguous(response, f"multiple runners found with name {name!r}")
         if not value:
             raise InvalidResponseError("runner list has count 1 but no value")
         return validate_wire(RunnerReference, value[0], "RunnerReference")

@@ -101,7 +101,8 @@ def url_labels(ars: AutoscalingRunnerSet) -> dict[str, str | None]:
         present = github_url_labels(ars.spec.github_config_url)
     except BuildError:
         return {}
-    return {key: present.get(key) for key in (LABEL_ENTERPRISE, LABEL_ORGANIZATION, LABEL_REPOSITORY)}
+    keys = (LABEL_ENTERPRISE, LABEL_ORGANIZATION, LABEL_REPOSITORY)
+    return {key: present.get(key) for key in keys}
 
 
 def annotations_need_patch(current: Mapping[str, str], wanted: dict[str, str | None]) -> bool:
