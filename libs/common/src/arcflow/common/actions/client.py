@@ -574,9 +574,7 @@ class ActionsClient:
         if count == 0:
             return None
         if count > 1:
-            raise self._ambiguous(
-                response, f"multiple runner scale sets found with name {name!r}"
-            )
+            raise self._ambiguous(response, f"multiple runner scale sets found with name {name!r}")
         if not value:
             raise InvalidResponseError("runner scale set list has count 1 but no value")
         return validate_wire(RunnerScaleSet, value[0], "RunnerScaleSet")
