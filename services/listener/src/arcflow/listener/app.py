@@ -55,6 +55,7 @@ from arcflow.listener.metrics import (
     ScaleSetRecorder,
     lease_metric_specs,
     metric_specs_from_config,
+    session_metric_specs,
 )
 from arcflow.listener.pump import AfterPublish, SessionPump
 from arcflow.listener.scaler import DesiredRunnerScaler
@@ -130,6 +131,7 @@ class Listener:
         except LeaseConfigError as exc:
             raise ConfigError(str(exc)) from None
         specs = metric_specs_from_config(config.metrics)
+        specs.update(session_metric_specs())
         if self.replicas.standby:
             specs.update(lease_metric_specs())
         self.metrics = ListenerMetrics(specs, enabled=bool(config.metrics_addr))
@@ -206,6 +208,7 @@ class Listener:
             sessions=sessions,
             host=host,
             lease_held=standby,
+            on_session_failure=recorder.record_session_failure,
         )
         return ScaleSetUnit(target, pump, worker)
 

@@ -39,8 +39,10 @@ from arcflow.common.actions import (
     JobAvailable,
     JobMessage,
     MessageSessionClient,
+    NilSessionError,
     RunnerScaleSetMessage,
     RunnerScaleSetStatistic,
+    SessionConflictError,
 )
 from arcflow.common.events import JobInfo, JobsBatch, JobStatistics
 from arcflow.common.nats import publish_event
@@ -184,6 +186,20 @@ def jobs_batch(
     )
 
 
+#: ``reason`` values of a failed session create (the metric's label; bounded).
+SESSION_FAILURE_NIL_ID = "nil_session_id"
+SESSION_FAILURE_CONFLICT = "conflict"
+SESSION_FAILURE_ERROR = "error"
+
+
+def session_failure_reason(exc: BaseException) -> str:
+    if isinstance(exc, NilSessionError):
+        return SESSION_FAILURE_NIL_ID
+    if isinstance(exc, SessionConflictError):
+        return SESSION_FAILURE_CONFLICT
+    return SESSION_FAILURE_ERROR
+
+
 class _StoppedError(Exception):
     pass
 
@@ -205,8 +221,12 @@ class SessionPump:
         sessions: SessionStore | None = None,
         host: str = "",
         lease_held: bool = False,
+        on_session_failure: Callable[[str], None] | None = None,
     ) -> None:
         self.target = target
+        self._on_session_failure = on_session_failure
+        #: Failed session creates by reason (``session_failure_reason``).
+        self.session_failures: dict[str, int] = {}
         self.ledger = ledger if ledger is not None else SessionLedger()
         self._sessions = sessions if sessions is not None else SessionStore(None)
         self._host = host
@@ -235,6 +255,11 @@ class SessionPump:
             target.scale_set_id, target.owner, retry_conflict=self._retry_conflict
         )
         await self._delete_predecessor()
+        try:
+            await session_client.open()
+        except Exception as exc:
+            self._session_failed(exc)
+            raise
         async with session_client as session:
             try:
                 await self._remember(session.session.session_id)
@@ -245,6 +270,22 @@ class SessionPump:
         if self.session_id:
             await self._kv_step(
                 "forget", self._sessions.forget(target.scale_set_id, self.session_id)
+            )
+
+    def _session_failed(self, exc: Exception) -> None:
+        """A session create that failed: counted by reason; the supervisor (several sets) or
+        the process exit (one set, as upstream) retries it. A nil session id gets its own
+        line: the service answered 200, so nothing else would say what was wrong."""
+        reason = session_failure_reason(exc)
+        self.session_failures[reason] = self.session_failures.get(reason, 0) + 1
+        if self._on_session_failure is not None:
+            self._on_session_failure(reason)
+        if reason == SESSION_FAILURE_NIL_ID:
+            log.error(
+                "%s: the service created a message session with the nil session id; refused, "
+                "creating a new one after the backoff",
+                self.target.label,
+                extra={"scale_set_id": self.target.scale_set_id, "reason": reason},
             )
 
     async def _kv_step(self, what: str, step: Awaitable[Any]) -> Any:

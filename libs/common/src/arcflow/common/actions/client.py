@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import ssl
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -41,6 +42,7 @@ from arcflow.common.actions.errors import (
     AmbiguousResultError,
     InvalidResponseError,
     MessageQueueTokenExpiredError,
+    NilSessionError,
     RetriesExhaustedError,
     RunnerGroupNotFoundError,
     RunnerNotFoundError,
@@ -101,6 +103,14 @@ def _build_version() -> str:
         return package_version("arcflow-common")
     except PackageNotFoundError:
         return "unknown"
+
+
+def is_nil_session_id(session_id: str) -> bool:
+    """True for the nil UUID in any spelling (with or without dashes or braces)."""
+    try:
+        return uuid.UUID(session_id.strip()).int == 0
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -625,6 +635,13 @@ class ActionsClient:
         session = validate_wire(MessageSession, self._decode(response), "MessageSession")
         if not session.session_id:
             raise InvalidResponseError("message session has no sessionId")
+        if is_nil_session_id(session.session_id):
+            # Upstream's listener refuses it too: no session could be polled or deleted by it.
+            request = response.request
+            raise NilSessionError(
+                f"request {request.method} {request.url} returned a message session whose "
+                "sessionId is the nil UUID; refused"
+            )
         scheme = httpx.URL(session.message_queue_url).scheme if session.message_queue_url else ""
         if scheme not in ("http", "https"):
             raise InvalidResponseError(

@@ -39,6 +39,11 @@ class InvalidResponseError(ActionsClientError):
     """The service answered with a success status but a body that breaks the protocol."""
 
 
+class NilSessionError(InvalidResponseError):
+    """A session create answered with the nil UUID as session id (docs/upstream-behaviour.md
+    #listener-session): no session to poll or delete, refused like upstream's listener."""
+
+
 class RunnerGroupNotFoundError(ActionsClientError):
     """E1 found no runner group with the requested name."""
 
