@@ -209,6 +209,7 @@ class Listener:
             host=host,
             lease_held=standby,
             on_session_failure=recorder.record_session_failure,
+            on_session=worker.initial_decision,
         )
         return ScaleSetUnit(target, pump, worker)
 

@@ -72,6 +72,8 @@ IDENTICAL_PATCH_WINDOW = 5.0
 #: A batch that completed no job and leaves the count as last written sends no ERS patch
 #: within this many seconds of that write (ADR 0043); after it, the batch patches as upstream.
 UNCHANGED_BATCH_WINDOW = 30.0
+#: How long a session's initial decision waits for the worker's restore before it is queued.
+RESTORE_WAIT = 30.0
 
 
 T = TypeVar("T")
@@ -136,6 +138,7 @@ class ScaleSetWorker:
         identical_patch_window: float = IDENTICAL_PATCH_WINDOW,
         unchanged_batch_window: float = UNCHANGED_BATCH_WINDOW,
         clock: Callable[[], float] = time.monotonic,
+        restore_wait: float = RESTORE_WAIT,
     ) -> None:
         self.target = target
         self._js = js
@@ -172,6 +175,9 @@ class ScaleSetWorker:
         self.stopping: asyncio.Event | None = None
         #: Writes refused 403 while stopping, taken as done (the listener's RBAC is going).
         self.refused_while_stopping = 0
+        #: Set once :meth:`run` restored its watermark (the session's decision waits for it).
+        self._restored = asyncio.Event()
+        self._restore_wait = restore_wait
 
     # --- inputs -----------------------------------------------------------------------
     def post_tick(self, tick: StatisticsTick) -> None:
@@ -185,6 +191,7 @@ class ScaleSetWorker:
         spec = self.target.consumer_spec()
         await _retry_timeouts(lambda: ensure_consumer(self._js, spec))
         await _retry_timeouts(self._restore)
+        self._restored.set()
         consumer = EventConsumer(
             spec,
             self._handle_event,
@@ -221,6 +228,27 @@ class ScaleSetWorker:
             if tick is None:
                 continue
             await self.apply_tick(tick)
+
+    async def initial_decision(self, tick: StatisticsTick) -> Decision | None:
+        """The session's statistics, decided (ERS patched, decision published) for the pump
+        before its first long poll (docs/upstream-behaviour.md#listener-session).
+
+        It waits for :meth:`run` to restore the watermark first, so this decision carries the
+        last handled batch's headers and a restarted worker still finds them; a worker that
+        cannot restore within ``restore_wait`` gets the tick queued instead (the old order:
+        decided as soon as the worker runs) rather than holding the session's polls."""
+        try:
+            await asyncio.wait_for(self._restored.wait(), self._restore_wait)
+        except TimeoutError:
+            log.warning(
+                "%s: worker not ready after %.0fs; the session's statistics are queued and the "
+                "first long poll is not held for them",
+                self.target.label,
+                self._restore_wait,
+            )
+            self.post_tick(tick)
+            return None
+        return await self.apply_tick(tick)
 
     # --- handlers ---------------------------------------------------------------------
     async def apply_tick(self, tick: StatisticsTick) -> Decision | None:

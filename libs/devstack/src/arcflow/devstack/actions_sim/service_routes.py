@@ -224,6 +224,7 @@ class ServiceRoutes:
     # --- message queue -------------------------------------------------------------------
     async def get_message(self, request: web.Request) -> web.Response:
         session = self._mq_session(request)
+        self.engine.scale_set(session.scale_set_id).polls_received += 1
         last_message_id = query_int(request, "lastMessageId", 0)
         raw_capacity = request.headers.get("X-ScaleSetMaxCapacity")
         capacity: int | None = None
