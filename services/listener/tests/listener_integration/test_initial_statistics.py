@@ -54,9 +54,7 @@ async def test_queued_jobs_are_patched_before_the_first_poll(
             assert (await rig.ers_specs([CPU]))["cpu"].get("replicas") in (None, 0)
         finally:
             held.remove()
-        specs = await eventually(
-            lambda: rig.ers_specs([CPU]), lambda s: s["cpu"].get("replicas") == 3
-        )
+        await eventually(lambda: rig.ers_specs([CPU]), lambda s: s["cpu"].get("replicas") == 3)
         await eventually(lambda: ready(_polls(rig, ids["cpu"])), lambda polls: polls >= 1)
     decisions = [
         parse_event(data)

@@ -74,6 +74,8 @@ IDENTICAL_PATCH_WINDOW = 5.0
 UNCHANGED_BATCH_WINDOW = 30.0
 #: How long a session's initial decision waits for the worker's restore before it is queued.
 RESTORE_WAIT = 30.0
+#: A statistics tick whose decision changes nothing is published at most this often (ADR 0061).
+DECISION_HEARTBEAT = 60.0
 
 
 T = TypeVar("T")
@@ -139,6 +141,7 @@ class ScaleSetWorker:
         unchanged_batch_window: float = UNCHANGED_BATCH_WINDOW,
         clock: Callable[[], float] = time.monotonic,
         restore_wait: float = RESTORE_WAIT,
+        decision_heartbeat: float = DECISION_HEARTBEAT,
     ) -> None:
         self.target = target
         self._js = js
@@ -178,6 +181,12 @@ class ScaleSetWorker:
         #: Set once :meth:`run` restored its watermark (the session's decision waits for it).
         self._restored = asyncio.Event()
         self._restore_wait = restore_wait
+        #: ADR 0061: (desired replicas, patchID) of the last published decision, and when.
+        self._heartbeat = decision_heartbeat
+        self._published: tuple[int, int] | None = None
+        self._published_at = 0.0
+        #: Idle decisions not published (they changed nothing, within the heartbeat).
+        self.decisions_unpublished = 0
 
     # --- inputs -----------------------------------------------------------------------
     def post_tick(self, tick: StatisticsTick) -> None:
@@ -260,7 +269,11 @@ class ScaleSetWorker:
                 "scale.decision",
                 attributes={"scale_set.id": self.target.scale_set_id, "reason": tick.reason},
             ):
-                return await self._decide(tick.statistics, reason=tick.reason)
+                # A new session's decision is always published; an idle one only when it
+                # changes something or the heartbeat is due (ADR 0061).
+                return await self._decide(
+                    tick.statistics, reason=tick.reason, always_publish=tick.reason == "session"
+                )
 
     async def _handle_event(self, event: EventBase, delivery: Delivery) -> None:
         if isinstance(event, JobsBatch):
@@ -396,13 +409,19 @@ class ScaleSetWorker:
         mark: Watermark | None = None,
         runners: Sequence[JobInfo] = (),
         may_skip: bool = False,
+        always_publish: bool = True,
     ) -> Decision:
         """Scaler, then the ERS patch (the first write), then the JobStarted runner patches
         and the decision event concurrently.
 
         ``may_skip``: a batch that completed no job sends no ERS patch when its count is the
         one this worker wrote within the window (ADR 0043); statistics ticks never skip (they
-        are upstream's self-correction)."""
+        are upstream's self-correction).
+
+        ``always_publish=False`` (idle ticks): the ``scale.decision`` is published only when
+        its desired count or patchID differs from the last published one, or when the last
+        publish is ``decision_heartbeat`` seconds old (ADR 0061). Batches always publish:
+        their decision carries the watermark a restarted worker resumes from."""
         target = self.target
         if self._recorder is not None:
             self._recorder.record_statistics(stats)
@@ -437,10 +456,24 @@ class ScaleSetWorker:
             max_runners=self.scaler.max_runners,
             reason=reason,
         )
+        now = self._clock()
+        if not always_publish and not self._publish_due(decision, now):
+            self.decisions_unpublished += 1
+            await self._patch_runners(runners)
+            log.debug(
+                "%s: desired %d runners unchanged (patchID %d, %s); decision not published",
+                target.label,
+                decision.target,
+                decision.patch_id,
+                reason,
+            )
+            return decision
         await asyncio.gather(
             self._patch_runners(runners),
             publish_event(self._js, target.scale_subject, event, headers=headers, timeout=10.0),
         )
+        self._published = (decision.target, decision.patch_id)
+        self._published_at = now
         log.info(
             "%s: desired %d runners (patchID %d, %d assigned jobs, %s)",
             target.label,
@@ -450,6 +483,13 @@ class ScaleSetWorker:
             reason,
         )
         return decision
+
+    def _publish_due(self, decision: Decision, now: float) -> bool:
+        """ADR 0061: a decision that changes what the last published one said, or the
+        heartbeat; the first decision of a worker is always due."""
+        if self._published != (decision.target, decision.patch_id):
+            return True
+        return now - self._published_at >= self._heartbeat
 
     def _standing_request(self) -> tuple[int, int] | None:
         """The (replicas, patchID) this worker wrote within the window, else ``None``."""
