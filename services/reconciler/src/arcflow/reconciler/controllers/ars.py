@@ -42,15 +42,16 @@ from arcflow.reconciler.controllers.ars_spec import (
     refuse_invalid,
     set_spec_condition,
 )
-from arcflow.reconciler.controllers.base import Context, finalizer_patch
+from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.controller_namespace import (
     NAMESPACE_RECHECK_SECONDS,
     is_missing_namespace,
     missing_message,
     report_controller_namespace,
 )
+from arcflow.reconciler.controllers.manifest import finalizer_patch
 from arcflow.reconciler.controllers.server_tls import check_server_tls
-from arcflow.reconciler.workqueue import Result
+from arcflow.reconciler.keys import Result
 
 __all__ = ["is_version_allowed", "outdated_recreate_delay", "reconcile_ars"]
 
