@@ -7,7 +7,8 @@ published on ``arc.scale.>`` (``scale.decision``) and ``arc.jobs.>`` (``jobs.bat
 ``--window`` seconds of idle: messages per scale set per minute. Then a trickle: ``--jobs``
 jobs, one every ``--interval`` seconds round-robin over the variants, each run by a simulated
 runner (a JIT config from the simulator, ``--job-seconds`` long): messages per job, counted
-from the first enqueue until every job completed and ``--tail`` seconds passed.
+from the first enqueue until every job completed, the listener acknowledged every message of
+the simulator's queues, and ``--tail`` seconds passed.
 
 ``--pythonpath`` puts other source trees first, to measure an older version (for example
 ``git archive main`` unpacked somewhere: its ``libs/*/src`` and ``services/*/src``).
@@ -145,6 +146,15 @@ class IdleBench(Bench):
                 tasks.append(asyncio.ensure_future(one(index, ers)))
                 await asyncio.sleep(args.interval)
             await asyncio.gather(*tasks)
+
+        def drained() -> bool:
+            queues = [s["queue"] for s in w.sim.snapshot()["scaleSets"]]
+            return all(not q["messageIds"] and not q["pendingEvents"] for q in queues)
+
+        async def listener_caught_up() -> bool:  # every job message polled and acknowledged
+            return drained()
+
+        await wait_for(listener_caught_up, 300, "every job message acknowledged")
         await asyncio.sleep(args.tail)
         return time.monotonic() - started
 
