@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -34,6 +35,7 @@ from arcflow.common.actions import (
 from arcflow.common.kube.lite import LiteKubeClient, LiteKubeSettings, LiteSettings
 from arcflow.common.listener_config import ListenerConfig
 from arcflow.common.nats import NatsConnection
+from arcflow.common.schedules import utc_now
 from arcflow.common.service.connection import DependencyUnavailableError
 from arcflow.common.telemetry import setup_tracing
 from arcflow.listener.config import (
@@ -89,6 +91,8 @@ class ListenerOptions:
     #: ADR 0061: an idle ``scale.decision`` that changes nothing, at most this often per set
     #: (``ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS``; None: that variable or 60 s).
     decision_heartbeat: float | None = None
+    #: The time scheduledOverrides are evaluated at (ADR 0063); tests may move it.
+    wall_clock: Callable[[], datetime] = utc_now
 
 
 DECISION_HEARTBEAT_ENV = "ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS"
@@ -222,6 +226,7 @@ class Listener:
             fetch_timeout=self.options.fetch_timeout,
             ledger=ledger,
             decision_heartbeat=decision_heartbeat(self.options),
+            wall_clock=self.options.wall_clock,
         )
         pump = SessionPump(
             target,

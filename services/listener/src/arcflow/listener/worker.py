@@ -27,6 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 import nats.errors
@@ -51,6 +52,7 @@ from arcflow.common.nats import (
     ensure_consumer,
     publish_event,
 )
+from arcflow.common.schedules import effective_minimum, utc_now
 from arcflow.common.service.fetch import bind_pull, fetch_batches
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
@@ -142,6 +144,7 @@ class ScaleSetWorker:
         clock: Callable[[], float] = time.monotonic,
         restore_wait: float = RESTORE_WAIT,
         decision_heartbeat: float = DECISION_HEARTBEAT,
+        wall_clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.target = target
         self._js = js
@@ -155,6 +158,10 @@ class ScaleSetWorker:
         self._identical_window = identical_patch_window
         self._unchanged_window = unchanged_batch_window
         self._clock = clock
+        #: The time scheduledOverrides are evaluated at (ADR 0063); injectable for tests.
+        self._wall_clock = wall_clock
+        #: The configured minimum; a scheduled override replaces it while its window is open.
+        self._base_min = scaler.min_runners
         self._lock = asyncio.Lock()
         self._tick: StatisticsTick | None = None
         self._tick_event = asyncio.Event()
@@ -181,9 +188,10 @@ class ScaleSetWorker:
         #: Set once :meth:`run` restored its watermark (the session's decision waits for it).
         self._restored = asyncio.Event()
         self._restore_wait = restore_wait
-        #: ADR 0061: (desired replicas, patchID) of the last published decision, and when.
+        #: ADR 0061: (desired replicas, patchID, minimum) of the last published decision, and
+        #: when.
         self._heartbeat = decision_heartbeat
-        self._published: tuple[int, int] | None = None
+        self._published: tuple[int, int, int] | None = None
         self._published_at = 0.0
         #: Idle decisions not published (they changed nothing, within the heartbeat).
         self.decisions_unpublished = 0
@@ -426,6 +434,7 @@ class ScaleSetWorker:
         if self._recorder is not None:
             self._recorder.record_statistics(stats)
         standing = self._standing_request() if may_skip else None
+        reason = self._apply_schedule(reason)
         decision = self.scaler.decide(stats.total_assigned_jobs, unchanged_since=standing)
         if decision.skipped:
             self.unchanged_batches += 1
@@ -472,7 +481,7 @@ class ScaleSetWorker:
             self._patch_runners(runners),
             publish_event(self._js, target.scale_subject, event, headers=headers, timeout=10.0),
         )
-        self._published = (decision.target, decision.patch_id)
+        self._published = self._published_key(decision)
         self._published_at = now
         log.info(
             "%s: desired %d runners (patchID %d, %d assigned jobs, %s)",
@@ -485,11 +494,38 @@ class ScaleSetWorker:
         return decision
 
     def _publish_due(self, decision: Decision, now: float) -> bool:
-        """ADR 0061: a decision that changes what the last published one said, or the
-        heartbeat; the first decision of a worker is always due."""
-        if self._published != (decision.target, decision.patch_id):
+        """ADR 0061: a decision that changes what the last published one said (count, patchID,
+        or the minimum a scheduled override sets), or the heartbeat; a worker's first
+        decision is always due."""
+        if self._published != self._published_key(decision):
             return True
         return now - self._published_at >= self._heartbeat
+
+    def _published_key(self, decision: Decision) -> tuple[int, int, int]:
+        return decision.target, decision.patch_id, self.scaler.min_runners
+
+    def _apply_schedule(self, reason: str) -> str:
+        """Set the scaler's minimum from the scheduled overrides open now (every decision, so
+        a window opens or closes on the next statistics tick, with no restart)."""
+        overrides = self.target.scheduled_overrides
+        if not overrides:
+            return reason
+        now = self._wall_clock()
+        effective = effective_minimum(self._base_min, self.scaler.max_runners, overrides, now)
+        if effective.min_runners != self.scaler.min_runners:
+            log.info(
+                "%s: minimum %d -> %d (%s)",
+                self.target.label,
+                self.scaler.min_runners,
+                effective.min_runners,
+                effective.override or "no scheduled override open",
+            )
+            if self._recorder is not None:
+                self._recorder.record_static(effective.min_runners, self.scaler.max_runners)
+        self.scaler.set_minimum(effective.min_runners)
+        if effective.override:
+            return f"{reason}; minimum {effective.min_runners} from {effective.override}"
+        return reason
 
     def _standing_request(self) -> tuple[int, int] | None:
         """The (replicas, patchID) this worker wrote within the window, else ``None``."""

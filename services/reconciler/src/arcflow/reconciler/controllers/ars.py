@@ -36,6 +36,7 @@ from arcflow.reconciler.controllers.ars_rules import (
     sum_status,
     url_labels,
 )
+from arcflow.reconciler.controllers.ars_schedules import report_effective_minimums
 from arcflow.reconciler.controllers.ars_spec import (
     check_credentials_secret,
     delete_for_version,
@@ -153,9 +154,11 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     counts = sum_status(live)
     phase = PHASE_RUNNING if settled and listener_ready else PHASE_PENDING
     held = await _patch_status(ctx, ars, scope, phase=phase, counts=counts)
+    boundary = await report_effective_minimums(ctx, ars, scope)  # ADR 0063
     if waiting or draining or not listener_ready:
         return Result.again(WAIT_SECONDS)
-    return Result.again(held) if held else Result.done()
+    later = [s for s in (held, boundary) if s]
+    return Result.again(min(later)) if later else Result.done()
 
 
 async def _patch_status(
