@@ -205,6 +205,9 @@ class ChaosStack:
             poll_timeout=self.poll_timeout,
             job_duration=0.2,
             service_env=self.service_env_extra,
+            # restart_nats waits for a scale.decision of every variant after the restart; an
+            # idle one comes once per decision heartbeat (ADR 0061), so keep that short here.
+            listener_env={"ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS": "2"},
             controller_namespace=f"{self.namespace}-systems" if shared else "arc-systems",
             namespaces=[self.namespace],
             proxy=self.proxy,

@@ -87,6 +87,9 @@ HISTOGRAM_EXECUTION = "gha_job_execution_duration_seconds"
 #: arcflow's own, exported only by a standby-mode listener (ADR 0025); not in listenerMetrics.
 GAUGE_LEASE_HELD = "arcflow_listener_lease_held"
 COUNTER_TAKEOVERS = "arcflow_listener_takeovers_total"
+#: arcflow's own, always exported: failed message session creates by ``reason``.
+COUNTER_SESSION_FAILURES = "arcflow_listener_session_failures_total"
+LABEL_REASON = "reason"
 
 _DESCRIPTIONS = {
     GAUGE_ASSIGNED_JOBS: "Number of jobs assigned to this scale set.",
@@ -103,6 +106,8 @@ _DESCRIPTIONS = {
     HISTOGRAM_EXECUTION: "Seconds from the runner's assignment to the job's end.",
     GAUGE_LEASE_HELD: "1 while this listener replica holds the scale set's lease, else 0.",
     COUNTER_TAKEOVERS: "Leases this replica took over after the holder's lapsed.",
+    COUNTER_SESSION_FAILURES: "Message session creates that failed, by reason "
+    "(nil_session_id, conflict, error).",
 }
 
 KNOWN_METRICS: dict[str, MetricKind] = {
@@ -154,6 +159,12 @@ def lease_metric_specs() -> dict[str, MetricSpec]:
         GAUGE_LEASE_HELD: MetricSpec(GAUGE_LEASE_HELD, "gauge", SCALE_SET_LABELS),
         COUNTER_TAKEOVERS: MetricSpec(COUNTER_TAKEOVERS, "counter", SCALE_SET_LABELS),
     }
+
+
+def session_metric_specs() -> dict[str, MetricSpec]:
+    """arcflow's session failure counter, added to whatever ``listenerMetrics`` selects."""
+    labels = (*SCALE_SET_LABELS, LABEL_REASON)
+    return {COUNTER_SESSION_FAILURES: MetricSpec(COUNTER_SESSION_FAILURES, "counter", labels)}
 
 
 def metric_specs_from_config(config: Mapping[str, Any] | None) -> dict[str, MetricSpec]:
@@ -386,6 +397,9 @@ class ScaleSetRecorder:
         self._metrics.set_gauge(GAUGE_LEASE_HELD, 1 if held else 0, self.labels)
         if taken_over:
             self._metrics.add_counter(COUNTER_TAKEOVERS, self.labels)
+
+    def record_session_failure(self, reason: str) -> None:
+        self._metrics.add_counter(COUNTER_SESSION_FAILURES, {**self.labels, LABEL_REASON: reason})
 
     def _job_labels(self, job: JobInfo) -> dict[str, str]:
         workflow_name, workflow_target = parse_workflow_ref(job.job_workflow_ref)
