@@ -17,13 +17,22 @@ names and names in the wrong section are logged and skipped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from arcflow.common.events import JobInfo, JobStatistics
 from arcflow.common.github_url import InvalidGitHubConfigUrlError, parse_github_config_url
+from arcflow.common.stages import (
+    LABEL_STAGE,
+    LABEL_VARIANT,
+    STAGE_BUCKETS,
+    STAGE_DESCRIPTION,
+    STAGE_LABELS,
+    STAGE_METRIC,
+)
 from arcflow.listener.http_endpoint import HttpEndpoint
 
 if TYPE_CHECKING:
@@ -72,6 +81,8 @@ DEFAULT_BUCKETS: tuple[float, ...] = (
     540, 600, 900, 1200, 1800, 2400, 3000, 3600,
 )  # fmt: skip
 
+GAUGE_AVAILABLE_JOBS = "gha_available_jobs"
+GAUGE_ACQUIRED_JOBS = "gha_acquired_jobs"
 GAUGE_ASSIGNED_JOBS = "gha_assigned_jobs"
 GAUGE_RUNNING_JOBS = "gha_running_jobs"
 GAUGE_REGISTERED_RUNNERS = "gha_registered_runners"
@@ -89,6 +100,9 @@ GAUGE_LEASE_HELD = "arcflow_listener_lease_held"
 COUNTER_TAKEOVERS = "arcflow_listener_takeovers_total"
 
 _DESCRIPTIONS = {
+    GAUGE_AVAILABLE_JOBS: "Number of jobs with matching labels, not yet acquired.",
+    GAUGE_ACQUIRED_JOBS: "Number of jobs acquired for this scale set, not yet assigned.",
+    STAGE_METRIC: STAGE_DESCRIPTION,
     GAUGE_ASSIGNED_JOBS: "Number of jobs assigned to this scale set.",
     GAUGE_RUNNING_JOBS: "Number of jobs running (or about to run).",
     GAUGE_REGISTERED_RUNNERS: "Number of runners registered by the scale set.",
@@ -106,6 +120,8 @@ _DESCRIPTIONS = {
 }
 
 KNOWN_METRICS: dict[str, MetricKind] = {
+    GAUGE_AVAILABLE_JOBS: "gauge",
+    GAUGE_ACQUIRED_JOBS: "gauge",
     GAUGE_ASSIGNED_JOBS: "gauge",
     GAUGE_RUNNING_JOBS: "gauge",
     GAUGE_REGISTERED_RUNNERS: "gauge",
@@ -154,6 +170,12 @@ def lease_metric_specs() -> dict[str, MetricSpec]:
         GAUGE_LEASE_HELD: MetricSpec(GAUGE_LEASE_HELD, "gauge", SCALE_SET_LABELS),
         COUNTER_TAKEOVERS: MetricSpec(COUNTER_TAKEOVERS, "counter", SCALE_SET_LABELS),
     }
+
+
+def stage_metric_specs() -> dict[str, MetricSpec]:
+    """The runner-stage histogram (ADR 0065), added to whatever ``listenerMetrics`` selects:
+    the listener observes the stages that begin or end at one of GitHub's job times."""
+    return {STAGE_METRIC: MetricSpec(STAGE_METRIC, "histogram", STAGE_LABELS, STAGE_BUCKETS)}
 
 
 def metric_specs_from_config(config: Mapping[str, Any] | None) -> dict[str, MetricSpec]:
@@ -305,9 +327,12 @@ class ListenerMetrics:
                     explicit_bucket_boundaries_advisory=list(spec.buckets or DEFAULT_BUCKETS),
                 )
 
-    def recorder_for(self, configure_url: str, ers_name: str, namespace: str) -> ScaleSetRecorder:
+    def recorder_for(
+        self, configure_url: str, ers_name: str, namespace: str, *, variant: str = ""
+    ) -> ScaleSetRecorder:
         """A recorder stamping this scale set's labels; instruments are shared."""
-        return ScaleSetRecorder(self, scale_set_labels_for(configure_url, ers_name, namespace))
+        labels = scale_set_labels_for(configure_url, ers_name, namespace)
+        return ScaleSetRecorder(self, labels, variant=variant)
 
     def exposition(self) -> bytes:
         if self.registry is None:
@@ -363,9 +388,18 @@ class ListenerMetrics:
 class ScaleSetRecorder:
     """Upstream's ``MetricsRecorder`` for one scale set."""
 
-    def __init__(self, metrics: ListenerMetrics, scale_set_labels: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        metrics: ListenerMetrics,
+        scale_set_labels: Mapping[str, str],
+        *,
+        variant: str = "",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._metrics = metrics
         self.labels = dict(scale_set_labels)
+        self.stage_labels = {**self.labels, LABEL_VARIANT: variant}
+        self._clock = clock
 
     def record_static(self, min_runners: int, max_runners: int) -> None:
         self._metrics.set_gauge(GAUGE_MIN_RUNNERS, min_runners, self.labels)
@@ -373,6 +407,8 @@ class ScaleSetRecorder:
 
     def record_statistics(self, stats: JobStatistics) -> None:
         m, labels = self._metrics, self.labels
+        m.set_gauge(GAUGE_AVAILABLE_JOBS, stats.total_available_jobs, labels)
+        m.set_gauge(GAUGE_ACQUIRED_JOBS, stats.total_acquired_jobs, labels)
         m.set_gauge(GAUGE_ASSIGNED_JOBS, stats.total_assigned_jobs, labels)
         m.set_gauge(GAUGE_RUNNING_JOBS, stats.total_running_jobs, labels)
         m.set_gauge(GAUGE_REGISTERED_RUNNERS, stats.total_registered_runners, labels)
@@ -403,6 +439,19 @@ class ScaleSetRecorder:
         )
         return values
 
+    def _stage(self, stage: str, seconds: float | None) -> None:
+        if seconds is not None and seconds >= 0:
+            self._metrics.observe(STAGE_METRIC, seconds, {**self.stage_labels, LABEL_STAGE: stage})
+
+    def record_job_assigned(self, job: JobInfo) -> None:
+        """A ``JobAssigned`` whose batch the worker just scaled for: ``queued`` (GitHub's queue
+        time to its assignment) and ``scale_requested`` (assignment to now, the ERS patch just
+        written; GitHub's clock against this host's, docs/operations.md#runner-stages)."""
+        assigned = _exact(job.scale_set_assign_time)
+        self._stage("queued", _between(_exact(job.queue_time), assigned))
+        if assigned is not None:
+            self._stage("scale_requested", self._clock() - assigned)
+
     def record_job_started(self, job: JobInfo) -> None:
         values = self._job_labels(job)
         self._metrics.add_counter(COUNTER_STARTED_JOBS, values)
@@ -420,3 +469,17 @@ class ScaleSetRecorder:
         execution = _seconds(job.runner_assign_time, job.finish_time)
         if execution is not None:
             self._metrics.observe(HISTOGRAM_EXECUTION, execution, values)
+        finished = _between(_exact(job.runner_assign_time), _exact(job.finish_time))
+        self._stage("job_finished", finished)
+
+
+def _exact(moment: datetime | None) -> float | None:
+    """Epoch seconds, sub-second kept (upstream's histograms truncate to whole seconds; the
+    stage histogram must add up, so it does not)."""
+    if moment is None or moment.year <= 1:
+        return None
+    return moment.timestamp()
+
+
+def _between(start: float | None, end: float | None) -> float | None:
+    return None if start is None or end is None else end - start

@@ -327,6 +327,9 @@ class ScaleSetWorker:
                     self.scaler.target, self.scaler.patch_seq, self.scaler.dirty = state
                     raise
             if self._recorder is not None:
+                for job in batch.jobs:  # the ERS patch for them is written (ADR 0065)
+                    if job.message_type == "JobAssigned":
+                        self._recorder.record_job_assigned(job)
                 for job in started:
                     self._recorder.record_job_started(job)
                 for job in completed:

@@ -83,6 +83,7 @@ class ReconcilerState:
             namespaces=settings.namespaces,
         )
         self.context.cache = self.context.writer.cache = self.cache
+        self.context.stages.record = self.metrics.record_stage
         self.context.create_concurrency = settings.create_concurrency
         self.context.pending_status_delay = settings.pending_status_delay_seconds
         self.context.status_interval = settings.status_interval_seconds

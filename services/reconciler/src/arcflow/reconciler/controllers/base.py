@@ -19,6 +19,7 @@ from arcflow.common.rpc.registrar import RegistrarRpcClient
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.scalesets import ScaleSetIds
+from arcflow.reconciler.stages import StageClock
 from arcflow.reconciler.workqueue import Key
 
 Manifest = dict[str, Any]
@@ -76,6 +77,8 @@ class Context:
     # (kind, namespace, name) -> the resourceVersion of an object that does not parse whose
     # Warning Event went out (one Event per version, however often it is looked at).
     unparsable_reported: dict[tuple[str, str, str], str] = dataclass_field(default_factory=dict)
+    #: The runner stage breakdown (ADR 0065).
+    stages: StageClock = dataclass_field(default_factory=StageClock)
 
     def status_wait(self, kind: str, namespace: str, name: str) -> float:
         """Seconds before a counts-only status write for this object may go out (0: now)."""

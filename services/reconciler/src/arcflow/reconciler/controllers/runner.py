@@ -155,6 +155,7 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
             return Result.again(await report_jit_failure(ctx, er, scope, scale_set_id, exc))
         if secret is None:
             return Result.again(WAIT_SECONDS)
+        ctx.stages.mark(namespace, name, "jit_config")
     jit_data = decode_secret_data(secret.get("data"))
 
     # The registration goes into the ER status with the runner's first pod-driven status
@@ -186,6 +187,7 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
             await ctx.writer.create(
                 build_runner_pod(er.manifest, jit_data, ctx.build), scope, "runner pod"
             )
+            ctx.stages.pod_created(namespace, name)
         except (ConflictError, InvalidError, ForbiddenError) as exc:
             created = er.metadata.creation_timestamp
             age = now.timestamp() - parse_time(created).timestamp() if created else 0.0
@@ -298,6 +300,7 @@ async def _follow_pod(
     ctx: Context, er: EphemeralRunner, pod: Manifest, scope: Scope, registration: dict[str, Any]
 ) -> Result:
     namespace = er.namespace
+    ctx.stages.observe(namespace, er.name, pod, er.has_job() or bool(status_of(er).job_request_id))
     pod_status = pod.get("status") or {}
     state = runner_container_state(pod)
     terminated = (state or {}).get("terminated")
@@ -464,6 +467,7 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
         scope,
         "runner removed from the service: release the EphemeralRunner",
     )
+    ctx.stages.runner_gone(er.namespace, er.name)
     owner = owner_name(er, KIND_ERS)
     if owner:
         ctx.enqueue(Key("ers", er.namespace, owner))
