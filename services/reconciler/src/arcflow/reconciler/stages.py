@@ -60,11 +60,11 @@ def pod_moments(pod: Manifest) -> set[str]:
     if (pod.get("spec") or {}).get("nodeName") or _pod_condition(pod, "PodScheduled"):
         seen.add("pod_scheduled")
     state = _runner_state(pod)
-    if state.get("running") or state.get("terminated"):
+    if "running" in state or "terminated" in state:
         seen.add("containers_running")
-    if state.get("running") and _pod_condition(pod, "Ready"):
+    if "running" in state and _pod_condition(pod, "Ready"):
         seen.add("runner_registered")
-    if state.get("terminated"):
+    if "terminated" in state:
         seen.add("terminated")
     return seen
 

@@ -27,6 +27,7 @@ from arcflow.common.telemetry.tracing import trace_headers_of
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.cache import build_cache, cached_keys
 from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.reaper_rules import Deadlines, parse_deadlines
 from arcflow.reconciler.controllers.registry import CONTROLLERS
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.routing import keys_for
@@ -84,6 +85,7 @@ class ReconcilerState:
         )
         self.context.cache = self.context.writer.cache = self.cache
         self.context.stages.record = self.metrics.record_stage
+        self.context.deadlines = parse_deadlines(settings.runner_deadlines, Deadlines())
         self.context.create_concurrency = settings.create_concurrency
         self.context.pending_status_delay = settings.pending_status_delay_seconds
         self.context.status_interval = settings.status_interval_seconds

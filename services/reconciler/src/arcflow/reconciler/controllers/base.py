@@ -17,6 +17,7 @@ from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.models import KubeObject
 from arcflow.common.rpc.registrar import RegistrarRpcClient
 from arcflow.reconciler.audit import Writer
+from arcflow.reconciler.controllers.reaper_rules import Deadlines
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.stages import StageClock
@@ -79,6 +80,10 @@ class Context:
     unparsable_reported: dict[tuple[str, str, str], str] = dataclass_field(default_factory=dict)
     #: The runner stage breakdown (ADR 0065).
     stages: StageClock = dataclass_field(default_factory=StageClock)
+    #: The stuck-pod deadlines when the ARS says nothing (ADR 0065), and the (namespace, ARS)
+    #: -> resourceVersion whose unusable deadline annotation was reported in an Event.
+    deadlines: Deadlines = dataclass_field(default_factory=Deadlines)
+    deadline_errors_reported: dict[tuple[str, str], str] = dataclass_field(default_factory=dict)
 
     def status_wait(self, kind: str, namespace: str, name: str) -> float:
         """Seconds before a counts-only status write for this object may go out (0: now)."""

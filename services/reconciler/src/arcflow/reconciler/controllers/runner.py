@@ -49,6 +49,7 @@ from arcflow.reconciler.controllers.base import (
 )
 from arcflow.reconciler.controllers.jit_failures import report_jit_failure
 from arcflow.reconciler.controllers.runner_claims import ANNOTATION_JIT_CLAIM, jit_claim_holder
+from arcflow.reconciler.controllers.runner_reaper import reap_if_stuck
 from arcflow.reconciler.controllers.runner_rules import (
     PodCreateDecision,
     backoff_remaining,
@@ -202,7 +203,14 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
         # The created pod re-queues the runner (cache routing by owner); the registration is
         # written with the pod's first status, or after ``pending_status_delay`` (ADR 0032).
         return Result.done()
-    return await _follow_pod(ctx, er, pod, scope, registration)
+    # A pod stuck in one start-up stage past its deadline is recreated (ADR 0065).
+    reaped, recheck = await reap_if_stuck(ctx, er, pod, scope, registration)
+    if reaped:
+        return Result.again(WAIT_SECONDS)
+    result = await _follow_pod(ctx, er, pod, scope, registration)
+    if recheck is not None and (result.requeue_after is None or recheck < result.requeue_after):
+        return Result.again(recheck + WAIT_SECONDS)
+    return result
 
 
 async def _pod_refused(
