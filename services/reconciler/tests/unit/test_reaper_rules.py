@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from arcflow.reconciler.controllers.reaper_rules import (
-    DeadlineSyntaxError,
     Deadlines,
+    DeadlineSyntaxError,
     deadlines_for,
     parse_deadlines,
     pod_stage,
@@ -115,7 +115,8 @@ def test_a_pod_is_stuck_only_past_its_stage_deadline() -> None:
 def test_node_lost_said_by_the_control_plane_needs_no_grace() -> None:
     pod = _pod(phase="Running", running=True, ready=True, reason="NodeLost")
     verdict = stuck(pod, EPOCH, Deadlines(node_lost=600))
-    assert verdict is not None and verdict.stage == "NodeLost"
+    assert verdict is not None
+    assert verdict.stage == "NodeLost"
 
 
 def test_deadline_syntax() -> None:
@@ -143,4 +144,5 @@ def test_set_and_variant_annotations_override_the_defaults_key_by_key() -> None:
     assert (small.image_pull, small.pending) == (60, base.pending)
     kept, error = deadlines_for({"arcflow.dev/runner-deadlines": "imagePull=fast"}, "", base)
     assert kept == base
-    assert error is not None and "imagePull=fast" in error
+    assert error is not None
+    assert "imagePull=fast" in error
