@@ -98,11 +98,14 @@ HISTOGRAM_EXECUTION = "gha_job_execution_duration_seconds"
 #: arcflow's own, exported only by a standby-mode listener (ADR 0025); not in listenerMetrics.
 GAUGE_LEASE_HELD = "arcflow_listener_lease_held"
 COUNTER_TAKEOVERS = "arcflow_listener_takeovers_total"
+#: arcflow's own, always exported (ADR 0065): 1 while the scale set's message session is open.
+GAUGE_SESSION_OPEN = "arcflow_listener_session_open"
 
 _DESCRIPTIONS = {
     GAUGE_AVAILABLE_JOBS: "Number of jobs with matching labels, not yet acquired.",
     GAUGE_ACQUIRED_JOBS: "Number of jobs acquired for this scale set, not yet assigned.",
     STAGE_METRIC: STAGE_DESCRIPTION,
+    GAUGE_SESSION_OPEN: "1 while the scale set's GitHub message session is open, else 0.",
     GAUGE_ASSIGNED_JOBS: "Number of jobs assigned to this scale set.",
     GAUGE_RUNNING_JOBS: "Number of jobs running (or about to run).",
     GAUGE_REGISTERED_RUNNERS: "Number of runners registered by the scale set.",
@@ -175,7 +178,10 @@ def lease_metric_specs() -> dict[str, MetricSpec]:
 def stage_metric_specs() -> dict[str, MetricSpec]:
     """The runner-stage histogram (ADR 0065), added to whatever ``listenerMetrics`` selects:
     the listener observes the stages that begin or end at one of GitHub's job times."""
-    return {STAGE_METRIC: MetricSpec(STAGE_METRIC, "histogram", STAGE_LABELS, STAGE_BUCKETS)}
+    return {
+        STAGE_METRIC: MetricSpec(STAGE_METRIC, "histogram", STAGE_LABELS, STAGE_BUCKETS),
+        GAUGE_SESSION_OPEN: MetricSpec(GAUGE_SESSION_OPEN, "gauge", SCALE_SET_LABELS),
+    }
 
 
 def metric_specs_from_config(config: Mapping[str, Any] | None) -> dict[str, MetricSpec]:
@@ -402,11 +408,13 @@ class ScaleSetRecorder:
         self._clock = clock
 
     def record_static(self, min_runners: int, max_runners: int) -> None:
+        self._metrics.set_gauge(GAUGE_SESSION_OPEN, 0, self.labels)  # until its first statistics
         self._metrics.set_gauge(GAUGE_MIN_RUNNERS, min_runners, self.labels)
         self._metrics.set_gauge(GAUGE_MAX_RUNNERS, max_runners, self.labels)
 
     def record_statistics(self, stats: JobStatistics) -> None:
         m, labels = self._metrics, self.labels
+        m.set_gauge(GAUGE_SESSION_OPEN, 1, labels)  # statistics come only from a session
         m.set_gauge(GAUGE_AVAILABLE_JOBS, stats.total_available_jobs, labels)
         m.set_gauge(GAUGE_ACQUIRED_JOBS, stats.total_acquired_jobs, labels)
         m.set_gauge(GAUGE_ASSIGNED_JOBS, stats.total_assigned_jobs, labels)
@@ -414,6 +422,9 @@ class ScaleSetRecorder:
         m.set_gauge(GAUGE_REGISTERED_RUNNERS, stats.total_registered_runners, labels)
         m.set_gauge(GAUGE_BUSY_RUNNERS, stats.total_busy_runners, labels)
         m.set_gauge(GAUGE_IDLE_RUNNERS, stats.total_idle_runners, labels)
+
+    def record_session_closed(self) -> None:
+        self._metrics.set_gauge(GAUGE_SESSION_OPEN, 0, self.labels)
 
     def record_desired(self, desired: int) -> None:
         self._metrics.set_gauge(GAUGE_DESIRED_RUNNERS, desired, self.labels)

@@ -275,6 +275,11 @@ class ScaleSetWorker:
                 f"session began at {first}"
             )
 
+    def session_closed(self) -> None:
+        """The pump's session ended (ADR 0065: ``arcflow_listener_session_open`` 0)."""
+        if self._recorder is not None:
+            self._recorder.record_session_closed()
+
     async def handle_batch(
         self, batch: JobsBatch, stream_seq: int | None = None
     ) -> Decision | None:
