@@ -177,7 +177,7 @@ def test_prometheus_rule_carries_the_documented_alerts(
     [rule] = _by(monitoring_docs, "PrometheusRule").values()
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
     documented = _documented_alerts()
-    assert len(documented) == 8
+    assert len(documented) == 11
     assert sorted(alerts) == sorted(documented)
     for name, alert in alerts.items():
         for metric in _metric_names(alert["expr"]):
