@@ -204,8 +204,11 @@ def test_dashboard_has_per_variant_panels_on_documented_metrics(
     assert "name)" in variables["variant"]["definition"]  # one EphemeralRunnerSet per variant
     rows = [p for p in dashboard["panels"] if p["type"] == "row"]
     assert any(row.get("repeat") == "variant" for row in rows)
+    (variant_row,) = [row for row in rows if row.get("repeat") == "variant"]
     variant_panels = [
-        p for p in dashboard["panels"] if p["type"] != "row" and p["gridPos"]["y"] > 7
+        p
+        for p in dashboard["panels"]
+        if p["type"] != "row" and p["gridPos"]["y"] > variant_row["gridPos"]["y"]
     ]
     assert len(variant_panels) >= 5
     for panel in dashboard["panels"]:
