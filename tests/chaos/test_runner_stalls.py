@@ -17,6 +17,7 @@ alert selects, which is what an alert's ``for`` then waits on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -25,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from arcflow.common.kube import EPHEMERAL_RUNNER, EVENT, POD, KubeClient
+from arcflow.common.kube import EPHEMERAL_RUNNER, EVENT, POD, KubeClient, NotFoundError
 from arcflow.devstack.control_plane import ControlPlane
 from deploy.tests.helpers import HELM_DIR, ensure_helm
 from tests.chaos.harness import ARS_NAME, ChaosStack
@@ -310,7 +311,8 @@ async def test_runners_left_registered_after_their_objects_went_behind_arcflows_
             await kube.delete(EPHEMERAL_RUNNER, name, namespace=namespace)
             for pod in (await kube.list(POD, namespace=namespace)).items:
                 if pod["metadata"]["name"] == name:
-                    await kube.delete(POD, name, namespace=namespace, grace_period_seconds=0)
+                    with contextlib.suppress(NotFoundError):  # the collector was first
+                        await kube.delete(POD, name, namespace=namespace, grace_period_seconds=0)
 
         async def idle_orphans_removed() -> bool:
             now = registered()
