@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -295,24 +297,33 @@ async def test_runners_left_registered_after_their_objects_went_behind_arcflows_
 
         busy_name = await wait_for("the long job running on a small runner", busy_runner, 120)
         before = registered()
-        # Behind arcflow's back: the small runners' EphemeralRunners lose their finalizers and
-        # go, with their pods, while GitHub keeps them registered.
-        ers = [
-            e
-            for e in (await kube.list(EPHEMERAL_RUNNER, namespace=namespace)).items
-            if e["metadata"]["name"] in before
-        ]
-        assert ers, before
-        for er in ers:
-            name = er["metadata"]["name"]
-            await kube.patch_merge(
-                EPHEMERAL_RUNNER, name, {"metadata": {"finalizers": None}}, namespace=namespace
-            )
-            await kube.delete(EPHEMERAL_RUNNER, name, namespace=namespace)
-            for pod in (await kube.list(POD, namespace=namespace)).items:
-                if pod["metadata"]["name"] == name:
-                    with contextlib.suppress(NotFoundError):  # the collector was first
-                        await kube.delete(POD, name, namespace=namespace, grace_period_seconds=0)
+        # Behind arcflow's back (its reconciler stopped, SIGSTOP): the small runners'
+        # EphemeralRunners lose their finalizers and go, with their pods, while GitHub keeps
+        # them registered.
+        reconciler = stack.services["reconciler"].process.process
+        assert reconciler is not None
+        os.kill(reconciler.pid, signal.SIGSTOP)
+        try:
+            for name in before:
+                with contextlib.suppress(NotFoundError):
+                    await kube.patch_merge(
+                        EPHEMERAL_RUNNER,
+                        name,
+                        {"metadata": {"finalizers": None}},
+                        namespace=namespace,
+                    )
+                    await kube.delete(EPHEMERAL_RUNNER, name, namespace=namespace)
+                with contextlib.suppress(NotFoundError):  # the collector may be first
+                    await kube.delete(POD, name, namespace=namespace, grace_period_seconds=0)
+
+            async def objects_gone() -> bool:
+                left = (await kube.list(EPHEMERAL_RUNNER, namespace=namespace)).items
+                return not {e["metadata"]["name"] for e in left} & set(before)
+
+            await wait_for("the small runners' EphemeralRunners gone", objects_gone, 30)
+        finally:
+            os.kill(reconciler.pid, signal.SIGCONT)
+        assert registered().keys() >= before.keys(), "GitHub lost a runner by itself"
 
         async def idle_orphans_removed() -> bool:
             now = registered()
