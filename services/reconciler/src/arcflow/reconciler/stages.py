@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from arcflow.common.constants import RUNNER_CONTAINER
+from arcflow.common.constants import LABEL_EPHEMERAL_RUNNER, RUNNER_CONTAINER
 from arcflow.common.stages import LABEL_STAGE
 from arcflow.reconciler.metrics import variant_labels
 
@@ -62,7 +62,7 @@ def pod_moments(pod: Manifest) -> set[str]:
     state = _runner_state(pod)
     if "running" in state or "terminated" in state:
         seen.add("containers_running")
-    if "running" in state and _pod_condition(pod, "Ready"):
+    if ("running" in state and _pod_condition(pod, "Ready")) or "terminated" in state:
         seen.add("runner_registered")
     if "terminated" in state:
         seen.add("terminated")
@@ -135,6 +135,22 @@ class StageClock:
             self._mark(runner, "job_started")
         if "terminated" in moments and "terminated" not in runner.at:
             runner.at["terminated"] = self.clock()
+
+    def observe_object(self, kind: str, obj: Manifest) -> None:
+        """A change as the cache receives it (before any reconcile pass, so a busy work queue
+        does not delay the marks): a runner Pod's moments, a runner's job, a set's request."""
+        meta = obj.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        if kind == "Pod":
+            if (meta.get("labels") or {}).get(LABEL_EPHEMERAL_RUNNER) == "True":
+                self.observe(namespace, name, obj, has_job=False)
+        elif kind == "EphemeralRunner":
+            status = obj.get("status") or {}
+            if status.get("jobId") or status.get("jobRequestId"):
+                self.observe(namespace, name, None, has_job=True)
+        elif kind == "EphemeralRunnerSet":
+            patch_id = int((obj.get("spec") or {}).get("patchID") or 0)
+            self.request_seen(str(meta.get("uid") or ""), patch_id)
 
     def runner_gone(self, namespace: str, name: str) -> None:
         """The runner was released (its finalizers removed): ``runner_gone``, then forget it."""

@@ -84,6 +84,7 @@ class ReconcilerState:
             relist_seconds=settings.cache_relist_seconds,
             delay_seconds=settings.cache_delay_seconds,
             namespaces=settings.namespaces,
+            on_object=self.context.stages.observe_object,
         )
         self.context.cache = self.context.writer.cache = self.cache
         self.context.stages.record = self.metrics.record_stage

@@ -64,6 +64,8 @@ from arcflow.reconciler.workqueue import Key, Result
 MAX_FAILURES = 5
 JOB_RUNNING_RECHECK_SECONDS = 30.0
 WAIT_SECONDS = 1.0
+#: A stage deadline due within this long gets a requeue of its own (ADR 0065).
+DEADLINE_RECHECK_WITHIN_SECONDS = 60.0
 DONE_PHASES = ("Succeeded", "Failed", "Outdated")
 POD_FINISHED = ("Succeeded", "Failed")
 
@@ -208,8 +210,11 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
     if reaped:
         return Result.again(WAIT_SECONDS)
     result = await _follow_pod(ctx, er, pod, scope, registration)
-    if recheck is not None and (result.requeue_after is None or recheck < result.requeue_after):
-        return Result.again(recheck + WAIT_SECONDS)
+    # A deadline due soon is looked at then; a later one by the periodic resync (60 s).
+    due = recheck if recheck is not None else DEADLINE_RECHECK_WITHIN_SECONDS + 1
+    sooner = result.requeue_after is None or due < result.requeue_after
+    if due <= DEADLINE_RECHECK_WITHIN_SECONDS and sooner:
+        return Result.again(due + WAIT_SECONDS)
     return result
 
 
