@@ -101,3 +101,27 @@ def test_a_runner_another_replica_created_is_not_observed() -> None:
     stages.observe("ns", "unknown", _pod(node=True), has_job=True)
     stages.runner_gone("ns", "unknown")
     assert seen == []
+
+
+def test_changes_are_marked_as_the_cache_receives_them() -> None:
+    clock = Clock()
+    seen: dict[str, float] = {}
+    stages = StageClock(lambda s, attrs: seen.__setitem__(attrs["stage"], s), clock)
+    ers = {"metadata": {"uid": "u", "name": "set"}, "spec": {"patchID": 3}}
+    stages.observe_object("EphemeralRunnerSet", ers)
+    clock.now += 0.25
+    stages.runner_created({"metadata": {"name": "r", "namespace": "ns"}}, "u", {}, "set")
+    stages.pod_created("ns", "r")
+    pod = _pod(node=True, state="terminated")  # first seen finished: it ran, so it registered
+    pod["metadata"] = {
+        "name": "r",
+        "namespace": "ns",
+        "labels": {"actions-ephemeral-runner": "True"},
+    }
+    clock.now += 1.0
+    stages.observe_object("Pod", pod)
+    er = {"metadata": {"name": "r", "namespace": "ns"}, "status": {"jobRequestId": 9}}
+    stages.observe_object("EphemeralRunner", er)
+    assert seen["runner_created"] == 0.25
+    assert seen["pod_scheduled"] == 1.0
+    assert {"containers_running", "runner_registered", "job_started"} <= set(seen)

@@ -2,10 +2,12 @@
 
 The reconciler sees the Kubernetes side of a runner's life: the scale request it serves, the
 EphemeralRunner, JIT Secret and Pod it creates (its own writes) and the Pod's conditions and
-container states and the runner's status as its watch-fed cache shows them. Each moment is
-this process's wall clock when it made the write or its cache first showed the change (an
-object's timestamps have whole-second resolution and most of these stages take less); each
-stage is observed once per runner, into ``arcflow_runner_stage_seconds``.
+container states and the runner's status as its watch-fed cache receives them
+(:meth:`StageClock.observe_object`, called for every change before any reconcile pass, so a
+busy work queue does not delay a mark). Each moment is this process's wall clock when it made
+the write or its cache received the change (an object's timestamps have whole-second
+resolution and most of these stages take less); each stage is observed once per runner, into
+``arcflow_runner_stage_seconds``.
 
 Marks live in memory per runner and go when the runner is released; a replica that did not
 see a stage's start (another replica created the runner, or a restart) observes nothing for
