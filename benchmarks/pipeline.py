@@ -531,7 +531,8 @@ async def main() -> int:
         )
         stages = result["stage_breakdown"]
         print(
-            f"  stages: sum of means {stages['sum_of_means_to_job_started']}s, end-to-end "
+            f"  stages: sum of means {stages['sum_of_means_to_job_started']}s "
+            f"({stages['sum_to_job_started_by_github']}s less start_reported), end-to-end "
             f"{stages['end_to_end_mean']}s, ratio {stages['ratio']}",
             flush=True,
         )

@@ -464,6 +464,10 @@ class ScaleSetRecorder:
             self._stage("scale_requested", self._clock() - assigned)
 
     def record_job_started(self, job: JobInfo) -> None:
+        """Also ``start_reported``: GitHub's start to now, the runner status patch written."""
+        started_at = _exact(job.runner_assign_time)
+        if started_at is not None:
+            self._stage("start_reported", self._clock() - started_at)
         values = self._job_labels(job)
         self._metrics.add_counter(COUNTER_STARTED_JOBS, values)
         startup = _seconds(job.scale_set_assign_time, job.runner_assign_time)
