@@ -31,11 +31,12 @@ from arcflow.reconciler.controllers.orphan_rules import Suspects
 from arcflow.reconciler.controllers.orphans import scan_orphans
 from arcflow.reconciler.controllers.reaper_rules import Deadlines, parse_deadlines
 from arcflow.reconciler.controllers.registry import CONTROLLERS
+from arcflow.reconciler.keys import Key, Result
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.routing import keys_for
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.settings import ReconcilerSettings
-from arcflow.reconciler.workqueue import Key, Result, WorkQueue
+from arcflow.reconciler.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 

@@ -35,21 +35,23 @@ from arcflow.reconciler.controllers.ars_rules import (
     outdated_recreate_delay,
     sum_status,
 )
+from arcflow.reconciler.controllers.ars_schedules import report_effective_minimums
 from arcflow.reconciler.controllers.ars_spec import (
     check_credentials_secret,
     delete_for_version,
     refuse_invalid,
     set_spec_condition,
 )
-from arcflow.reconciler.controllers.base import Context, finalizer_patch
+from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.controller_namespace import (
     NAMESPACE_RECHECK_SECONDS,
     is_missing_namespace,
     missing_message,
     report_controller_namespace,
 )
+from arcflow.reconciler.controllers.manifest import finalizer_patch
 from arcflow.reconciler.controllers.server_tls import check_server_tls
-from arcflow.reconciler.workqueue import Result
+from arcflow.reconciler.keys import Result
 
 __all__ = ["is_version_allowed", "outdated_recreate_delay", "reconcile_ars"]
 
@@ -145,9 +147,11 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     counts = sum_status(live)
     phase = PHASE_RUNNING if settled and listener_ready else PHASE_PENDING
     held = await _patch_status(ctx, ars, scope, phase=phase, counts=counts)
+    boundary = await report_effective_minimums(ctx, ars, scope)  # ADR 0063
     if waiting or draining or not listener_ready:
         return Result.again(WAIT_SECONDS)
-    return Result.again(held) if held else Result.done()
+    later = [s for s in (held, boundary) if s]
+    return Result.again(min(later)) if later else Result.done()
 
 
 async def _patch_status(

@@ -19,7 +19,8 @@ from arcflow.common.constants import (
 from arcflow.common.kube import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from arcflow.common.rpc.registrar import RegistrarRpcError
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, Manifest, is_deleting, labels_of, meta
+from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.manifest import Manifest, is_deleting, labels_of, meta
 from arcflow.reconciler.controllers.orphan_rules import (
     GitHubRunner,
     KubeRunner,
@@ -27,7 +28,7 @@ from arcflow.reconciler.controllers.orphan_rules import (
     gone_from_github,
     orphaned_on_github,
 )
-from arcflow.reconciler.workqueue import Key
+from arcflow.reconciler.keys import Key
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,8 @@ from typing import Any
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER, build_event
 from arcflow.common.models import EphemeralRunner
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, Manifest, meta, read_observed
+from arcflow.reconciler.controllers.base import Context, read_observed
+from arcflow.reconciler.controllers.manifest import Manifest, meta
 from arcflow.reconciler.controllers.reaper_rules import (
     Deadlines,
     Stuck,
