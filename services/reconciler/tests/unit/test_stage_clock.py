@@ -125,3 +125,13 @@ def test_changes_are_marked_as_the_cache_receives_them() -> None:
     assert seen["runner_created"] == 0.25
     assert seen["pod_scheduled"] == 1.0
     assert {"containers_running", "runner_registered", "job_started"} <= set(seen)
+
+
+def test_a_pod_seen_before_its_create_returned_is_observed_once() -> None:
+    seen: list[str] = []
+    stages = StageClock(lambda s, attrs: seen.append(attrs["stage"]), Clock())
+    stages.runner_created({"metadata": {"name": "r", "namespace": "ns"}}, "u", {}, "set")
+    stages.observe("ns", "r", _pod(node=True, state="running", ready=True), has_job=False)
+    stages.pod_created("ns", "r")
+    stages.observe("ns", "r", _pod(node=True, state="running", ready=True), has_job=False)
+    assert seen.count("containers_running") == 1

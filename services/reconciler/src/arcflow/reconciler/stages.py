@@ -129,7 +129,9 @@ class StageClock:
         runner = self.runners.get((namespace, name))
         if runner is None:
             return
-        moments = pod_moments(pod) if pod is not None else set()
+        # A pod seen before its create returned (the cache has it first) waits for that mark.
+        created = "pod_created" in runner.at
+        moments = pod_moments(pod) if pod is not None and created else set()
         for moment in ("pod_scheduled", "containers_running", "runner_registered"):
             if moment in moments:
                 self._mark(runner, moment)
