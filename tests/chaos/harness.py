@@ -20,7 +20,7 @@ import base64
 import contextlib
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,6 +147,8 @@ class ChaosStack:
     poll_timeout: float = 2.0
     proxy: bool = False
     service_env_extra: dict[str, str] = field(default_factory=dict)
+    #: Changes the ARS before it is applied (a variant's own image, annotations).
+    ars_edit: Callable[[dict[str, Any]], None] | None = None
     namespace: str = NAMESPACE
     nats: NatsServer | None = None
     cluster: NatsCluster | None = None
@@ -229,6 +231,8 @@ class ChaosStack:
         self.secrets.attach(self)
 
         ars = burst_ars(self.sim.config_url(), namespace=self.namespace)
+        if self.ars_edit is not None:
+            self.ars_edit(ars)
         self.targets = variant_targets(ars)
         await self.kube.create(
             {

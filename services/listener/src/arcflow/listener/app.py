@@ -58,6 +58,7 @@ from arcflow.listener.metrics import (
     lease_metric_specs,
     metric_specs_from_config,
     session_metric_specs,
+    stage_metric_specs,
 )
 from arcflow.listener.pump import AfterPublish, SessionPump
 from arcflow.listener.scaler import DesiredRunnerScaler
@@ -163,6 +164,7 @@ class Listener:
         specs.update(session_metric_specs())
         if self.replicas.standby:
             specs.update(lease_metric_specs())
+        specs.update(stage_metric_specs())  # ADR 0065
         self.metrics = ListenerMetrics(specs, enabled=bool(config.metrics_addr))
         self.units: list[ScaleSetUnit] = []
         self.leases: dict[int, ScaleSetLease] = {}
@@ -246,7 +248,10 @@ class Listener:
 
     def recorder(self, target: ScaleSetTarget) -> ScaleSetRecorder:
         return self.metrics.recorder_for(
-            self.config.configure_url, target.ephemeral_runner_set_name, target.namespace
+            self.config.configure_url,
+            target.ephemeral_runner_set_name,
+            target.namespace,
+            variant=target.variant,
         )
 
     async def open(self, nc: NatsClient) -> None:

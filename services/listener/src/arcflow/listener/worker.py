@@ -324,6 +324,11 @@ class ScaleSetWorker:
                 f"session began at {first}"
             )
 
+    def session_closed(self) -> None:
+        """The pump's session ended (ADR 0065: ``arcflow_listener_session_open`` 0)."""
+        if self._recorder is not None:
+            self._recorder.record_session_closed()
+
     async def handle_batch(
         self, batch: JobsBatch, stream_seq: int | None = None
     ) -> Decision | None:
@@ -376,6 +381,9 @@ class ScaleSetWorker:
                     self.scaler.target, self.scaler.patch_seq, self.scaler.dirty = state
                     raise
             if self._recorder is not None:
+                for job in batch.jobs:  # the ERS patch for them is written (ADR 0065)
+                    if job.message_type == "JobAssigned":
+                        self._recorder.record_job_assigned(job)
                 for job in started:
                     self._recorder.record_job_started(job)
                 for job in completed:

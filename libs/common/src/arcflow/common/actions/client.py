@@ -729,6 +729,13 @@ class ActionsClient:
             raise InvalidResponseError("runner list has count 1 but no value")
         return validate_wire(RunnerReference, value[0], "RunnerReference")
 
+    async def list_runners(self) -> list[RunnerReference]:
+        """E16 without a name: every runner the service knows (the orphan scan filters by
+        scale set; docs/upstream-behaviour.md#runner-listing)."""
+        response = await self._service_request("GET", AGENTS_PATH)
+        _count, value = self._list_value(response, "runner list")
+        return [validate_wire(RunnerReference, item, "RunnerReference") for item in value or []]
+
     async def remove_runner(self, runner_id: int) -> None:
         """E17 (204). Busy: :class:`JobStillRunningError`; unknown: :class:`RunnerNotFoundError`."""
         await self._service_request(
