@@ -74,6 +74,7 @@ REGISTRAR_RPC_SUBJECTS: Final[tuple[str, ...]] = (
     subjects.registrar_rpc_subject("jitconfig"),
     subjects.registrar_rpc_subject("remove-runner"),
     subjects.registrar_rpc_subject("get-runner"),
+    subjects.registrar_rpc_subject("list-runners"),
 )
 #: Served by the registrar too, called by no service: ``arcflow doctor``'s look at GitHub's
 #: view of a set (ADR 0064). Not in the reconciler's list (it never asks).
