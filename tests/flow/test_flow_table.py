@@ -38,6 +38,7 @@ AUDITORS = FlowNode(
             "runner.lifecycle",
             "spec.invalid",
             "registration.failed",
+            "session.failed",
             "scale.decision",
             "deadletter",
         }

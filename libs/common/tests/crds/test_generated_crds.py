@@ -163,6 +163,7 @@ def test_printer_columns_drop_dangling_status_fields() -> None:
         "Pending Runners",
         "Running Runners",
         "Registration",  # arcflow's from here on: ScaleSetsRegistered's reason (ADR 0064)
+        "Sessions",  # ListenerSessionsOpen's reason (ADR 0064, amendment)
         "Scale Set ID",
         "Variant Scale Set IDs",
     ]

@@ -55,7 +55,7 @@ def test_round_trip_keeps_type_and_fields() -> None:
 
 
 def test_every_registered_type_has_a_unique_literal() -> None:
-    assert len(EVENT_REGISTRY) == len(EVENT_TYPES) == 10
+    assert len(EVENT_REGISTRY) == len(EVENT_TYPES) == 12
     assert set(EVENT_REGISTRY) >= {
         "k8s.object.changed",
         "scaleset.assigned",

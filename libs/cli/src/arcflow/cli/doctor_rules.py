@@ -43,6 +43,12 @@ FIXES: Final[Mapping[str, str]] = {
     "RegistrationRejected": "fix what the message names (runner group, labels) in the ARS; "
     "arcflow audit --domain errors --ars {ars}",
     "RegistrationFailed": "arcflow audit --domain errors --ars {ars} says why",
+    "SessionConflict": "another listener holds the scale set's session: stop the other "
+    "listener (a second installation, an old pod); the session idles out on GitHub otherwise",
+    "SessionRefused": "the service answered without a usable session; the listener retries on "
+    "its own: if it stays, kubectl logs the listener pod of {ns}/{ars}",
+    "SessionError": "the listener cannot open a message session (the message says why); "
+    "kubectl logs the listener pod of {ns}/{ars}",
     "InvalidSpec": "fix the fields the message names (arcflow validate FILE)",
     "ControllerNamespaceMissing": "create the reconciler's controller namespace",
 }

@@ -47,8 +47,16 @@ from arcflow.common.actions import (
     RunnerScaleSetStatistic,
     SessionConflictError,
 )
-from arcflow.common.events import JobInfo, JobsBatch, JobStatistics
+from arcflow.common.events import (
+    JobInfo,
+    JobsBatch,
+    JobStatistics,
+    SessionFailed,
+    SessionOpened,
+)
 from arcflow.common.nats import publish_event
+from arcflow.common.subjects import errors_subject
+from arcflow.common.telemetry.redaction import redact_text
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.sessions import SessionRecord, SessionStore
@@ -205,6 +213,25 @@ def session_failure_reason(exc: BaseException) -> str:
     return SESSION_FAILURE_ERROR
 
 
+#: Longest ``message`` of a ``session.failed`` event (the exception's type and short text).
+SESSION_FAILURE_MESSAGE_CHARS = 300
+#: The PubAck wait of a session state event: a slow NATS only delays the retry this long.
+SESSION_STATE_PUBLISH_SECONDS = 3.0
+
+
+def session_failed_event(target: ScaleSetTarget, exc: BaseException) -> SessionFailed:
+    """The ``session.failed`` event for a failed create (pure; redacted, bounded text)."""
+    text = redact_text(f"{type(exc).__name__}: {exc}")[:SESSION_FAILURE_MESSAGE_CHARS]
+    return SessionFailed(
+        source=SOURCE,
+        keys=target.event_keys,
+        variant=target.variant,
+        scale_set_id=target.scale_set_id,
+        reason=session_failure_reason(exc),
+        message=text,
+    )
+
+
 class _StoppedError(Exception):
     pass
 
@@ -250,6 +277,9 @@ class SessionPump:
         self.batches_published = 0
         self._progress = 0
         self.session_id: str | None = None
+        #: What this pump last told the reconciler about its session (``arc.errors``, ADR
+        #: 0064): ``None`` nothing yet, else "failing". One event per streak, not per retry.
+        self._failing: bool | None = None
         self._crash = CrashAfterPublish.from_environ(os.environ)
 
     def progress(self) -> int:
@@ -266,8 +296,10 @@ class SessionPump:
             await session_client.open()
         except Exception as exc:
             self._session_failed(exc)
+            await self._say_session_state(exc)
             raise
         async with session_client as session:
+            await self._say_session_state(None)
             try:
                 await self._remember(session.session.session_id)
                 await self._pump(session, stop)
@@ -294,6 +326,37 @@ class SessionPump:
                 self.target.label,
                 extra={"scale_set_id": self.target.scale_set_id, "reason": reason},
             )
+
+    async def _say_session_state(self, exc: Exception | None) -> None:
+        """``session.failed`` on the first failed create of a streak, ``session.opened`` on the
+        first open of the pump and the first after a failure; best effort (logged)."""
+        failing = exc is not None
+        if self._failing is failing:
+            return
+        target = self.target
+        event: SessionFailed | SessionOpened = (
+            session_failed_event(target, exc)
+            if exc is not None
+            else SessionOpened(
+                source=SOURCE,
+                keys=target.event_keys,
+                variant=target.variant,
+                scale_set_id=target.scale_set_id,
+            )
+        )
+        try:
+            await publish_event(
+                self._js,
+                errors_subject(target.namespace, target.ars),
+                event,
+                timeout=SESSION_STATE_PUBLISH_SECONDS,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            log.warning("%s: %s not published: %s", target.label, event.type, type(err).__name__)
+            return
+        self._failing = failing
 
     async def _kv_step(self, what: str, step: Awaitable[Any]) -> Any:
         """The session record is a shortcut, never a reason to stop: failures are logged."""

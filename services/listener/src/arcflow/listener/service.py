@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from arcflow.common.events import JobsBatch, ScaleDecision
+from arcflow.common.events import JobsBatch, ScaleDecision, SessionFailed, SessionOpened
 from arcflow.common.nats import STREAM_DLQ, STREAM_JOBS, STREAM_SCALE
 from arcflow.common.service import (
     Component,
@@ -53,5 +53,8 @@ SERVICE: ServiceSpec[Listener] = ServiceSpec(
     publishes=(
         Publication(JOBS_SUBJECT, (JobsBatch,)),
         Publication("arc.scale.<ns>.<ars>.<variant>", (ScaleDecision,)),
+        # Session failures and recoveries for the ARS condition (ADR 0064, amendment); the
+        # stream ARC_ERRORS is declared by the watcher, never by the listener.
+        Publication("arc.errors.<ns>.<ars>", (SessionFailed, SessionOpened)),
     ),
 )

@@ -1,13 +1,15 @@
 """Registration failures from the registrar (``reconciler-errors`` on ``arc.errors.>``): keep
 the newest per ARS and re-reconcile it, so the ARS shows the failure as its
-``ScaleSetsRegistered`` condition and a Warning Event (ADR 0064). ``spec.invalid`` needs
-nothing here: the reconciler validates the spec itself."""
+``ScaleSetsRegistered`` condition and a Warning Event (ADR 0064). The listener's
+``session.failed``/``session.opened`` are kept the same way, newest per variant, for the
+``ListenerSessionsOpen`` condition (ADR 0064, amendment). ``spec.invalid`` needs nothing here:
+the reconciler validates the spec itself."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from arcflow.common.events import EventBase, RegistrationFailed
+from arcflow.common.events import EventBase, RegistrationFailed, SessionFailed, SessionOpened
 from arcflow.common.nats.consume import Delivery
 from arcflow.common.nats.jetstream import CONSUMER_RECONCILER_ERRORS
 
@@ -25,4 +27,13 @@ async def on_registration_error(
         known = state.context.registration_failures.get(key)
         if known is None or known.occurred_at <= event.occurred_at:
             state.context.registration_failures[key] = event
+    elif (
+        isinstance(event, SessionFailed | SessionOpened) and event.keys.namespace and event.keys.ars
+    ):
+        variants = state.context.session_states.setdefault(
+            (event.keys.namespace, event.keys.ars), {}
+        )
+        seen = variants.get(event.variant)
+        if seen is None or seen.occurred_at <= event.occurred_at:
+            variants[event.variant] = event
     await state.on_event(event, delivery)

@@ -11,6 +11,8 @@ from arcflow.common.events import (
     RunnerLifecycle,
     ScaleSetAssigned,
     ScaleSetDeleted,
+    SessionFailed,
+    SessionOpened,
 )
 from arcflow.common.nats.jetstream import ConsumerSpec
 from arcflow.common.service import PeriodicTask, Publication, ServiceSpec, Subscription
@@ -46,7 +48,7 @@ SERVICE: ServiceSpec[state.ReconcilerState] = ServiceSpec(
         ),
         Subscription(
             errors_changes.CONSUMER,
-            (RegistrationFailed,),
+            (RegistrationFailed, SessionFailed, SessionOpened),
             errors_changes.on_registration_error,
             tune=_tune,
         ),

@@ -28,6 +28,8 @@ from arcflow.common.events.catalog import (
     ScaleDecision,
     ScaleSetAssigned,
     ScaleSetDeleted,
+    SessionFailed,
+    SessionOpened,
     SpecInvalid,
 )
 from arcflow.common.events.envelope import EventBase
@@ -103,9 +105,10 @@ CHANNELS: Final[tuple[ChannelDoc, ...]] = (
         "errors",
         "arc.errors.{namespace}.{ars}",
         (),
-        (SpecInvalid, RegistrationFailed),
-        "reconciler, registrar",
-        "An ARS spec is invalid, or a scale set could not be registered.",
+        (SpecInvalid, RegistrationFailed, SessionFailed, SessionOpened),
+        "reconciler, registrar, listener",
+        "An ARS spec is invalid, a scale set could not be registered, or the listener could "
+        "not open (or opened again) a scale set's message session.",
     ),
     ChannelDoc(
         "dlq",

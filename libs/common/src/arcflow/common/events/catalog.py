@@ -187,6 +187,32 @@ class ScaleDecision(EventBase):
     reason: str = ""
 
 
+class SessionFailed(EventBase):
+    """A listener could not open the message session of one scale set (ADR 0064 amendment).
+
+    Published once per failure streak (the first failed create after a session was open, or
+    after the pump started), not per retry, on ``arc.errors.<ns>.<ars>``; the reconciler turns
+    it into the ARS condition ``ListenerSessionsOpen``. ``message`` is the exception's type
+    and the service's short answer, never a token or URL with a secret."""
+
+    type: Literal["session.failed"] = "session.failed"
+    variant: str = ""
+    scale_set_id: int = 0
+    #: ``nil_session_id`` (200 with the nil session id), ``conflict`` (409: another session
+    #: holds the scale set) or ``error`` (anything else); the listener's metric label.
+    reason: str
+    message: str = ""
+
+
+class SessionOpened(EventBase):
+    """The listener opened the message session of one scale set: the first session of the
+    pump, or the first after a :class:`SessionFailed` (not every session)."""
+
+    type: Literal["session.opened"] = "session.opened"
+    variant: str = ""
+    scale_set_id: int = 0
+
+
 # --- reconciler ---------------------------------------------------------------------------
 
 WriteAction = Literal["created", "patched", "deleted"]
@@ -248,6 +274,8 @@ Event = Annotated[
     | SpecInvalid
     | JobsBatch
     | ScaleDecision
+    | SessionFailed
+    | SessionOpened
     | ObjectWritten
     | RunnerLifecycle
     | DeadLetter,
@@ -262,6 +290,8 @@ EVENT_TYPES: Final[tuple[type[EventBase], ...]] = (
     SpecInvalid,
     JobsBatch,
     ScaleDecision,
+    SessionFailed,
+    SessionOpened,
     ObjectWritten,
     RunnerLifecycle,
     DeadLetter,

@@ -46,6 +46,10 @@ _SCALE_SET_ID: Final = f".metadata.annotations.{_escaped(constants.ANNOTATION_SC
 #: never failed, the failure's reason (``GitHubUnreachable``...) while it fails, ``Registered``
 #: once it recovered.
 _REGISTRATION: Final = '.status.conditions[?(@.type=="ScaleSetsRegistered")].reason'
+#: The reason of ``ListenerSessionsOpen`` (ADR 0064, amendment): empty for a set whose
+#: listener never failed to open a session, ``SessionConflict``... while one fails,
+#: ``SessionsOpen`` once every session is open again.
+_SESSIONS: Final = '.status.conditions[?(@.type=="ListenerSessionsOpen")].reason'
 
 PRINTER_COLUMNS: Final[dict[str, tuple[PrinterColumn, ...]]] = {
     constants.KIND_ARS: (
@@ -56,6 +60,7 @@ PRINTER_COLUMNS: Final[dict[str, tuple[PrinterColumn, ...]]] = {
         PrinterColumn("Pending Runners", ".status.pendingEphemeralRunners", "integer"),
         PrinterColumn("Running Runners", ".status.runningEphemeralRunners", "integer"),
         PrinterColumn("Registration", _REGISTRATION),
+        PrinterColumn("Sessions", _SESSIONS),
         PrinterColumn("Scale Set ID", _SCALE_SET_ID, priority=1),
         PrinterColumn("Variant Scale Set IDs", _SCALE_SET_IDS),
     ),

@@ -359,7 +359,8 @@ def reconciler_permissions() -> Permissions:
 
 def listener_permissions() -> Permissions:
     """Publishes job batches and scale decisions; consumes its own per-scale-set durable."""
-    publish = [*data_subjects(STREAM_JOBS, STREAM_SCALE, STREAM_DLQ)]
+    # ARC_ERRORS: publish only (session.failed/opened, ADR 0064); no declare, no consumer.
+    publish = [*data_subjects(STREAM_JOBS, STREAM_SCALE, STREAM_DLQ, STREAM_ERRORS)]
     for spec in (STREAM_JOBS, STREAM_SCALE, STREAM_DLQ):
         publish += stream_declare(spec.name)
     publish += consumer_declare(STREAM_JOBS.name, ANY_CONSUMER)
@@ -376,7 +377,8 @@ def listener_permissions() -> Permissions:
         "listener",
         publish,
         [inbox_subscription("listener")],
-        why="publishes arc.jobs.> (session pump) and arc.scale.> (worker); creates and consumes "
+        why="publishes arc.jobs.> (session pump), arc.scale.> (worker) and arc.errors.> "
+        "(session.failed/session.opened only); creates and consumes "
         "its listener-jobs-<hash> durable on ARC_JOBS; reads its last decision from ARC_SCALE; "
         "alone writes arcflow_listener_sessions (open message sessions) and "
         "arcflow_listener_leases (standby mode: which replica serves a scale set)",

@@ -53,6 +53,7 @@ from arcflow.reconciler.controllers.controller_namespace import (
 from arcflow.reconciler.controllers.manifest import finalizer_patch
 from arcflow.reconciler.controllers.registration import check_registration
 from arcflow.reconciler.controllers.server_tls import check_server_tls
+from arcflow.reconciler.controllers.sessions_condition import check_sessions
 from arcflow.reconciler.keys import Result
 
 __all__ = ["is_version_allowed", "outdated_recreate_delay", "reconcile_ars"]
@@ -128,6 +129,7 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
         ars = AutoscalingRunnerSet.from_observed(patched)
 
     ids = {v: assignments[v].scale_set_id for v in variants}
+    ars = await check_sessions(ctx, ars, scope, variants)
     try:
         desired = desired_runner_sets(ars, ids, ctx.build)
         tuples = listener_scale_sets(ars, ids)

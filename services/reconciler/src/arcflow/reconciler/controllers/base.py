@@ -12,7 +12,7 @@ from typing import Any
 from arcflow.common.builders import BuildSettings, decode_secret_data
 from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.cache import ObjectCache
-from arcflow.common.events import RegistrationFailed
+from arcflow.common.events import RegistrationFailed, SessionFailed, SessionOpened
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
 from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.rpc.registrar import RegistrarRpcClient
@@ -80,6 +80,11 @@ class Context:
     #: (``errors_changes``); the ARS pass turns it into a condition (ADR 0064).
     registration_failures: dict[tuple[str, str], RegistrationFailed] = dataclass_field(
         default_factory=dict
+    )
+    #: (namespace, ARS) -> variant -> the newest ``session.failed``/``session.opened`` the
+    #: listener published (``errors_changes``); the ARS pass turns it into a condition.
+    session_states: dict[tuple[str, str], dict[str, SessionFailed | SessionOpened]] = (
+        dataclass_field(default_factory=dict)
     )
     #: ARS namespace/name -> the status.effectiveMinRunners last written (ADR 0063).
     effective_minimums_written: dict[str, Any] = dataclass_field(default_factory=dict)
