@@ -77,13 +77,15 @@ def test_a_second_failing_variant_is_named_and_keeps_the_transition_time() -> No
     verdict = decide(current, states, WANTED, NOW)
     assert verdict is not None
     assert verdict.reason == "SessionError"  # the first by name: amd
-    assert verdict.message.startswith("variant amd: ") and "also failing: arm" in verdict.message
+    assert verdict.message.startswith("variant amd: ")
+    assert "also failing: arm" in verdict.message
     assert verdict.since == T0
 
 
 def test_default_variant_is_named_as_such() -> None:
     verdict = decide(None, {"": _failed("")}, [""], NOW)
-    assert verdict is not None and verdict.message.startswith("the default variant: ")
+    assert verdict is not None
+    assert verdict.message.startswith("the default variant: ")
 
 
 def test_open_again_turns_it_true_once() -> None:
@@ -108,4 +110,5 @@ def test_a_removed_variant_no_longer_counts() -> None:
     current = _condition("False", "SessionConflict", "variant gone: ...")
     states = {"gone": _failed("gone"), "amd": _opened("amd", T0 + timedelta(seconds=5))}
     verdict = decide(current, states, ["amd"], NOW)
-    assert verdict is not None and verdict.ok
+    assert verdict is not None
+    assert verdict.ok

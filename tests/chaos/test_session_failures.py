@@ -1,0 +1,177 @@
+"""A listener that cannot open a message session shows on its set (issue #23 item 3; ADR 0064,
+amendment "Listener sessions"): the simulator answers every session create of one ARS's scale
+sets with 409 (a conflicting session); within a deadline the ARS's ``ListenerSessionsOpen``
+condition is False with reason ``SessionConflict``, a Warning Event names the variant, ``kubectl
+get ars`` shows it in the ``Sessions`` column and ``arcflow doctor`` names it, while the sibling
+ARS beside it keeps its sessions, gets no condition and runs jobs. Once the fault is cleared
+the condition turns True (``SessionsOpen``) with a Normal Event.
+
+The fault is scoped to the new ARS's scale sets by path: the simulator numbers scale sets one
+after another, so the two created for the new ARS take the next two ids."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EVENT
+from arcflow.devstack.control_plane import ControlPlane
+from tests.chaos.harness import ChaosStack, burst_ars
+from tests.chaos.outcome import Burst
+from tests.chaos.test_unreachable_config_url import doctor, kubectl_get_ars
+from tests.polling import eventually
+
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(300)]
+
+NAME = "sessionless"
+VARIANTS = ("left", "right")
+CONDITION = "ListenerSessionsOpen"
+#: From the ARS's creation: registration, the listener pod, its first failed create, the
+#: event, the reconciler's pass (each a few seconds on a loaded 2-core machine).
+WITHIN = 90.0
+#: From clearing the fault: the supervisor's backoff (at most 5 s) plus the pass.
+RECOVERY_WITHIN = 60.0
+
+
+def sessionless_ars(config_url: str, namespace: str) -> dict[str, Any]:
+    ars = burst_ars(config_url, namespace=namespace, max_runners=4)
+    ars["metadata"]["name"] = NAME
+    ars["spec"]["runnerVariants"] = [
+        {"name": v, "runnerScaleSetLabels": ["linux", f"{NAME}-{v}"]} for v in VARIANTS
+    ]
+    return ars
+
+
+def condition_of(ars: dict[str, Any]) -> dict[str, Any] | None:
+    found = [
+        c for c in (ars.get("status") or {}).get("conditions") or [] if c.get("type") == CONDITION
+    ]
+    return dict(found[0]) if found else None
+
+
+async def test_refused_sessions_show_on_the_set_and_clear(
+    tmp_path: Path, chaos_kube: ControlPlane | str
+) -> None:
+    async with ChaosStack(tmp_path, chaos_kube) as stack:
+        kube, sim = stack.kube, stack.sim
+        assert kube is not None
+        assert sim is not None
+        control = httpx.AsyncClient(base_url=f"{sim.base_url}/_sim", timeout=10.0)
+        async with control:
+            first = max(int(s["id"]) for s in stack.scale_sets()) + 1
+            for scale_set_id in range(first, first + len(VARIANTS)):
+                answer = await control.post(
+                    "/faults/status",
+                    json={
+                        "route": f"*/runnerscalesets/{scale_set_id}/sessions",
+                        "status": 409,
+                        "method": "POST",
+                        "times": 100_000,
+                        "type_name": "RunnerScaleSetSessionConflictException",
+                    },
+                )
+                assert answer.status_code == 201, answer.text
+            applied = time.monotonic()
+            await kube.create(sessionless_ars(sim.config_url(), stack.namespace))
+
+            async def failing() -> dict[str, Any]:
+                seen = condition_of(await kube.get(AUTOSCALING_RUNNER_SET, NAME, stack.namespace))
+                assert seen is not None, f"no {CONDITION} condition yet"
+                assert seen["status"] == "False", seen
+                return seen
+
+            seen = await eventually(
+                failing, within=WITHIN, interval=0.5, what=f"{CONDITION}=False on {NAME}"
+            )
+            condition_after = time.monotonic() - applied
+            names = {s["name"]: int(s["id"]) for s in stack.scale_sets()}
+            assert set(range(first, first + len(VARIANTS))) <= set(names.values()), (
+                f"the new ARS's scale sets did not get ids {first}.. as predicted: {names}"
+            )
+            assert seen["reason"] == "SessionConflict", seen
+            assert any(seen["message"].startswith(f"variant {v}: ") for v in VARIANTS), seen
+            assert "SessionConflictError" in seen["message"], seen
+
+            async def warning() -> dict[str, Any]:
+                events = (await kube.list(EVENT, namespace=stack.namespace)).items
+                mine = [
+                    e
+                    for e in events
+                    if (e.get("involvedObject") or {}).get("name") == NAME
+                    and e.get("type") == "Warning"
+                    and e.get("reason") == "SessionConflict"
+                ]
+                assert mine, f"no Warning Event SessionConflict on {NAME}"
+                return dict(mine[0])
+
+            event = await eventually(warning, within=30, interval=0.5, what="the Warning Event")
+            assert event["message"] == seen["message"]
+
+            rows = await kubectl_get_ars(stack)
+            assert rows[NAME].get("SESSIONS") == "SessionConflict", rows
+            assert rows["burst"].get("SESSIONS") in ("<none>", ""), rows
+
+            code, out, err = await doctor(stack)
+            assert code == 1, f"doctor exit {code}:\n{out}\n{err}"
+            assert f"{CONDITION}=False (SessionConflict)" in out, out
+            assert f"ok     {stack.namespace}/burst" in out, out
+
+            # The sibling ARS keeps its sessions and its runners: no condition, jobs run.
+            burst = await kube.get(AUTOSCALING_RUNNER_SET, "burst", stack.namespace)
+            assert condition_of(burst) is None, burst.get("status")
+            more = Burst(stack)
+            more.enqueue(3)
+            await more.wait_completed(3, within=90)
+
+            cleared = await control.delete("/faults")
+            assert cleared.status_code == 200, cleared.text
+            fixed = time.monotonic()
+
+            async def recovered() -> dict[str, Any]:
+                now = condition_of(await kube.get(AUTOSCALING_RUNNER_SET, NAME, stack.namespace))
+                assert now is not None
+                assert now["status"] == "True", now
+                return now
+
+            now = await eventually(
+                recovered, within=RECOVERY_WITHIN, interval=0.5, what=f"{CONDITION}=True"
+            )
+            recovery_after = time.monotonic() - fixed
+            assert now["reason"] == "SessionsOpen", now
+            with_session = {s["name"] for s in stack.scale_sets() if s.get("session")}
+            assert {n for n, i in names.items() if i >= first} <= with_session
+
+            async def normal() -> dict[str, Any]:
+                events = (await kube.list(EVENT, namespace=stack.namespace)).items
+                mine = [
+                    e
+                    for e in events
+                    if (e.get("involvedObject") or {}).get("name") == NAME
+                    and e.get("type") == "Normal"
+                    and e.get("reason") == "SessionsOpen"
+                ]
+                assert mine, f"no Normal Event SessionsOpen on {NAME}"
+                return dict(mine[0])
+
+            await eventually(normal, within=30, interval=0.5, what="the Normal Event")
+            warnings = [
+                e
+                for e in (await kube.list(EVENT, namespace=stack.namespace)).items
+                if (e.get("involvedObject") or {}).get("name") == NAME
+                and e.get("reason") == "SessionConflict"
+            ]
+            # One failure streak per variant: the Event is not repeated per retry.
+            assert sum(int(e.get("count") or 1) for e in warnings) <= len(VARIANTS), warnings
+            print(
+                json.dumps(
+                    {
+                        "condition after": round(condition_after, 2),
+                        "recovered after": round(recovery_after, 2),
+                    }
+                )
+            )
