@@ -45,3 +45,14 @@ def test_routing() -> None:
         runner_group_name="Default",
     )
     assert keys_for(assigned, "ctl") == [Key("ars", "arc", "big")]
+
+
+def test_listener_session_events_route_to_their_ars() -> None:
+    """``session.failed``/``session.opened`` re-reconcile the ARS at once (ADR 0064, amendment)."""
+    from arcflow.common.events import SessionFailed, SessionOpened
+
+    keys = EventKeys(namespace="arc", ars="big", variant="arm", scale_set_id=7)
+    failed = SessionFailed(source="listener", keys=keys, variant="arm", reason="conflict")
+    opened = SessionOpened(source="listener", keys=keys, variant="arm", scale_set_id=7)
+    assert keys_for(failed, "ctl") == [Key("ars", "arc", "big")]
+    assert keys_for(opened, "ctl") == [Key("ars", "arc", "big")]

@@ -25,6 +25,8 @@ from arcflow.common.events import (
     RegistrationFailed,
     ScaleSetAssigned,
     ScaleSetDeleted,
+    SessionFailed,
+    SessionOpened,
 )
 from arcflow.reconciler.keys import Key
 
@@ -45,7 +47,10 @@ ROUTED_RESOURCES: Final = frozenset(
 
 
 def keys_for(event: EventBase, controller_namespace: str) -> list[Key]:
-    if isinstance(event, (ScaleSetAssigned, ScaleSetDeleted, RegistrationFailed)):
+    if isinstance(
+        event,
+        ScaleSetAssigned | ScaleSetDeleted | RegistrationFailed | SessionFailed | SessionOpened,
+    ):
         if event.keys.namespace and event.keys.ars:
             return [Key("ars", event.keys.namespace, event.keys.ars)]
         return []
