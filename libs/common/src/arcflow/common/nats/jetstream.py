@@ -211,7 +211,7 @@ CONSUMER_RECONCILER_ERRORS: Final = ConsumerSpec(
     durable="reconciler-errors",
     stream=STREAM_ERRORS.name,
     filter_subject="arc.errors.>",
-    description="reconciler: registration failed -> ScaleSetsRegistered condition and Event",
+    description="reconciler: registration or listener session failed -> ARS condition and Event",
 )
 
 CONSUMERS: Final[tuple[ConsumerSpec, ...]] = (
