@@ -13,9 +13,11 @@ from arcflow.common.models.autoscaling_runner_set import (
     AutoscalingRunnerSet,
     AutoscalingRunnerSetSpec,
     AutoscalingRunnerSetStatus,
+    CapacitySpec,
     RunnerVariant,
 )
 from arcflow.common.models.base import (
+    Int32,
     Int64,
     InvalidManifestError,
     KubeModel,
@@ -24,6 +26,7 @@ from arcflow.common.models.base import (
     ObjectMeta,
     OwnerReference,
     PodTemplate,
+    Quantity,
     ResourceMeta,
     RunnerCount,
 )
@@ -70,6 +73,7 @@ __all__ = [
     "AutoscalingRunnerSetSpec",
     "AutoscalingRunnerSetStatus",
     "AzureKeyVaultConfig",
+    "CapacitySpec",
     "ConfigMapKeySelector",
     "CounterMetric",
     "EffectiveVariant",
@@ -83,6 +87,7 @@ __all__ = [
     "GaugeMetric",
     "GitHubServerTLSConfig",
     "HistogramMetric",
+    "Int32",
     "Int64",
     "InvalidManifestError",
     "KubeModel",
@@ -94,6 +99,7 @@ __all__ = [
     "PodTemplate",
     "ProxyConfig",
     "ProxyServerConfig",
+    "Quantity",
     "ResourceMeta",
     "RunnerCount",
     "RunnerVariant",

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 
 from arcflow.common.constants import KIND_ARS
-from arcflow.common.models.base import KubeModel, KubeObject, PodTemplate, ResourceMeta, RunnerCount
+from arcflow.common.models.base import (
+    Int32,
+    KubeModel,
+    KubeObject,
+    PodTemplate,
+    Quantity,
+    ResourceMeta,
+    RunnerCount,
+)
 from arcflow.common.models.config import (
     GitHubServerTLSConfig,
     MetricsConfig,
@@ -21,6 +29,8 @@ VARIANT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 VARIANT_NAME_MAX_LENGTH = 63
 #: Bounds the CEL uniqueness rule's cost (quadratic in the list length) for the API server.
 MAX_RUNNER_VARIANTS = 256
+#: Resource names in ``capacity.resources``; bounds the CEL rule's cost for the API server.
+MAX_CAPACITY_RESOURCES = 32
 
 if TYPE_CHECKING:
     from arcflow.common.models.variants import EffectiveVariant
@@ -46,6 +56,13 @@ class RunnerVariant(KubeModel):
     """Minimum idle runners; unset inherits the top-level value (0 when that is unset too)."""
     max_runners: RunnerCount | None = None
     """Maximum runners; unset inherits the top-level value (unbounded when that is unset too)."""
+    # --- shared capacity and drain (docs/models.md#capacity, ADR 0062) ---
+    priority: Int32 | None = None
+    """Order in which the set's shared capacity goes to variants when it is short: higher first;
+    equal priorities share in proportion to demand. Unset means 0."""
+    drain: bool | None = None
+    """Take this variant out of service: it advertises a capacity of 0, creates no new runners,
+    lets its running jobs finish and removes its idle runners."""
 
     model_config = KubeModel.model_config | {
         "json_schema_extra": {
@@ -61,6 +78,20 @@ class RunnerVariant(KubeModel):
             ],
         }
     }
+
+
+class CapacitySpec(KubeModel):
+    """One budget for all the variants of the set together (docs/models.md#capacity)."""
+
+    max_runners: RunnerCount | None = None
+    """Runner pods at once across every variant of the set; unset means no count limit."""
+    resources: dict[str, Quantity] | None = Field(
+        default=None, json_schema_extra={"maxProperties": MAX_CAPACITY_RESOURCES}
+    )
+    """Resource totals (``cpu: "96"``, ``memory: 384Gi``, ``nvidia.com/gpu: "8"``) that the
+    runner pods of all variants may request together, each pod counted by its effective
+    request (the larger of its largest init container and its containers' sum, plus
+    overhead)."""
 
 
 class AutoscalingRunnerSetSpec(KubeModel):
@@ -112,6 +143,11 @@ class AutoscalingRunnerSetSpec(KubeModel):
         },
     )
     """arcflow extension: several runner pod shapes behind one listener."""
+    # --- shared capacity and drain (docs/models.md#capacity, ADR 0062) ---
+    capacity: CapacitySpec | None = None
+    """arcflow extension: one capacity for all variants together, shared by ``priority``."""
+    drain: bool | None = None
+    """arcflow extension: take the whole set out of service (every variant drains)."""
 
     def effective_variants(self) -> list[EffectiveVariant]:
         """The variants with every fallback resolved (see ``effective_variants``)."""
