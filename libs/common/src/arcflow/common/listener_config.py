@@ -146,6 +146,9 @@ class ListenerConfig(BaseModel):
     metrics_endpoint: str = ""
     metrics: dict[str, Any] | None = None
     scale_sets: list[ScaleSetConfig] | None = Field(default=None)
+    #: arcflow's shared capacity, priorities and drains (ADR 0062,
+    #: ``arcflow.common.capacity.SetCapacity``); absent when the set uses none of them.
+    capacity: dict[str, Any] | None = None
 
     @property
     def credentials(self) -> GitHubCredentials:
@@ -188,6 +191,8 @@ class ListenerConfig(BaseModel):
         )
         if self.scale_sets:
             out["scale_sets"] = [s.to_ordered() for s in self.scale_sets]
+        if self.capacity is not None:
+            out["capacity"] = self.capacity
         return out
 
     def to_json(self) -> str:

@@ -46,7 +46,7 @@ def parse_quantity(value: object) -> Fraction:
     number = Fraction(match["number"])
     suffix = match["suffix"] or ""
     if suffix in _BINARY:
-        return number * 1024 ** _BINARY[suffix]
+        return number * Fraction(1024) ** _BINARY[suffix]
     if suffix in _DECIMAL:
         return number * Fraction(10) ** _DECIMAL[suffix]
     return number * Fraction(10) ** int(suffix[1:])

@@ -36,6 +36,7 @@ from arcflow.common.listener_config import ListenerConfig
 from arcflow.common.nats import NatsConnection
 from arcflow.common.service.connection import DependencyUnavailableError
 from arcflow.common.telemetry import setup_tracing
+from arcflow.listener.capacity import capacity_board_of
 from arcflow.listener.config import (
     ConfigError,
     ScaleSetTarget,
@@ -133,6 +134,8 @@ class Listener:
         if self.replicas.standby:
             specs.update(lease_metric_specs())
         self.metrics = ListenerMetrics(specs, enabled=bool(config.metrics_addr))
+        #: The set's shared capacity, priorities and drains (ADR 0062); None without them.
+        self.capacity_board = capacity_board_of(config, self.targets)
         self.units: list[ScaleSetUnit] = []
         self.leases: dict[int, ScaleSetLease] = {}
         self._js: JetStreamContext | None = None
@@ -186,6 +189,7 @@ class Listener:
         recorder = self.recorder(target)
         recorder.record_static(target.min_runners, target.max_runners)
         ledger = SessionLedger()
+        board = self.capacity_board
         worker = ScaleSetWorker(
             target,
             js,
@@ -194,6 +198,7 @@ class Listener:
             recorder,
             fetch_timeout=self.options.fetch_timeout,
             ledger=ledger,
+            capacity=board,
         )
         pump = SessionPump(
             target,
@@ -206,6 +211,7 @@ class Listener:
             sessions=sessions,
             host=host,
             lease_held=standby,
+            capacity=board,
         )
         return ScaleSetUnit(target, pump, worker)
 
