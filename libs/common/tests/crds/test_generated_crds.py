@@ -163,7 +163,8 @@ def test_printer_columns_drop_dangling_status_fields() -> None:
         "Phase",
         "Pending Runners",
         "Running Runners",
-        "Scale Set ID",  # arcflow's, after upstream's columns
+        "Drain",  # arcflow's, after upstream's columns (ADR 0062: Draining / Drained)
+        "Scale Set ID",
         "Variant Scale Set IDs",
     ]
 

@@ -51,6 +51,7 @@ PRINTER_COLUMNS: Final[dict[str, tuple[PrinterColumn, ...]]] = {
         PrinterColumn("Phase", ".status.phase"),
         PrinterColumn("Pending Runners", ".status.pendingEphemeralRunners", "integer"),
         PrinterColumn("Running Runners", ".status.runningEphemeralRunners", "integer"),
+        PrinterColumn("Drain", ".status.drain"),  # ADR 0062: Draining, then Drained
         PrinterColumn("Scale Set ID", _SCALE_SET_ID, priority=1),
         PrinterColumn("Variant Scale Set IDs", _SCALE_SET_IDS),
     ),

@@ -170,6 +170,30 @@ class Condition(KubeModel):
     last_transition_time: str = ""
 
 
+class VariantCapacityStatus(KubeModel):
+    """One variant's part of the shared capacity, as its listener last reported it."""
+
+    name: str = ""
+    """The variant (empty for a set without runnerVariants)."""
+    priority: int | None = None
+    share: int | None = None
+    """Runners (and jobs in ``X-ScaleSetMaxCapacity``) this variant may have now."""
+    advertised: int | None = None
+    """The capacity its listener advertises to GitHub: the share, 0 while it drains."""
+    runners: int | None = None
+    """Its EphemeralRunners now."""
+    drain: bool | None = None
+
+
+class CapacityStatus(KubeModel):
+    """The shared capacity in use (ADR 0062): per budget key the total and what the shares
+    take of it (``runners`` is ``capacity.maxRunners``), and each variant's share."""
+
+    total: dict[str, str] | None = None
+    used: dict[str, str] | None = None
+    variants: list[VariantCapacityStatus] | None = None
+
+
 class AutoscalingRunnerSetStatus(KubeModel):
     """Observed state; upstream always serialises these, arcflow writes only what it sets."""
 
@@ -181,6 +205,11 @@ class AutoscalingRunnerSetStatus(KubeModel):
     failed_ephemeral_runners: int = 0
     conditions: list[Condition] | None = None
     """arcflow's conditions (SpecValid, GitHubCredentialsFound, ...), one per type."""
+    capacity: CapacityStatus | None = None
+    """arcflow: each variant's share of ``spec.capacity`` (ADR 0062)."""
+    drain: str | None = None
+    """arcflow: ``Draining`` or ``Drained`` while the set or a variant drains (the reason of
+    the ``Drained`` condition, for the printer column)."""
 
 
 class AutoscalingRunnerSet(KubeObject):

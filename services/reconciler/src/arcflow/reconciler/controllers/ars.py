@@ -42,6 +42,8 @@ from arcflow.reconciler.controllers.ars_spec import (
     set_spec_condition,
 )
 from arcflow.reconciler.controllers.base import Context, finalizer_patch
+from arcflow.reconciler.controllers.capacity_rules import capacity_status, drain_state
+from arcflow.reconciler.controllers.conditions import report_drain
 from arcflow.reconciler.controllers.controller_namespace import (
     NAMESPACE_RECHECK_SECONDS,
     is_missing_namespace,
@@ -144,8 +146,14 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
 
     counts = sum_status(live)
     phase = PHASE_RUNNING if settled and listener_ready else PHASE_PENDING
-    held = await _patch_status(ctx, ars, scope, phase=phase, counts=counts)
+    drain = drain_state(ars, live)
+    ars = await report_drain(ctx, ars, scope, drain)
+    held = await _patch_status(
+        ctx, ars, scope, phase=phase, counts=counts, capacity=capacity_status(ars, live)
+    )
     if waiting or draining or not listener_ready:
+        return Result.again(WAIT_SECONDS)
+    if drain is not None and not drain.drained:
         return Result.again(WAIT_SECONDS)
     return Result.again(held) if held else Result.done()
 
@@ -157,6 +165,7 @@ async def _patch_status(
     *,
     phase: str,
     counts: dict[str, int] | None,
+    capacity: dict[str, Any] | None = None,
 ) -> float:
     """Phase and summed counts; a counts-only change waits for ``status_interval`` (the
     seconds left are returned, 0 when written or unchanged)."""
@@ -170,6 +179,8 @@ async def _patch_status(
             runningEphemeralRunners=counts["running"],
             failedEphemeralRunners=counts["failed"],
         )
+    if capacity is not None or status.get("capacity") is not None:
+        wanted["capacity"] = capacity  # ADR 0062; None removes it
     if all(status.get(k) == v for k, v in wanted.items()):
         return 0.0
     wait = ctx.status_wait("ars", scope.namespace, scope.ars)
