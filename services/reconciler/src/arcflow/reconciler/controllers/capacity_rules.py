@@ -9,13 +9,16 @@ left; the set is ``Drained`` when every draining variant is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from arcflow.common.capacity import ShareReport
 from arcflow.common.constants import ANNOTATION_CAPACITY_SHARE
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.naming import ephemeral_runner_set_name
+from arcflow.common.quantity import QuantityError, non_negative_quantity, pod_request
 from arcflow.reconciler.controllers.base import Manifest, annotations_of, meta
 
 CONDITION_DRAINED = "Drained"
@@ -114,3 +117,41 @@ def drain_state(ars: AutoscalingRunnerSet, runner_sets: list[Manifest]) -> Drain
     if ars.spec.drain:
         return DrainState(REASON_DRAINED, "the set is drained: no runner left, no new job taken")
     return DrainState(REASON_DRAINED, f"drained, no runner left, no new job taken: {names}")
+
+
+def runners_creatable(
+    ars: AutoscalingRunnerSet, ers_name: str, existing: Mapping[str, int], wanted: int
+) -> int:
+    """How many of ``wanted`` new runners of the set's EphemeralRunnerSet ``ers_name`` fit in
+    ``spec.capacity`` given the runners that exist in every variant (``existing``: ERS name ->
+    runners, finished ones included: their pods may not be gone yet). The listener keeps the
+    *jobs* within the budget; this keeps the *pods* within it while finished ones linger."""
+    capacity = ars.spec.capacity
+    if capacity is None or wanted <= 0:
+        return max(0, wanted)
+    try:
+        totals = {k: non_negative_quantity(v) for k, v in (capacity.resources or {}).items()}
+        costs: dict[str, dict[str, Fraction]] = {}
+        for variant in ars.spec.effective_variants():
+            request = pod_request(variant.template) if totals else {}
+            costs[ephemeral_runner_set_name(ars.name, variant.name)] = {
+                k: request.get(k, Fraction(0)) for k in totals
+            }
+    except QuantityError:
+        return wanted  # an invalid spec: its SpecValid condition says why
+    if capacity.max_runners is not None:
+        totals["runners"] = Fraction(capacity.max_runners)
+        for cost in costs.values():
+            cost["runners"] = Fraction(1)
+    mine = costs.get(ers_name)
+    if mine is None:
+        return wanted
+    left = dict(totals)
+    for name, count in existing.items():
+        for key, amount in costs.get(name, {}).items():
+            left[key] -= amount * count
+    fits = wanted
+    for key, amount in mine.items():
+        if amount > 0:
+            fits = min(fits, int(max(left[key], Fraction(0)) // amount))
+    return max(0, fits)
