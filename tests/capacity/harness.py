@@ -203,12 +203,19 @@ class CapacityStack:
         with_session: set[str] = set()
         while time.monotonic() < deadline:
             snapshot = await self.snapshot()
-            with_session = {s["name"] for s in snapshot["scaleSets"] if s.get("session")}
+            # A session whose first poll has not arrived has no capacity yet: the service
+            # would assign it any number of jobs (docs/actions-simulator.md).
+            with_session = {
+                s["name"]
+                for s in snapshot["scaleSets"]
+                if s.get("session") and s.get("maxCapacity") is not None
+            }
             if wanted <= with_session:
                 return
             await asyncio.sleep(0.2)
         raise AssertionError(
-            f"no session for {sorted(wanted - with_session)} within {within}s; last reconciler "
+            f"no session with a first poll for {sorted(wanted - with_session)} within "
+            f"{within}s; last reconciler "
             f"log line: {last_log_line(self.work_dir / 'logs' / 'reconciler.log') or '(none)'}"
         )
 
