@@ -184,7 +184,9 @@ async def test_drain_mid_burst(tmp_path: Path, plane: ControlPlane) -> None:
 
         async def drained() -> dict[str, Any]:
             status = (await stack.ars_doc()).get("status") or {}
-            [condition] = [c for c in status.get("conditions", []) if c["type"] == "Drained"]
+            found = [c for c in status.get("conditions", []) if c["type"] == "Drained"]
+            assert found, status
+            condition = found[0]
             assert condition["status"] == "True", condition
             assert status.get("drain") == "Drained"
             return condition
@@ -197,3 +199,49 @@ async def test_drain_mid_burst(tmp_path: Path, plane: ControlPlane) -> None:
             j for j in jobs["gamma"] if (await stack.jobs())[j]["state"] in ("queued", "available")
         ]
         assert queued, "gamma had jobs left in the queue, never taken while drained"
+
+
+async def test_a_quantity_past_the_schema_gets_a_condition_and_an_event(
+    tmp_path: Path, plane: ControlPlane
+) -> None:
+    """The CRD checks ``capacity.resources`` itself, but a runner pod template is kept as
+    written: a request of ``cpu: lots`` passes the API server and is caught by the
+    reconciler's validation (what ``arcflow validate`` says), which touches nothing else."""
+    from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EVENT
+    from arcflow.common.validation import validate_manifest
+
+    async with CapacityStack(tmp_path, plane, three_variants({"maxRunners": 6})) as stack:
+        assert stack.kube is not None
+        broken = three_variants({"resources": {"cpu": "8"}})
+        broken["metadata"] = {"name": "broken", "namespace": stack.namespace}
+        broken["spec"]["githubConfigUrl"] = stack.ars["spec"]["githubConfigUrl"]
+        broken["spec"]["githubConfigSecret"] = stack.ars["spec"]["githubConfigSecret"]
+        broken["spec"]["runnerVariants"][0]["template"] = {
+            "spec": {"containers": [{"name": "runner", "resources": {"requests": {"cpu": "lots"}}}]}
+        }
+        [problem] = validate_manifest(broken)
+        assert problem.path == "spec.runnerVariants[0].template"
+        await stack.kube.create(broken)
+
+        async def refused() -> dict[str, Any]:
+            doc = await stack.kube.get(AUTOSCALING_RUNNER_SET, "broken", stack.namespace)  # type: ignore[union-attr]
+            conditions = (doc.get("status") or {}).get("conditions") or []
+            found = [c for c in conditions if c["type"] == "SpecValid"]
+            assert found, conditions
+            assert found[0]["status"] == "False", found
+            return found[0]
+
+        condition = await eventually(refused, within=60, interval=0.2, what="SpecValid=False")
+        assert "cannot be counted against spec.capacity.resources" in condition["message"]
+        events = await stack.kube.list(EVENT, namespace=stack.namespace)
+        warnings = [
+            e
+            for e in events.items
+            if e.get("type") == "Warning"
+            and (e.get("involvedObject") or {}).get("name") == "broken"
+            and "spec.capacity.resources" in str(e.get("message"))
+        ]
+        assert warnings, [e.get("message") for e in events.items]
+        # Nothing else broke: the good set still serves a job.
+        [job] = await stack.enqueue("alpha", 1, 0.5)
+        await finish_times(stack, {"alpha": [job]}, within=60)
