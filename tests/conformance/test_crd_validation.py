@@ -172,7 +172,9 @@ async def test_variant_name_pattern_same_field_different_words(backend: Backend)
     assert "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" in cause["message"]
 
 
-@pytest.mark.parametrize("example", ["01-single-scale-set.yaml", "02-runner-variants.yaml"])
+@pytest.mark.parametrize(
+    "example", ["01-single-scale-set.yaml", "02-runner-variants.yaml", "03-shared-capacity.yaml"]
+)
 async def test_the_examples_pass_both(backend: Backend, example: str) -> None:
     doc = yaml.safe_load((EXAMPLES / example).read_text())
     doc["metadata"] = {"name": "example", "namespace": backend.namespace}

@@ -1,5 +1,6 @@
 """The set's capacity board: one per listener process, shared by every pump and worker of the
-set (ADR 0062, docs/listener.md#shared-capacity).
+set (ADR 0062, docs/listener.md#shared-capacity-capacitypy-allocationpy-adr-0062,
+docs/upstream-behaviour.md#capacity-header).
 
 It keeps each variant's newest statistics, reruns the pure :func:`~arcflow.listener.allocation.
 allocate` on every change, and answers two questions:
