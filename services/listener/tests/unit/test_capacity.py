@@ -69,7 +69,8 @@ def test_a_raise_waits_for_the_lowered_sibling_to_be_answered() -> None:
     pb, _ = b.grant("set-b")
     # b gets demand: a's headroom goes to b, but b may rise only once a's lower poll answered.
     b.observe("set-b", stats(assigned=3, available=3))
-    assert b.share("set-b") == 6 and b.share("set-a") == 0
+    assert b.share("set-b") == 6
+    assert b.share("set-a") == 0
     assert b.changed("set-a").is_set()  # lower at once
     assert not b.changed("set-b").is_set()  # a may still hold 3 on the server: b stays at 3
     pa2, lowered = b.grant("set-a")
@@ -125,3 +126,20 @@ def test_config_without_capacity_has_no_board_and_a_bad_one_is_a_config_error() 
     bad = ListenerConfig(capacity={"resources": {"cpu": "-1"}})
     with pytest.raises(ConfigError, match="capacity"):
         capacity_board_of(bad, [target("a")])
+
+
+def test_shares_are_exported_as_metrics() -> None:
+    from arcflow.listener.metrics import ListenerMetrics, capacity_metric_specs
+
+    metrics = ListenerMetrics(capacity_metric_specs())
+    recorder = metrics.recorder_for("https://github.com/octo", "set-a", "ci")
+    recorder.record_capacity(3, 0, {"runners": 6.0, "cpu": 24.0}, {"runners": 5.0, "cpu": 20.0})
+    text = metrics.exposition().decode()
+    assert "arcflow_listener_capacity_share{" in text
+    assert 'budget="cpu"' in text
+    line = next(
+        x
+        for x in text.splitlines()
+        if x.startswith("arcflow_listener_capacity_used") and "cpu" in x
+    )
+    assert line.endswith(" 20.0")

@@ -54,6 +54,7 @@ from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.metrics import (
     ListenerMetrics,
     ScaleSetRecorder,
+    capacity_metric_specs,
     lease_metric_specs,
     metric_specs_from_config,
 )
@@ -133,6 +134,8 @@ class Listener:
         specs = metric_specs_from_config(config.metrics)
         if self.replicas.standby:
             specs.update(lease_metric_specs())
+        if config.capacity is not None:
+            specs.update(capacity_metric_specs())
         self.metrics = ListenerMetrics(specs, enabled=bool(config.metrics_addr))
         #: The set's shared capacity, priorities and drains (ADR 0062); None without them.
         self.capacity_board = capacity_board_of(config, self.targets)

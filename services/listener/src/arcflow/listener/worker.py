@@ -405,6 +405,8 @@ class ScaleSetWorker:
             await self._patch_ers(decision)
         if self._recorder is not None:
             self._recorder.record_desired(decision.target)
+            if self._capacity is not None:
+                self._record_capacity(self._recorder, self._capacity)
         self.decisions.append(decision)
         del self.decisions[:-100]
         headers = {SCALE_SET_ID_HEADER: str(target.scale_set_id)}
@@ -479,6 +481,16 @@ class ScaleSetWorker:
         self._written = (decision.target, decision.patch_id, now)
         if share:
             self._reported_share = share[ANNOTATION_CAPACITY_SHARE]
+
+    def _record_capacity(self, recorder: ScaleSetRecorder, board: CapacityBoard) -> None:
+        ers = self.target.ephemeral_runner_set_name
+        allocation = board.allocation
+        recorder.record_capacity(
+            board.share(ers),
+            board.report(ers).advertised,
+            {k: float(v) for k, v in allocation.total.items()},
+            {k: float(v) for k, v in allocation.used.items()},
+        )
 
     def _share_annotation(self) -> dict[str, str] | None:
         if self._capacity is None:
