@@ -155,7 +155,8 @@ class CapacityStack:
         )
         parts = await self._exit.enter_async_context(factory)
         self.sim, self.kube = parts.simulator, parts.kube
-        assert self.sim is not None and self.kube is not None
+        assert self.sim is not None
+        assert self.kube is not None
         self.http = await self._exit.enter_async_context(
             httpx.AsyncClient(base_url=self.sim.base_url, timeout=10)
         )

@@ -140,7 +140,8 @@ async def test_a_cpu_budget_with_mixed_shapes(tmp_path: Path, plane: ControlPlan
 async def test_drain_mid_burst(tmp_path: Path, plane: ControlPlane) -> None:
     ars = three_variants({"maxRunners": 6})
     async with CapacityStack(tmp_path, plane, ars) as stack:
-        assert stack.kube is not None and stack.pods is not None
+        assert stack.kube is not None
+        assert stack.pods is not None
         jobs = {v: await stack.enqueue(v, 10, 3.0) for v in ("alpha", "beta", "gamma")}
         ids = await stack.scale_set_ids()
 
