@@ -84,7 +84,7 @@ def test_minimal_values_render_the_upstream_object_set(helm: Helm) -> None:
     assert pod["serviceAccountName"] == "linux-x64-gha-rs-no-permission"
     labels = ars["metadata"]["labels"]
     assert labels["app.kubernetes.io/component"] == "autoscaling-runner-set"
-    assert labels["app.kubernetes.io/version"] == "0.1.0"
+    assert labels["app.kubernetes.io/version"] == "0.2.0"
     assert labels["actions.github.com/scale-set-name"] == "linux-x64"
     assert labels["actions.github.com/scale-set-namespace"] == "arc"
     annotations = ars["metadata"]["annotations"]

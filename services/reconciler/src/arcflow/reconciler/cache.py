@@ -26,8 +26,8 @@ from arcflow.common.kube import (
     SERVICE_ACCOUNT,
     KubeClient,
 )
+from arcflow.reconciler.keys import Key
 from arcflow.reconciler.routing import keys_for_object
-from arcflow.reconciler.workqueue import Key
 
 # Runner pods and JIT Secrets carry this label (the builders put it there); Secrets without it
 # (the GitHub credentials a user created) are read from the API server when needed.

@@ -20,7 +20,7 @@ from arcflow.common.constants import (
     LABEL_SCALE_SET_NAMESPACE,
 )
 from arcflow.common.events import EventBase, K8sObjectChanged, ScaleSetAssigned, ScaleSetDeleted
-from arcflow.reconciler.workqueue import Key
+from arcflow.reconciler.keys import Key
 
 _OWNED_RESOURCES = ("pods", "secrets", "ephemeralrunners", "serviceaccounts")
 _OWNER_KINDS = {KIND_ER: "er", KIND_ERS: "ers", KIND_AL: "al"}

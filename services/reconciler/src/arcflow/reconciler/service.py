@@ -1,4 +1,4 @@
-"""The reconciler, declared: the only writer of Kubernetes objects."""
+"""The reconciler, declared: it creates, updates and deletes the Kubernetes objects arcflow owns."""
 
 from __future__ import annotations
 

@@ -28,11 +28,12 @@ from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.cache import build_cache, cached_keys
 from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.registry import CONTROLLERS
+from arcflow.reconciler.keys import Key, Result
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.routing import keys_for
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.settings import ReconcilerSettings
-from arcflow.reconciler.workqueue import Key, Result, WorkQueue
+from arcflow.reconciler.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 

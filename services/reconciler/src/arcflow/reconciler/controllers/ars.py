@@ -41,7 +41,7 @@ from arcflow.reconciler.controllers.ars_spec import (
     refuse_invalid,
     set_spec_condition,
 )
-from arcflow.reconciler.controllers.base import Context, finalizer_patch
+from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.capacity_rules import capacity_status, drain_state
 from arcflow.reconciler.controllers.conditions import report_drain
 from arcflow.reconciler.controllers.controller_namespace import (
@@ -50,8 +50,9 @@ from arcflow.reconciler.controllers.controller_namespace import (
     missing_message,
     report_controller_namespace,
 )
+from arcflow.reconciler.controllers.manifest import finalizer_patch
 from arcflow.reconciler.controllers.server_tls import check_server_tls
-from arcflow.reconciler.workqueue import Result
+from arcflow.reconciler.keys import Result
 
 __all__ = ["is_version_allowed", "outdated_recreate_delay", "reconcile_ars"]
 

@@ -16,8 +16,8 @@ from arcflow.common.kube import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER, EPHEMERA
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_rules import variant_of
-from arcflow.reconciler.controllers.base import (
-    Context,
+from arcflow.reconciler.controllers.base import Context, read_list
+from arcflow.reconciler.controllers.manifest import (
     Manifest,
     annotations_of,
     contains,
@@ -25,14 +25,13 @@ from arcflow.reconciler.controllers.base import (
     labels_of,
     merge_patch_to,
     meta,
-    read_list,
 )
 from arcflow.reconciler.controllers.runner_set_rules import bucket_runners
 from arcflow.reconciler.controllers.runner_spec_drift import (
     runner_spec_drift,
     wanted_annotations,
 )
-from arcflow.reconciler.workqueue import Key
+from arcflow.reconciler.keys import Key
 
 
 async def listeners_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:

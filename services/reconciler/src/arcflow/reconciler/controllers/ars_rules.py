@@ -16,8 +16,8 @@ from arcflow.common.constants import (
     ANNOTATION_SCALE_SET_NAME,
 )
 from arcflow.common.models import AutoscalingRunnerSet, is_multi_variant
-from arcflow.reconciler.controllers.base import Manifest, meta
-from arcflow.reconciler.scalesets import ScaleSetAssignment
+from arcflow.reconciler.assignments import ScaleSetAssignment
+from arcflow.reconciler.controllers.manifest import Manifest, meta
 
 # Per variant: how often its outdated ERS was recreated, the last time, and which ERS (uid)
 # that attempt was about; the loop guard of docs/upstream-behaviour.md#traps.

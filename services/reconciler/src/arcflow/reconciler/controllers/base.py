@@ -1,4 +1,4 @@
-"""What every controller shares: its dependencies and small pure helpers on manifests."""
+"""What every controller shares: its dependencies (the manifest helpers are in :mod:`.manifest`)."""
 
 from __future__ import annotations
 
@@ -14,18 +14,15 @@ from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.cache import ObjectCache
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
 from arcflow.common.listener_config import GitHubCredentials
-from arcflow.common.models import KubeObject
 from arcflow.common.rpc.registrar import RegistrarRpcClient
 from arcflow.reconciler.audit import Writer
+from arcflow.reconciler.controllers.manifest import (
+    FAILURE_BACKOFF_SECONDS,
+    Manifest,
+)
+from arcflow.reconciler.keys import Key
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.scalesets import ScaleSetIds
-from arcflow.reconciler.workqueue import Key
-
-Manifest = dict[str, Any]
-
-# Upstream's runner pod failure backoff, indexed by the number of recorded failures
-# (docs/upstream-behaviour.md#runner-controller).
-FAILURE_BACKOFF_SECONDS: tuple[float, ...] = (0, 5, 10, 20, 40, 80)
 
 
 def utc_clock() -> datetime:
@@ -125,57 +122,6 @@ async def read_list(
     return listed.items
 
 
-def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    value = obj.get("metadata")
-    return value if isinstance(value, dict) else {}
-
-
-def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict(meta(obj).get("labels") or {})
-
-
-def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict(meta(obj).get("annotations") or {})
-
-
-def is_deleting(obj: Mapping[str, Any]) -> bool:
-    return bool(meta(obj).get("deletionTimestamp"))
-
-
-def finalizers_of(obj: Mapping[str, Any]) -> list[str]:
-    return list(meta(obj).get("finalizers") or [])
-
-
-def finalizer_patch(obj: KubeObject | Mapping[str, Any], finalizers: list[str]) -> dict[str, Any]:
-    """Merge patch replacing the finalizer list, conditional on the read resourceVersion."""
-    return {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version(obj)}}
-
-
-def resource_version(obj: KubeObject | Mapping[str, Any]) -> str | None:
-    if isinstance(obj, KubeObject):
-        return obj.resource_version
-    value = meta(obj).get("resourceVersion")
-    return None if value is None else str(value)
-
-
-def owner_name(obj: KubeObject, kind: str) -> str | None:
-    """The name of ``obj``'s controller owner of ``kind``."""
-    for ref in obj.metadata.owner_references or []:
-        if ref.kind == kind and ref.controller:
-            return ref.name
-    return None
-
-
-def contains(actual: Mapping[str, str] | None, wanted: Mapping[str, str] | None) -> bool:
-    """Every wanted key is present with the wanted value (extra keys are someone else's)."""
-    actual = actual or {}
-    return all(actual.get(k) == v for k, v in (wanted or {}).items())
-
-
-def owned_by(obj: Mapping[str, Any], owner_uid: str) -> bool:
-    return any(ref.get("uid") == owner_uid for ref in meta(obj).get("ownerReferences") or [])
-
-
 class CredentialsError(RuntimeError):
     """The GitHub config Secret is missing or unusable (message names keys, never values)."""
 
@@ -231,22 +177,3 @@ async def read_proxy_credentials(
             {"username": data.get("username", ""), "password": data.get("password", "")}
         )
     return found
-
-
-def merge_patch_to(old: Any, new: Any) -> Any:
-    """The RFC 7386 merge patch that turns ``old`` into ``new`` (keys removed become null).
-
-    A plain ``{"spec": desired}`` merge patch would keep keys the desired object dropped.
-    """
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return new
-    patch: dict[str, Any] = {}
-    for key in old:
-        if key not in new:
-            patch[key] = None
-    for key, value in new.items():
-        if key not in old:
-            patch[key] = value
-        elif old[key] != value:
-            patch[key] = merge_patch_to(old[key], value)
-    return patch

@@ -19,7 +19,7 @@ from arcflow.common.constants import ANNOTATION_CAPACITY_SHARE
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.naming import ephemeral_runner_set_name
 from arcflow.common.quantity import QuantityError, non_negative_quantity, pod_request
-from arcflow.reconciler.controllers.base import Manifest, annotations_of, meta
+from arcflow.reconciler.controllers.manifest import Manifest, annotations_of, meta
 
 CONDITION_DRAINED = "Drained"
 REASON_DRAINING = "Draining"

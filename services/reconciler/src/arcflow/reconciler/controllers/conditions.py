@@ -10,8 +10,9 @@ from arcflow.common.events import utc_now
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, build_event
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, Manifest, meta
+from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.capacity_rules import CONDITION_DRAINED, DrainState
+from arcflow.reconciler.controllers.manifest import Manifest, meta
 
 
 def conditions_of(doc: Manifest) -> list[dict[str, Any]]:

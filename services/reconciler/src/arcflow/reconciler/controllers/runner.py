@@ -36,18 +36,16 @@ from arcflow.common.rpc.registrar import (
     UpstreamRpcError,
 )
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import (
+from arcflow.reconciler.controllers.base import Context, get_or_none, utc_clock
+from arcflow.reconciler.controllers.jit_failures import report_jit_failure
+from arcflow.reconciler.controllers.manifest import (
     FAILURE_BACKOFF_SECONDS,
-    Context,
     Manifest,
     finalizer_patch,
-    get_or_none,
     is_deleting,
     meta,
     owner_name,
-    utc_clock,
 )
-from arcflow.reconciler.controllers.jit_failures import report_jit_failure
 from arcflow.reconciler.controllers.runner_claims import ANNOTATION_JIT_CLAIM, jit_claim_holder
 from arcflow.reconciler.controllers.runner_rules import (
     PodCreateDecision,
@@ -58,7 +56,7 @@ from arcflow.reconciler.controllers.runner_rules import (
     stamp,
 )
 from arcflow.reconciler.controllers.runner_set import scope_of
-from arcflow.reconciler.workqueue import Key, Result
+from arcflow.reconciler.keys import Key, Result
 
 MAX_FAILURES = 5
 JOB_RUNNING_RECHECK_SECONDS = 30.0

@@ -36,15 +36,14 @@ from arcflow.common.kube import (
 from arcflow.common.models import EphemeralRunnerSet, KubeObject
 from arcflow.common.naming import runner_proxy_secret_name
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import (
-    Context,
+from arcflow.reconciler.controllers.base import Context, read_proxy_credentials
+from arcflow.reconciler.controllers.manifest import (
     Manifest,
     annotations_of,
     finalizer_patch,
     is_deleting,
     meta,
     owned_by,
-    read_proxy_credentials,
 )
 from arcflow.reconciler.controllers.runner_claims import (
     ANNOTATION_JIT_CLAIM,
@@ -66,7 +65,7 @@ from arcflow.reconciler.controllers.runner_set_rules import (
     runner_id,
     should_scale,
 )
-from arcflow.reconciler.workqueue import Key, Result
+from arcflow.reconciler.keys import Key, Result
 
 WAIT_SECONDS = 1.0
 BUSY_RECHECK_SECONDS = 5.0

@@ -7,8 +7,9 @@ from __future__ import annotations
 from arcflow.common.constants import LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet, InvalidManifestError
-from arcflow.reconciler.controllers.base import Context, meta, read_list, read_observed
+from arcflow.reconciler.controllers.base import Context, read_list, read_observed
 from arcflow.reconciler.controllers.capacity_rules import runners_creatable
+from arcflow.reconciler.controllers.manifest import meta
 
 
 async def creatable_runners(
