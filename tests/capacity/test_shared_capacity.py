@@ -174,6 +174,14 @@ async def test_drain_mid_burst(tmp_path: Path, plane: ControlPlane) -> None:
             for j in (await stack.jobs()).values()
             if j["scaleSetId"] == ids["gamma"] and j["state"] in ("assigned", "running")
         }
+        running_then = [
+            j
+            for j in (await stack.jobs()).values()
+            if j["jobId"] in held and j["state"] == "running"
+        ]
+        if running_then:  # never Drained while one of its jobs still runs
+            early = (await stack.ars_doc()).get("status") or {}
+            assert early.get("drain") != "Drained", early
         # Siblings finish all their jobs; gamma's running jobs finish too.
         await finish_times(stack, {"alpha": jobs["alpha"], "beta": jobs["beta"]}, within=300)
         await finish_times(stack, {"gamma": sorted(held)}, within=120)
