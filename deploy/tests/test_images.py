@@ -135,8 +135,10 @@ async def test_image_is_the_dockerfiles_target_and_holds_the_locked_packages(
     assert config.entrypoint == dockerfile_entrypoint(name)
     assert config.user == f"{UID}:{UID}"
     assert config.workdir == "/tmp"
+    # uv as scripts/ensure-uv.sh provides it: on PATH, else the module pip put beside python3.
+    uv = [shutil.which("uv")] if shutil.which("uv") else ["python3", "-m", "uv"]
     _, export, _ = await _run(
-        "uv", "export", "--frozen", "--no-dev", "--package", f"arcflow-{name}",
+        *uv, "export", "--frozen", "--no-dev", "--package", f"arcflow-{name}",
         "--no-hashes", "--no-header", "--no-annotate", "--directory", str(ROOT),
     )  # fmt: skip
     expected = set()

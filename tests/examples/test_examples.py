@@ -22,6 +22,7 @@ def test_numbered_examples_exist_and_are_listed_in_the_readme() -> None:
         "01-single-scale-set.yaml",
         "02-runner-variants.yaml",
         "03-shared-capacity.yaml",
+        "04-scheduled-minimums.yaml",
     ]
     for path in NUMBERED:
         assert path.name in readme

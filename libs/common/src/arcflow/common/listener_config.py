@@ -109,15 +109,20 @@ class ScaleSetConfig(BaseModel):
     ephemeral_runner_set_name: str = ""
     max_runners: int = UNBOUNDED_MAX_RUNNERS
     min_runners: int = 0
+    #: arcflow's scheduled minimums (ADR 0063), written only when there are some.
+    scheduled_overrides: list[dict[str, Any]] | None = None
 
     def to_ordered(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "runner_scale_set_id": self.runner_scale_set_id,
             "runner_scale_set_name": self.runner_scale_set_name,
             "ephemeral_runner_set_name": self.ephemeral_runner_set_name,
             "max_runners": self.max_runners,
             "min_runners": self.min_runners,
         }
+        if self.scheduled_overrides:
+            out["scheduled_overrides"] = self.scheduled_overrides
+        return out
 
 
 class ListenerConfig(BaseModel):
@@ -149,6 +154,8 @@ class ListenerConfig(BaseModel):
     #: arcflow's shared capacity, priorities and drains (ADR 0062,
     #: ``arcflow.common.capacity.SetCapacity``); absent when the set uses none of them.
     capacity: dict[str, Any] | None = None
+    #: The default variant's scheduled minimums (no ``scale_sets``; ADR 0063), when set.
+    scheduled_overrides: list[dict[str, Any]] | None = None
 
     @property
     def credentials(self) -> GitHubCredentials:
@@ -193,6 +200,8 @@ class ListenerConfig(BaseModel):
             out["scale_sets"] = [s.to_ordered() for s in self.scale_sets]
         if self.capacity is not None:
             out["capacity"] = self.capacity
+        if self.scheduled_overrides:
+            out["scheduled_overrides"] = self.scheduled_overrides
         return out
 
     def to_json(self) -> str:
@@ -214,6 +223,7 @@ class ListenerConfig(BaseModel):
                 ephemeral_runner_set_name=self.ephemeral_runner_set_name,
                 max_runners=self.max_runners,
                 min_runners=self.min_runners,
+                scheduled_overrides=self.scheduled_overrides,
             )
         ]
 

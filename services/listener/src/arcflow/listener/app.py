@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -34,6 +35,7 @@ from arcflow.common.actions import (
 from arcflow.common.kube.lite import LiteKubeClient, LiteKubeSettings, LiteSettings
 from arcflow.common.listener_config import ListenerConfig
 from arcflow.common.nats import NatsConnection
+from arcflow.common.schedules import utc_now
 from arcflow.common.service.connection import DependencyUnavailableError
 from arcflow.common.telemetry import setup_tracing
 from arcflow.listener.capacity import capacity_board_of
@@ -87,6 +89,8 @@ class ListenerOptions:
     #: Standby mode (ADR 0025); None reads ``ARCFLOW_LISTENER_REPLICAS``/``_REPLICA``.
     replicas: ReplicaSettings | None = None
     lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
+    #: The time scheduledOverrides are evaluated at (ADR 0063); tests may move it.
+    wall_clock: Callable[[], datetime] = utc_now
 
 
 def actions_credentials(config: ListenerConfig) -> PatCredentials | AppCredentials:
@@ -202,6 +206,7 @@ class Listener:
             fetch_timeout=self.options.fetch_timeout,
             ledger=ledger,
             capacity=board,
+            wall_clock=self.options.wall_clock,
         )
         pump = SessionPump(
             target,

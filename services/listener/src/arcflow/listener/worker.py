@@ -27,6 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 import nats.errors
@@ -52,6 +53,7 @@ from arcflow.common.nats import (
     ensure_consumer,
     publish_event,
 )
+from arcflow.common.schedules import effective_minimum, utc_now
 from arcflow.common.service.fetch import bind_pull, fetch_batches
 from arcflow.listener.capacity import CapacityBoard
 from arcflow.listener.config import ScaleSetTarget
@@ -138,6 +140,7 @@ class ScaleSetWorker:
         identical_patch_window: float = IDENTICAL_PATCH_WINDOW,
         unchanged_batch_window: float = UNCHANGED_BATCH_WINDOW,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = utc_now,
         capacity: CapacityBoard | None = None,
     ) -> None:
         self.target = target
@@ -157,6 +160,10 @@ class ScaleSetWorker:
         self._identical_window = identical_patch_window
         self._unchanged_window = unchanged_batch_window
         self._clock = clock
+        #: The time scheduledOverrides are evaluated at (ADR 0063); injectable for tests.
+        self._wall_clock = wall_clock
+        #: The configured minimum; a scheduled override replaces it while its window is open.
+        self._base_min = scaler.min_runners
         self._lock = asyncio.Lock()
         self._tick: StatisticsTick | None = None
         self._tick_event = asyncio.Event()
@@ -392,6 +399,7 @@ class ScaleSetWorker:
         if self._recorder is not None:
             self._recorder.record_statistics(stats)
         standing = self._standing_request() if may_skip else None
+        reason = self._apply_schedule(reason)
         ers = target.ephemeral_runner_set_name
         cap = None if self._capacity is None else self._capacity.runner_cap(ers)
         decision = self.scaler.decide(
@@ -442,6 +450,29 @@ class ScaleSetWorker:
             reason,
         )
         return decision
+
+    def _apply_schedule(self, reason: str) -> str:
+        """Set the scaler's minimum from the scheduled overrides open now (every decision, so
+        a window opens or closes on the next statistics tick, with no restart)."""
+        overrides = self.target.scheduled_overrides
+        if not overrides:
+            return reason
+        now = self._wall_clock()
+        effective = effective_minimum(self._base_min, self.scaler.max_runners, overrides, now)
+        if effective.min_runners != self.scaler.min_runners:
+            log.info(
+                "%s: minimum %d -> %d (%s)",
+                self.target.label,
+                self.scaler.min_runners,
+                effective.min_runners,
+                effective.override or "no scheduled override open",
+            )
+            if self._recorder is not None:
+                self._recorder.record_static(effective.min_runners, self.scaler.max_runners)
+        self.scaler.set_minimum(effective.min_runners)
+        if effective.override:
+            return f"{reason}; minimum {effective.min_runners} from {effective.override}"
+        return reason
 
     def _standing_request(self) -> tuple[int, int] | None:
         """The (replicas, patchID) this worker wrote within the window, else ``None``."""

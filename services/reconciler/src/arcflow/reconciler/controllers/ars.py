@@ -35,6 +35,7 @@ from arcflow.reconciler.controllers.ars_rules import (
     outdated_recreate_delay,
     sum_status,
 )
+from arcflow.reconciler.controllers.ars_schedules import report_effective_minimums
 from arcflow.reconciler.controllers.ars_spec import (
     check_credentials_secret,
     delete_for_version,
@@ -152,11 +153,13 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     held = await _patch_status(
         ctx, ars, scope, phase=phase, counts=counts, capacity=capacity_status(ars, live)
     )
+    boundary = await report_effective_minimums(ctx, ars, scope)  # ADR 0063
     if waiting or draining or not listener_ready:
         return Result.again(WAIT_SECONDS)
     if drain is not None and not drain.drained:
         return Result.again(WAIT_SECONDS)
-    return Result.again(held) if held else Result.done()
+    later = [s for s in (held, boundary) if s]
+    return Result.again(min(later)) if later else Result.done()
 
 
 async def _patch_status(

@@ -73,6 +73,8 @@ class Context:
     # (kind, namespace, name) -> the resourceVersion of an object that does not parse whose
     # Warning Event went out (one Event per version, however often it is looked at).
     unparsable_reported: dict[tuple[str, str, str], str] = dataclass_field(default_factory=dict)
+    #: ARS namespace/name -> the status.effectiveMinRunners last written (ADR 0063).
+    effective_minimums_written: dict[str, Any] = dataclass_field(default_factory=dict)
 
     def status_wait(self, kind: str, namespace: str, name: str) -> float:
         """Seconds before a counts-only status write for this object may go out (0: now)."""
