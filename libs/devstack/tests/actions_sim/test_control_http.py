@@ -66,6 +66,7 @@ async def test_fault_and_settings_routes(raw):
         ("expire-mq-token", {"times": 2}),
         ("empty-message-body", {}),
         ("empty-queue-url", {}),
+        ("nil-session-id", {"times": 2}),
         ("bom", {"enabled": True}),
         ("slow-polls", {"delay": 0.01}),
         ("session-conflict", {}),
@@ -79,11 +80,13 @@ async def test_fault_and_settings_routes(raw):
         assert r.status_code == 201, (kind, r.text)
     described = (await http.get(f"{ctl}/faults")).json()
     assert described["expire_mq_calls"] == 2
+    assert described["nil_session_ids"] == 2
     assert described["bom"] is True
     assert raw.sim.tokens.admin_token_ttl == 30
     cleared = await http.delete(f"{ctl}/faults")
     assert cleared.json()["rules"] == []
     assert cleared.json()["bom"] is False
+    assert cleared.json()["nil_session_ids"] == 0
     settings = await http.patch(
         f"{ctl}/settings", json={"poll_timeout": 0.5, "assign_timeout": None, "mq_token_ttl": 60}
     )

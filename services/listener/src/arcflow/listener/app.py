@@ -59,6 +59,8 @@ from arcflow.listener.metrics import (
     capacity_metric_specs,
     lease_metric_specs,
     metric_specs_from_config,
+    session_metric_specs,
+    stage_metric_specs,
 )
 from arcflow.listener.pump import AfterPublish, SessionPump
 from arcflow.listener.scaler import DesiredRunnerScaler
@@ -66,7 +68,7 @@ from arcflow.listener.sessions import SessionStore
 from arcflow.listener.standby import run_standby
 from arcflow.listener.supervisor import Backoff
 from arcflow.listener.unit import ScaleSetUnit
-from arcflow.listener.worker import ScaleSetWorker
+from arcflow.listener.worker import DECISION_HEARTBEAT, ScaleSetWorker
 
 log = logging.getLogger("arcflow.listener")
 
@@ -89,8 +91,33 @@ class ListenerOptions:
     #: Standby mode (ADR 0025); None reads ``ARCFLOW_LISTENER_REPLICAS``/``_REPLICA``.
     replicas: ReplicaSettings | None = None
     lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
+    #: ADR 0061: an idle ``scale.decision`` that changes nothing, at most this often per set
+    #: (``ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS``; None: that variable or 60 s).
+    decision_heartbeat: float | None = None
     #: The time scheduledOverrides are evaluated at (ADR 0063); tests may move it.
     wall_clock: Callable[[], datetime] = utc_now
+
+
+DECISION_HEARTBEAT_ENV = "ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS"
+
+
+def decision_heartbeat(options: ListenerOptions) -> float:
+    """The options' heartbeat, else ``ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS``, else 60 s;
+    :class:`ConfigError` unless it is a positive number."""
+    if options.decision_heartbeat is not None:
+        value: float | str = options.decision_heartbeat
+    else:
+        environ = os.environ if options.environ is None else options.environ
+        value = environ.get(DECISION_HEARTBEAT_ENV, "").strip() or DECISION_HEARTBEAT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise ConfigError(
+            f"{DECISION_HEARTBEAT_ENV} must be a positive number of seconds, got {value!r}"
+        )
+    return seconds
 
 
 def actions_credentials(config: ListenerConfig) -> PatCredentials | AppCredentials:
@@ -136,10 +163,12 @@ class Listener:
         except LeaseConfigError as exc:
             raise ConfigError(str(exc)) from None
         specs = metric_specs_from_config(config.metrics)
+        specs.update(session_metric_specs())
         if self.replicas.standby:
             specs.update(lease_metric_specs())
         if config.capacity is not None:
             specs.update(capacity_metric_specs())
+        specs.update(stage_metric_specs())  # ADR 0065
         self.metrics = ListenerMetrics(specs, enabled=bool(config.metrics_addr))
         #: The set's shared capacity, priorities and drains (ADR 0062); None without them.
         self.capacity_board = capacity_board_of(config, self.targets)
@@ -206,6 +235,7 @@ class Listener:
             fetch_timeout=self.options.fetch_timeout,
             ledger=ledger,
             capacity=board,
+            decision_heartbeat=decision_heartbeat(self.options),
             wall_clock=self.options.wall_clock,
         )
         pump = SessionPump(
@@ -220,12 +250,17 @@ class Listener:
             host=host,
             lease_held=standby,
             capacity=board,
+            on_session_failure=recorder.record_session_failure,
+            on_session=worker.initial_decision,
         )
         return ScaleSetUnit(target, pump, worker)
 
     def recorder(self, target: ScaleSetTarget) -> ScaleSetRecorder:
         return self.metrics.recorder_for(
-            self.config.configure_url, target.ephemeral_runner_set_name, target.namespace
+            self.config.configure_url,
+            target.ephemeral_runner_set_name,
+            target.namespace,
+            variant=target.variant,
         )
 
     async def open(self, nc: NatsClient) -> None:

@@ -76,6 +76,10 @@ IDENTICAL_PATCH_WINDOW = 5.0
 #: A batch that completed no job and leaves the count as last written sends no ERS patch
 #: within this many seconds of that write (ADR 0043); after it, the batch patches as upstream.
 UNCHANGED_BATCH_WINDOW = 30.0
+#: How long a session's initial decision waits for the worker's restore before it is queued.
+RESTORE_WAIT = 30.0
+#: A statistics tick whose decision changes nothing is published at most this often (ADR 0061).
+DECISION_HEARTBEAT = 60.0
 
 
 T = TypeVar("T")
@@ -140,6 +144,8 @@ class ScaleSetWorker:
         identical_patch_window: float = IDENTICAL_PATCH_WINDOW,
         unchanged_batch_window: float = UNCHANGED_BATCH_WINDOW,
         clock: Callable[[], float] = time.monotonic,
+        restore_wait: float = RESTORE_WAIT,
+        decision_heartbeat: float = DECISION_HEARTBEAT,
         wall_clock: Callable[[], datetime] = utc_now,
         capacity: CapacityBoard | None = None,
     ) -> None:
@@ -187,6 +193,16 @@ class ScaleSetWorker:
         self.stopping: asyncio.Event | None = None
         #: Writes refused 403 while stopping, taken as done (the listener's RBAC is going).
         self.refused_while_stopping = 0
+        #: Set once :meth:`run` restored its watermark (the session's decision waits for it).
+        self._restored = asyncio.Event()
+        self._restore_wait = restore_wait
+        #: ADR 0061: (desired replicas, patchID, minimum) of the last published decision, and
+        #: when.
+        self._heartbeat = decision_heartbeat
+        self._published: tuple[int, int, int] | None = None
+        self._published_at = 0.0
+        #: Idle decisions not published (they changed nothing, within the heartbeat).
+        self.decisions_unpublished = 0
 
     # --- inputs -----------------------------------------------------------------------
     def post_tick(self, tick: StatisticsTick) -> None:
@@ -205,6 +221,7 @@ class ScaleSetWorker:
         spec = self.target.consumer_spec()
         await _retry_timeouts(lambda: ensure_consumer(self._js, spec))
         await _retry_timeouts(self._restore)
+        self._restored.set()
         consumer = EventConsumer(
             spec,
             self._handle_event,
@@ -242,6 +259,27 @@ class ScaleSetWorker:
                 continue
             await self.apply_tick(tick)
 
+    async def initial_decision(self, tick: StatisticsTick) -> Decision | None:
+        """The session's statistics, decided (ERS patched, decision published) for the pump
+        before its first long poll (docs/upstream-behaviour.md#listener-session).
+
+        It waits for :meth:`run` to restore the watermark first, so this decision carries the
+        last handled batch's headers and a restarted worker still finds them; a worker that
+        cannot restore within ``restore_wait`` gets the tick queued instead (the old order:
+        decided as soon as the worker runs) rather than holding the session's polls."""
+        try:
+            await asyncio.wait_for(self._restored.wait(), self._restore_wait)
+        except TimeoutError:
+            log.warning(
+                "%s: worker not ready after %.0fs; the session's statistics are queued and the "
+                "first long poll is not held for them",
+                self.target.label,
+                self._restore_wait,
+            )
+            self.post_tick(tick)
+            return None
+        return await self.apply_tick(tick)
+
     # --- handlers ---------------------------------------------------------------------
     async def apply_tick(self, tick: StatisticsTick) -> Decision | None:
         """``HandleDesiredRunnerCount`` for statistics seen without a message."""
@@ -252,7 +290,11 @@ class ScaleSetWorker:
                 "scale.decision",
                 attributes={"scale_set.id": self.target.scale_set_id, "reason": tick.reason},
             ):
-                return await self._decide(tick.statistics, reason=tick.reason)
+                # A new session's decision is always published; an idle one only when it
+                # changes something or the heartbeat is due (ADR 0061).
+                return await self._decide(
+                    tick.statistics, reason=tick.reason, always_publish=tick.reason == "session"
+                )
 
     async def _handle_event(self, event: EventBase, delivery: Delivery) -> None:
         if isinstance(event, JobsBatch):
@@ -294,6 +336,11 @@ class ScaleSetWorker:
                 f"batch of another session stored at sequence {stream_seq}, after the live "
                 f"session began at {first}"
             )
+
+    def session_closed(self) -> None:
+        """The pump's session ended (ADR 0065: ``arcflow_listener_session_open`` 0)."""
+        if self._recorder is not None:
+            self._recorder.record_session_closed()
 
     async def handle_batch(
         self, batch: JobsBatch, stream_seq: int | None = None
@@ -347,6 +394,9 @@ class ScaleSetWorker:
                     self.scaler.target, self.scaler.patch_seq, self.scaler.dirty = state
                     raise
             if self._recorder is not None:
+                for job in batch.jobs:  # the ERS patch for them is written (ADR 0065)
+                    if job.message_type == "JobAssigned":
+                        self._recorder.record_job_assigned(job)
                 for job in started:
                     self._recorder.record_job_started(job)
                 for job in completed:
@@ -388,13 +438,19 @@ class ScaleSetWorker:
         mark: Watermark | None = None,
         runners: Sequence[JobInfo] = (),
         may_skip: bool = False,
+        always_publish: bool = True,
     ) -> Decision:
         """Scaler, then the ERS patch (the first write), then the JobStarted runner patches
         and the decision event concurrently.
 
         ``may_skip``: a batch that completed no job sends no ERS patch when its count is the
         one this worker wrote within the window (ADR 0043); statistics ticks never skip (they
-        are upstream's self-correction)."""
+        are upstream's self-correction).
+
+        ``always_publish=False`` (idle ticks): the ``scale.decision`` is published only when
+        its desired count or patchID differs from the last published one, or when the last
+        publish is ``decision_heartbeat`` seconds old (ADR 0061). Batches always publish:
+        their decision carries the watermark a restarted worker resumes from."""
         target = self.target
         if self._recorder is not None:
             self._recorder.record_statistics(stats)
@@ -437,10 +493,24 @@ class ScaleSetWorker:
             max_runners=self.scaler.max_runners,
             reason=reason,
         )
+        now = self._clock()
+        if not always_publish and not self._publish_due(decision, now):
+            self.decisions_unpublished += 1
+            await self._patch_runners(runners)
+            log.debug(
+                "%s: desired %d runners unchanged (patchID %d, %s); decision not published",
+                target.label,
+                decision.target,
+                decision.patch_id,
+                reason,
+            )
+            return decision
         await asyncio.gather(
             self._patch_runners(runners),
             publish_event(self._js, target.scale_subject, event, headers=headers, timeout=10.0),
         )
+        self._published = self._published_key(decision)
+        self._published_at = now
         log.info(
             "%s: desired %d runners (patchID %d, %d assigned jobs, %s)",
             target.label,
@@ -450,6 +520,17 @@ class ScaleSetWorker:
             reason,
         )
         return decision
+
+    def _publish_due(self, decision: Decision, now: float) -> bool:
+        """ADR 0061: a decision that changes what the last published one said (count, patchID,
+        or the minimum a scheduled override sets), or the heartbeat; a worker's first
+        decision is always due."""
+        if self._published != self._published_key(decision):
+            return True
+        return now - self._published_at >= self._heartbeat
+
+    def _published_key(self, decision: Decision) -> tuple[int, int, int]:
+        return decision.target, decision.patch_id, self.scaler.min_runners
 
     def _apply_schedule(self, reason: str) -> str:
         """Set the scaler's minimum from the scheduled overrides open now (every decision, so

@@ -44,7 +44,10 @@ SERVICE: ServiceSpec[state.ReconcilerState] = ServiceSpec(
             tune=_tune,
         ),
     ),
-    periodic=(PeriodicTask("resync", lambda s: s.resync_interval_seconds, state.resync),),
+    periodic=(
+        PeriodicTask("resync", lambda s: s.resync_interval_seconds, state.resync),
+        PeriodicTask("orphans", lambda s: s.orphan_scan_seconds, state.orphan_scan),
+    ),
     publishes=(Publication("arc.audit.<ns>.<ars>.<variant>", (ObjectWritten, RunnerLifecycle)),),
     ready=lambda s: s.resynced,
 )

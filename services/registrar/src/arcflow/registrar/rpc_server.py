@@ -32,12 +32,15 @@ from arcflow.common.github_url import InvalidGitHubConfigUrlError
 from arcflow.common.rpc.registrar import (
     GET_RUNNER_SUBJECT,
     JITCONFIG_SUBJECT,
+    LIST_RUNNERS_SUBJECT,
     REMOVE_RUNNER_SUBJECT,
     RPC_QUEUE_GROUP,
     GetRunnerRequest,
     GetRunnerResult,
     JitConfigRequest,
     JitConfigResult,
+    ListRunnersRequest,
+    ListRunnersResult,
     RemoveRunnerRequest,
     RemoveRunnerResult,
     RpcErrorCode,
@@ -105,6 +108,7 @@ class RegistrarRpcServer:
             (JITCONFIG_SUBJECT, "jitconfig", self._jitconfig),
             (REMOVE_RUNNER_SUBJECT, "remove-runner", self._remove_runner),
             (GET_RUNNER_SUBJECT, "get-runner", self._get_runner),
+            (LIST_RUNNERS_SUBJECT, "list-runners", self._list_runners),
         ]
         for subject, op, handler in routes:
             self._subs.append(
@@ -290,4 +294,21 @@ class RegistrarRpcServer:
             runner=RunnerInfo(
                 id=runner.id, name=runner.name, runner_scale_set_id=runner.runner_scale_set_id
             )
+        )
+
+    async def _list_runners(self, data: bytes, received: float) -> ListRunnersResult:
+        """The runners GitHub has in one scale set of the ARS (the reconciler's orphan scan)."""
+        request: ListRunnersRequest = self._parse(ListRunnersRequest, data)
+        client, _ = await self._client(request.namespace, request.ars)
+        try:
+            with retry_deadline(_deadline(request.budget_seconds, received)):
+                runners = await client.list_runners()
+        except ActionsClientError as exc:
+            raise _upstream(exc) from None
+        return ListRunnersResult(
+            runners=[
+                RunnerInfo(id=r.id, name=r.name, runner_scale_set_id=r.runner_scale_set_id)
+                for r in runners
+                if r.runner_scale_set_id == request.scale_set_id
+            ]
         )

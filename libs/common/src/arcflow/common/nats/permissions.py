@@ -73,6 +73,7 @@ REGISTRAR_RPC_SUBJECTS: Final[tuple[str, ...]] = (
     subjects.registrar_rpc_subject("jitconfig"),
     subjects.registrar_rpc_subject("remove-runner"),
     subjects.registrar_rpc_subject("get-runner"),
+    subjects.registrar_rpc_subject("list-runners"),
 )
 
 SERVICES: Final[tuple[str, ...]] = ("watcher", "registrar", "reconciler", "listener", "auditor")

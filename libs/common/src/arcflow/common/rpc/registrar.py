@@ -21,12 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from arcflow.common.subjects import (
     RPC_REGISTRAR_GET_RUNNER,
     RPC_REGISTRAR_JITCONFIG,
+    RPC_REGISTRAR_LIST_RUNNERS,
     RPC_REGISTRAR_REMOVE_RUNNER,
 )
 
 JITCONFIG_SUBJECT: Final = RPC_REGISTRAR_JITCONFIG
 REMOVE_RUNNER_SUBJECT: Final = RPC_REGISTRAR_REMOVE_RUNNER
 GET_RUNNER_SUBJECT: Final = RPC_REGISTRAR_GET_RUNNER
+LIST_RUNNERS_SUBJECT: Final = RPC_REGISTRAR_LIST_RUNNERS
 #: Queue group of the registrar replicas: each request is answered by exactly one of them.
 RPC_QUEUE_GROUP: Final = "registrar"
 
@@ -126,6 +128,15 @@ class RunnerInfo(_Model):
 class GetRunnerResult(_Model):
     runner: RunnerInfo | None = None
     """``None``: no runner with that name is registered."""
+
+
+class ListRunnersRequest(_ArsScoped):
+    scale_set_id: int = Field(gt=0, lt=2**63)
+
+
+class ListRunnersResult(_Model):
+    runners: list[RunnerInfo] = Field(default_factory=list)
+    """The runners GitHub has registered in that scale set (busy or not)."""
 
 
 ResultT = TypeVar("ResultT", bound=BaseModel)
@@ -272,6 +283,12 @@ class RegistrarRpcClient:
         result = await self._call(REMOVE_RUNNER_SUBJECT, request, RemoveRunnerResult)
         return result.outcome
 
+    async def list_runners(self, namespace: str, ars: str, scale_set_id: int) -> list[RunnerInfo]:
+        """The runners registered in one scale set (the orphan scan, ADR 0065)."""
+        request = ListRunnersRequest(namespace=namespace, ars=ars, scale_set_id=scale_set_id)
+        result = await self._call(LIST_RUNNERS_SUBJECT, request, ListRunnersResult)
+        return list(result.runners)
+
     async def get_runner(self, namespace: str, ars: str, runner_name: str) -> RunnerInfo | None:
         """The registered runner with that name, or ``None``."""
         request = GetRunnerRequest(namespace=namespace, ars=ars, runner_name=runner_name)
@@ -301,6 +318,7 @@ __all__ = [
     "BUDGET_SHARE",
     "GET_RUNNER_SUBJECT",
     "JITCONFIG_SUBJECT",
+    "LIST_RUNNERS_SUBJECT",
     "MAX_REQUEST_BYTES",
     "REMOVE_RUNNER_SUBJECT",
     "RPC_QUEUE_GROUP",
@@ -310,6 +328,8 @@ __all__ = [
     "InvalidRequestRpcError",
     "JitConfigRequest",
     "JitConfigResult",
+    "ListRunnersRequest",
+    "ListRunnersResult",
     "NotFoundRpcError",
     "RegistrarRpcClient",
     "RegistrarRpcError",

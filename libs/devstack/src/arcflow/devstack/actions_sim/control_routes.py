@@ -206,6 +206,8 @@ class ControlRoutes:
             sim.empty_message_body(times)
         elif kind == "empty-queue-url":
             sim.empty_message_queue_url(times)
+        elif kind == "nil-session-id":
+            sim.nil_session_id(times)
         elif kind == "bom":
             sim.set_bom(bool(data.get("enabled", True)))
         elif kind == "slow-polls":

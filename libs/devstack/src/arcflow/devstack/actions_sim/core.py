@@ -296,6 +296,13 @@ class SimulatorCore:
             raise ValueError("times must be at least 1")
         self.faults.empty_queue_urls += times
 
+    def nil_session_id(self, times: int = 1) -> None:
+        """The next ``times`` session creates answer 200 with the nil UUID as ``sessionId``;
+        the simulator keeps no session for them (a retry is not refused with 409)."""
+        if times < 1:
+            raise ValueError("times must be at least 1")
+        self.faults.nil_session_ids += times
+
     def set_bom(self, enabled: bool = True) -> None:
         """Prefix every JSON response body with a UTF-8 byte order mark."""
         self.faults.bom = enabled

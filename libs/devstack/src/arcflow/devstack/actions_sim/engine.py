@@ -818,6 +818,7 @@ class ActionsEngine:
             session = self.live_session(scale_set.id)
             entry = self.scale_set_wire(scale_set)
             entry["maxCapacity"] = scale_set.max_capacity
+            entry["pollsReceived"] = scale_set.polls_received
             entry["session"] = (
                 None if session is None else {"sessionId": session.id, "ownerName": session.owner}
             )

@@ -4,9 +4,9 @@
 One pass over the parsed ARS (the adapter read and parsed it, ADR 0050): deleting -> clean up
 (``ars_cleanup``); version gate; validate (invalid -> status condition + Kubernetes Event, a
 terminal error, children untouched: ``ars_spec``) -> finalizer -> server CA condition -> scale
-set id annotations from the registrar's KV records -> outdated sets (``ars_outdated``) -> one
-EphemeralRunnerSet per variant and exactly one AutoscalingListener (``ars_children``) ->
-status summed over the variants.
+set id annotations from the registrar's KV records and the URL labels, one patch ->
+outdated sets (``ars_outdated``) -> one EphemeralRunnerSet per variant and exactly one
+AutoscalingListener (``ars_children``) -> status summed over the variants.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from arcflow.reconciler.controllers.ars_rules import (
     is_version_allowed,
     outdated_recreate_delay,
     sum_status,
+    url_labels,
 )
 from arcflow.reconciler.controllers.ars_schedules import report_effective_minimums
 from arcflow.reconciler.controllers.ars_spec import (
@@ -103,20 +104,26 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
         await _patch_status(ctx, ars, scope, phase=PHASE_PENDING, counts=None)
         return Result.again(WAIT_FOR_IDS_SECONDS)
 
+    # Upstream writes the ids and the URL labels in the same patch at registration; so do we,
+    # and only when one of them differs from what the object carries.
     wanted_annotations = id_annotations(ars, assignments)
-    if annotations_need_patch(ars.annotations, wanted_annotations):
+    wanted_labels = url_labels(ars)
+    if annotations_need_patch(ars.annotations, wanted_annotations) or annotations_need_patch(
+        ars.labels, wanted_labels
+    ):
+        metadata: dict[str, Any] = {
+            "annotations": wanted_annotations,
+            "resourceVersion": ars.resource_version,
+        }
+        if wanted_labels:
+            metadata["labels"] = wanted_labels
         patched = await ctx.writer.patch(
             AUTOSCALING_RUNNER_SET.kind,
             ars.name,
             ars.namespace,
-            {
-                "metadata": {
-                    "annotations": wanted_annotations,
-                    "resourceVersion": ars.resource_version,
-                }
-            },
+            {"metadata": metadata},
             scope,
-            "mirror the registrar's scale set ids into annotations",
+            "mirror the registrar's scale set ids into annotations and the URL into labels",
         )
         ars = AutoscalingRunnerSet.from_observed(patched)
 

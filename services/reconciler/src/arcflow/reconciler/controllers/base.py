@@ -20,9 +20,11 @@ from arcflow.reconciler.controllers.manifest import (
     FAILURE_BACKOFF_SECONDS,
     Manifest,
 )
+from arcflow.reconciler.controllers.reaper_rules import Deadlines
 from arcflow.reconciler.keys import Key
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.scalesets import ScaleSetIds
+from arcflow.reconciler.stages import StageClock
 
 
 def utc_clock() -> datetime:
@@ -75,6 +77,12 @@ class Context:
     unparsable_reported: dict[tuple[str, str, str], str] = dataclass_field(default_factory=dict)
     #: ARS namespace/name -> the status.effectiveMinRunners last written (ADR 0063).
     effective_minimums_written: dict[str, Any] = dataclass_field(default_factory=dict)
+    #: The runner stage breakdown (ADR 0065).
+    stages: StageClock = dataclass_field(default_factory=StageClock)
+    #: The stuck-pod deadlines when the ARS says nothing (ADR 0065), and the (namespace, ARS)
+    #: -> resourceVersion whose unusable deadline annotation was reported in an Event.
+    deadlines: Deadlines = dataclass_field(default_factory=Deadlines)
+    deadline_errors_reported: dict[tuple[str, str], str] = dataclass_field(default_factory=dict)
 
     def status_wait(self, kind: str, namespace: str, name: str) -> float:
         """Seconds before a counts-only status write for this object may go out (0: now)."""

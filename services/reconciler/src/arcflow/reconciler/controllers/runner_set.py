@@ -42,6 +42,7 @@ from arcflow.reconciler.controllers.manifest import (
     annotations_of,
     finalizer_patch,
     is_deleting,
+    labels_of,
     meta,
     owned_by,
 )
@@ -141,6 +142,7 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
     total = len(buckets["pending"]) + len(buckets["running"]) + len(buckets["failed"])
     claim = parse_runner_claim(ers.annotations)
     ers_uid = ers.uid
+    ctx.stages.request_seen(ers_uid, patch_id)
     # A scale request (a patchID) is served once: later passes for the same patchID (each
     # finished runner re-queues its set) must not top up runners whose jobs are done while
     # the listener's replicas still count them. The claim remembers it across replicas and
@@ -331,6 +333,7 @@ async def _create_named(
                 if exc.already_exists:
                     return
                 raise
+        ctx.stages.runner_created(created, ers.uid, labels_of(created), ers.name)
         ctx.enqueue(Key("er", namespace, str(meta(created)["name"])))
 
     results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
