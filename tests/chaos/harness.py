@@ -157,6 +157,8 @@ class ChaosStack:
     api_proxy: ApiProxy | None = None
     sim: ActionsSimulator | None = None
     kube: KubeClient | None = None
+    #: The admin kubeconfig of the stack's Kubernetes (``arcflow doctor`` reads it).
+    kubeconfig: str = ""
     pod_runner: PodRunner | None = None
     services: dict[str, SupervisedService] = field(default_factory=dict)
     targets: list[VariantTarget] = field(default_factory=list)
@@ -224,6 +226,7 @@ class ChaosStack:
         self.nats, self.cluster = parts.nats, parts.nats_cluster
         self.emulator, self.control_plane = parts.emulator, parts.control_plane
         self.api_proxy, self.kube = parts.proxy, parts.kube
+        self.kubeconfig = parts.kubeconfig
         self.sim, self.pod_runner = parts.simulator, parts.pod_runner
         self.services = {n: SupervisedService(s) for n, s in parts.services.items()}
         assert self.sim is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,7 +164,8 @@ def test_printer_columns_drop_dangling_status_fields() -> None:
         "Phase",
         "Pending Runners",
         "Running Runners",
-        "Drain",  # arcflow's, after upstream's columns (ADR 0062: Draining / Drained)
+        "Registration",  # arcflow's from here on: ScaleSetsRegistered's reason (ADR 0064)
+        "Drain",  # ADR 0062: Draining / Drained
         "Scale Set ID",
         "Variant Scale Set IDs",
     ]
@@ -174,13 +176,18 @@ def test_printer_columns_point_at_schema_fields(plural: str) -> None:
     """Every spec/status column names a field of the schema (metadata paths are free-form)."""
     version = committed(plural)["spec"]["versions"][0]
     for column in version["additionalPrinterColumns"]:
-        parts = column["jsonPath"].lstrip(".").split(".")
+        # A list filter (conditions[?(@.type=="X")]) walks into the list's items.
+        path = re.sub(r"\[\?\(@\.\w+==\"[^\"]*\"\)\]", "[]", column["jsonPath"])
+        parts = path.lstrip(".").split(".")
         if parts[0] == "metadata":
             continue
         node = version["schema"]["openAPIV3Schema"]
         for part in parts:
-            assert part in node.get("properties", {}), f"{plural}: {column['jsonPath']}"
-            node = node["properties"][part]
+            name = part.removesuffix("[]")
+            assert name in node.get("properties", {}), f"{plural}: {column['jsonPath']}"
+            node = node["properties"][name]
+            if part.endswith("[]"):
+                node = node["items"]
 
 
 def test_runner_variants_cel_rules_and_limits() -> None:

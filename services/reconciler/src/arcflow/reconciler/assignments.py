@@ -3,7 +3,8 @@ use it without the NATS client that reads the bucket, :mod:`arcflow.reconciler.s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 from pydantic import ValidationError
 
@@ -16,6 +17,8 @@ class ScaleSetAssignment:
     scale_set_id: int
     scale_set_name: str
     runner_group_name: str
+    #: When the registrar last wrote the record (a registration after a failure clears it).
+    updated_at: datetime | None = field(default=None, compare=False)
 
 
 def parse_record(variant: str, data: bytes) -> ScaleSetAssignment | None:
@@ -29,4 +32,5 @@ def parse_record(variant: str, data: bytes) -> ScaleSetAssignment | None:
         scale_set_id=record.scale_set_id,
         scale_set_name=record.scale_set_name,
         runner_group_name=record.runner_group_name,
+        updated_at=record.updated_at,
     )

@@ -7,13 +7,14 @@ from dataclasses import replace
 from arcflow.common.events import (
     K8sObjectChanged,
     ObjectWritten,
+    RegistrationFailed,
     RunnerLifecycle,
     ScaleSetAssigned,
     ScaleSetDeleted,
 )
 from arcflow.common.nats.jetstream import ConsumerSpec
 from arcflow.common.service import PeriodicTask, Publication, ServiceSpec, Subscription
-from arcflow.reconciler import k8s_changes, scaleset_changes, state
+from arcflow.reconciler import errors_changes, k8s_changes, scaleset_changes, state
 from arcflow.reconciler.settings import ReconcilerSettings, reconciler_kube_settings
 
 
@@ -41,6 +42,12 @@ SERVICE: ServiceSpec[state.ReconcilerState] = ServiceSpec(
             (ScaleSetAssigned, ScaleSetDeleted),
             scaleset_changes.on_scaleset_change,
             batch=128,
+            tune=_tune,
+        ),
+        Subscription(
+            errors_changes.CONSUMER,
+            (RegistrationFailed,),
+            errors_changes.on_registration_error,
             tune=_tune,
         ),
     ),

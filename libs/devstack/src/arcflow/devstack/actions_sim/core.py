@@ -214,6 +214,12 @@ class SimulatorCore:
             connection.runner_id, connection.runner_name, job_id, job.final_result or result
         )
 
+    def delete_scale_set_behind(self, scale_set_id: int) -> None:
+        """Delete a scale set as GitHub does behind the controller's back (an admin, or
+        GitHub's clean-up of an unused set): its session, queue and idle runners go, jobs not
+        started go back to the queue, jobs running finish. Nothing tells the controller."""
+        self.engine.delete_scale_set(scale_set_id, keep_running=True)
+
     # --- control API: faults -------------------------------------------------------------
     def inject_status(
         self,

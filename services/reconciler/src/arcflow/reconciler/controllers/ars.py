@@ -53,6 +53,7 @@ from arcflow.reconciler.controllers.controller_namespace import (
     report_controller_namespace,
 )
 from arcflow.reconciler.controllers.manifest import finalizer_patch
+from arcflow.reconciler.controllers.registration import check_registration
 from arcflow.reconciler.controllers.server_tls import check_server_tls
 from arcflow.reconciler.keys import Result
 
@@ -98,6 +99,7 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
         raise RuntimeError("no scale set id source configured")
     assignments = await ctx.ids.assignments(ars.namespace, ars.name, variants)
     missing = [v for v in variants if v not in assignments]
+    ars = await check_registration(ctx, ars, scope, variants, assignments)
     if missing:
         # No ids yet: say why when the reason is ours to see (the credentials Secret).
         ars = await check_credentials_secret(ctx, ars, scope)

@@ -12,6 +12,7 @@ from typing import Any
 from arcflow.common.builders import BuildSettings, decode_secret_data
 from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.cache import ObjectCache
+from arcflow.common.events import RegistrationFailed
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
 from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.rpc.registrar import RegistrarRpcClient
@@ -75,6 +76,11 @@ class Context:
     # (kind, namespace, name) -> the resourceVersion of an object that does not parse whose
     # Warning Event went out (one Event per version, however often it is looked at).
     unparsable_reported: dict[tuple[str, str, str], str] = dataclass_field(default_factory=dict)
+    #: (namespace, ARS) -> the newest ``registration.failed`` the registrar published for it
+    #: (``errors_changes``); the ARS pass turns it into a condition (ADR 0064).
+    registration_failures: dict[tuple[str, str], RegistrationFailed] = dataclass_field(
+        default_factory=dict
+    )
     #: ARS namespace/name -> the status.effectiveMinRunners last written (ADR 0063).
     effective_minimums_written: dict[str, Any] = dataclass_field(default_factory=dict)
     #: The runner stage breakdown (ADR 0065).
