@@ -28,25 +28,24 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import yaml
 
 from arcflow.devstack.control_plane import ControlPlane, repo_root
 from arcflow.devstack.identities import KubeIdentities, helm_binary
-
-if TYPE_CHECKING:
-    from arcflow.devstack.pod_runner import PodRunner
 
 MODULE: Final = "github.com/actions/actions-runner-controller"
 BUILD_SCRIPT: Final = Path("scripts") / "arc.sh"
@@ -62,6 +61,14 @@ CONTROLLER_BINARY: Final = "manager"
 #: default is debug, which costs the controller and every listener CPU on each message).
 CONTROLLER_VALUES: Final[Mapping[str, Any]] = {"flags": {"logLevel": "info"}}
 _STOP_GRACE_SECONDS = 10.0
+
+
+def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
+    """Linux: the child gets SIGTERM if the harness dies (even SIGKILL): no orphan controller.
+    (The pod runner has the same for its pods; not imported: it imports this module.)"""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class ArcPeerError(RuntimeError):
@@ -301,6 +308,8 @@ class ArcController:
                 stdout=log_file,
                 stderr=log_file,
                 start_new_session=True,
+                # Linux: SIGTERM when the harness dies, even by SIGKILL (no orphan controller).
+                preexec_fn=set_parent_death_signal if sys.platform == "linux" else None,
             )
         return self
 
@@ -477,7 +486,9 @@ class ArcPeer:
     controller: ArcController | None = field(default=None, init=False)
     _identities: KubeIdentities | None = field(default=None, init=False, repr=False)
 
-    def start(self, pod_runner: PodRunner | None = None, *, within: float = 90.0) -> ArcPeer:
+    def start(self, pod_runner: Any = None, *, within: float = 90.0) -> ArcPeer:
+        """``pod_runner``: a :class:`~arcflow.devstack.pod_runner.PodRunner` to play upstream's
+        listener pods (not imported here: the pod runner imports this module)."""
         chart = self.chart = render_controller_chart(
             self.build, self.folder / "chart", release=self.release, namespace=self.namespace
         )
