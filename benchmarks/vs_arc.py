@@ -41,6 +41,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import json
 import ssl
 import sys
 import tempfile
@@ -476,7 +477,7 @@ async def one_run(
         await asyncio.sleep(2.0)
         setup_audit = audit_counts(layout.plane.audit_log, since=since)
         setup_api = apiserver_requests(layout.plane) - api_before
-        skip = install_objects(layout) | {("Secret", NAMESPACE, "github")}
+        skip = install_objects(layout) | set(applied)
         objects = await count_objects(layout.parts.kube, skip)
         objects_incl_user = await count_objects(layout.parts.kube, install_objects(layout))
         pods = (await layout.parts.kube.list(POD)).items
@@ -533,6 +534,58 @@ def summary_line(run: dict[str, Any]) -> str:
     )
 
 
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+def report(payload: dict[str, Any]) -> str:
+    """The Markdown tables of docs/benchmarks/vs-arc.md, from a result file."""
+    rows = [r for r in payload["runs"] if "error" not in r]
+    head = (
+        "| N | layout | run | load | pods | objects (controller-made / with user-applied) "
+        "| every session open | controller RSS / CPU s | listeners RSS / CPU s |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+    )
+    setup = head
+    for r in sorted(rows, key=lambda r: (r["n"], LAYOUTS.index(r["layout"]), r["run"])):
+        s, b = r["setup"], r["burst"]
+        u = b["usage_after"]
+        setup += (
+            f"| {r['n']} | {r['layout']} | {r['run']} | {r['loadavg_at_start'][0]:.1f} "
+            f"| {s['pods']} | {s['objects_total_with_user_applied'] - s['applied_by_user']} / "
+            f"{s['objects_total_with_user_applied']} | {s['seconds_to_every_session']:.1f} s "
+            f"| {u['controller_rss_mib']:.0f} MiB / {u['controller_cpu_s']:.1f} "
+            f"| {u['listener_rss_mib']:.0f} MiB / {u['listener_cpu_s']:.1f} |\n"
+        )
+    work = (
+        "| N | layout | run | phase | pods / jobs | queued -> pod p50 / p95 / max "
+        "| API requests / runner (server) | controller side / runner (audit) "
+        "| GitHub requests / job | CPU s controller + listeners | stuck runners |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    for r in sorted(rows, key=lambda r: (r["n"], LAYOUTS.index(r["layout"]), r["run"])):
+        for name in ("trickle", "burst"):
+            p = r[name]
+            q = p["queued_to_pod"]
+            work += (
+                f"| {r['n']} | {r['layout']} | {r['run']} | {name} "
+                f"| {p['runner_pods']} / {p['jobs']} "
+                f"| {_fmt(q['p50'])} / {_fmt(q['p95'])} / {_fmt(q['max'])} s "
+                f"| {_fmt(p['apiserver_requests_per_runner'])} "
+                f"| {_fmt(p['controller_side_calls_per_runner'])} "
+                f"| {_fmt(p['github_requests_per_job'])} "
+                f"| {_fmt(p['controller_cpu_s'])} + {_fmt(p['listener_cpu_s'])} "
+                f"| {p.get('runners_stuck_in_deletion', 0)} |\n"
+            )
+    errors = [r for r in payload["runs"] if "error" in r]
+    tail = "".join(f"- run {r['run']} N={r['n']} {r['layout']}: {r['error']}\n" for r in errors)
+    return setup + "\n" + work + ("\nFailed runs:\n" + tail if tail else "")
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="3,88", help="comma-separated N (default 3,88)")
@@ -544,7 +597,11 @@ async def main() -> int:
     parser.add_argument("--poll-timeout", type=float, default=50.0)
     parser.add_argument("--ready-within", type=float, default=600.0)
     parser.add_argument("--label", default="")
+    parser.add_argument("--report", help="print the Markdown tables of a result file, run nothing")
     args = parser.parse_args()
+    if args.report:
+        print(report(json.loads(Path(args.report).read_text())))  # noqa: ASYNC240
+        return 0
     sizes = [int(x) for x in args.sizes.split(",") if x]
     layouts = [x for x in args.layouts.split(",") if x]
     problem = upstream_arc.check_mount_namespaces() if "upstream" in layouts else None
