@@ -418,7 +418,7 @@ async def phase(layout: Layout, mode: str, jobs: int, interval: float) -> dict[s
         "jobs": jobs,
         "runner_pods": len(pods),
         "jobs_with_pod": len(to_pod),
-        "runners_stuck_in_deletion": stuck,
+        "runners_still_deleting": stuck,
         "queued_to_pod": {
             "p50": _round(percentile(to_pod, 0.5)),
             "p95": _round(percentile(to_pod, 0.95)),
@@ -507,6 +507,7 @@ async def one_run(
             },
             "trickle": trickle,
             "burst": burst,
+            "upstream_runner_log": upstream_runner_log(layout),
             "loadavg_when_done": loadavg(),
         }
     finally:
@@ -514,6 +515,24 @@ async def one_run(
             layout.peer.stop()
         await factory.aclose()
     return result
+
+
+def upstream_runner_log(layout: Layout) -> dict[str, int] | None:
+    """From upstream's controller log: EphemeralRunners created, idle ones it removed, and
+    the distinct runners whose second removal from the service failed (stuck in deletion for
+    good; ``runners_still_deleting`` of a phase also counts slow but normal deletions)."""
+    if layout.peer is None or layout.peer.controller is None:
+        return None
+    text = layout.peer.controller.log_path.read_text(errors="replace")
+    failed = set()
+    for line in text.splitlines():
+        if "Failed clean up runner from the service" in line and '"ephemeralrunner": "' in line:
+            failed.add(line.split('"ephemeralrunner": "', 1)[1].split('"', 1)[0])
+    return {
+        "ephemeral_runners_created": text.count("Created new ephemeral runner"),
+        "idle_runners_removed": text.count("Removing the idle ephemeral runner"),
+        "runners_with_a_failed_second_removal": len(failed),
+    }
 
 
 def summary_line(run: dict[str, Any]) -> str:
@@ -564,7 +583,7 @@ def report(payload: dict[str, Any]) -> str:
     work = (
         "| N | layout | run | phase | pods / jobs | queued -> pod p50 / p95 / max "
         "| API requests / runner (server) | controller side / runner (audit) "
-        "| GitHub requests / job | CPU s controller + listeners | stuck runners |\n"
+        "| GitHub requests / job | CPU s controller + listeners | runners still deleting |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     for r in sorted(rows, key=lambda r: (r["n"], LAYOUTS.index(r["layout"]), r["run"])):
@@ -579,7 +598,7 @@ def report(payload: dict[str, Any]) -> str:
                 f"| {_fmt(p['controller_side_calls_per_runner'])} "
                 f"| {_fmt(p['github_requests_per_job'])} "
                 f"| {_fmt(p['controller_cpu_s'])} + {_fmt(p['listener_cpu_s'])} "
-                f"| {p.get('runners_stuck_in_deletion', 0)} |\n"
+                f"| {p.get('runners_still_deleting', p.get('runners_stuck_in_deletion', 0))} |\n"
             )
     errors = [r for r in payload["runs"] if "error" in r]
     tail = "".join(f"- run {r['run']} N={r['n']} {r['layout']}: {r['error']}\n" for r in errors)
