@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nats
 from _stack import CONTROLLER_NAMESPACE, Stack, loadavg, machine, spread, write_result
+from _stages import breakdown, scrape_stages
 
 from arcflow.common.constants import ANNOTATION_PATCH_ID
 from arcflow.common.events import JobsBatch, ScaleDecision, parse_event
@@ -345,6 +346,7 @@ async def one_run(
         usage_before = stack.usage()
         assert stack.simulator is not None
         assert stack.pod_runner is not None
+        stages_before = scrape_stages(stack.parts)
         hops = Hops()
         await hops.start(stack)
         queued: dict[str, float] = {}
@@ -382,6 +384,7 @@ async def one_run(
         er_to_pod = [
             r.seen_at - hops.runner_seen[r.name] for r in runner_pods if r.name in hops.runner_seen
         ]
+        stage_breakdown = breakdown(stages_before, scrape_stages(stack.parts), to_start)
         counts = stack.counts()
         audit = stack.audit_counts()
         totals = {client: sum(v.values()) for client, v in counts.items()}
@@ -417,6 +420,7 @@ async def one_run(
                     "max": max(er_to_pod) if er_to_pod else None,
                 },
             },
+            "stage_breakdown": stage_breakdown,
             "queued_to_started": {
                 "p50": percentile(to_start, 0.5),
                 "p95": percentile(to_start, 0.95),
@@ -478,6 +482,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "loadavg_at_start": [r["loadavg_at_start"][0] for r in runs],
         "runner_pods_equal_jobs": all(r["runner_pods"] == r["jobs"] for r in runs),
         "runner_pods": [r["runner_pods"] for r in runs],
+        "stage_sum_to_end_to_end_ratio": spread(pick(("stage_breakdown", "ratio"))),
     }
 
 
@@ -522,6 +527,13 @@ async def main() -> int:
             f"deletion {result['deletion']['all_gone_seconds']}s "
             f"of {result['deletion']['objects']} objects, "
             f"audit/runner {audit.get('per_runner')} {audit.get('per_runner_by_identity')}",
+            flush=True,
+        )
+        stages = result["stage_breakdown"]
+        print(
+            f"  stages: sum of means {stages['sum_of_means_to_job_started']}s "
+            f"({stages['sum_to_job_started_by_github']}s less start_reported), end-to-end "
+            f"{stages['end_to_end_mean']}s, ratio {stages['ratio']}",
             flush=True,
         )
         print(

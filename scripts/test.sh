@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs everything from the lock file, then runs the linters and the suite.
-# Extra arguments go to pytest (e.g. scripts/test.sh -m "not scenario").
+# Extra arguments go to pytest (e.g. scripts/test.sh -m "not integration", the fast loop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-uv.sh
@@ -19,6 +19,11 @@ fi
 # helm (built once from compat/helm with Go) and the other tools the chart tests use, before the
 # suite so that no test waits for a build.
 NO_CONTROL_PLANE=1 bash scripts/install-tools.sh
+# The four images (docs/images.md), built once with buildah on a debootstrap base and reused by
+# deploy/tests/test_images.py; needs root, so elsewhere that test skips and says why.
+if [ "$(id -u)" = 0 ] && [ -z "${ARCFLOW_NO_IMAGES:-}" ]; then
+  bash scripts/build-images.sh
+fi
 set +e
 uv run --frozen pytest "$@"
 rc=$?

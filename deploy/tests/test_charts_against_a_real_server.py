@@ -324,3 +324,27 @@ async def test_every_values_file_renders_an_ars_the_crd_accepts(
         except AssertionError as exc:
             raise AssertionError(f"{values.name}: the server refused the ARS: {exc}") from None
         assert_written(stored["spec"], ars["spec"], f"{values.name}: spec")
+
+
+async def test_install_notes_list_every_variant_scale_set(
+    plane: ControlPlane, kube_namespace: str, helm: Helm
+) -> None:
+    """The NOTES name the scale sets that exist: one per variant, never the bare base name
+    (ADR 0063), with each variant's container mode."""
+    code, output = await _dry_run(
+        helm,
+        plane.kubeconfig,
+        "controllerServiceAccount.name=arcflow-reconciler",
+        "controllerServiceAccount.namespace=arc-system",
+        "runnerScaleSetName=linux-dind",
+        "containerMode.type=dind",
+        "runnerVariants[0].name=small",
+        "runnerVariants[1].name=gpu",
+        "runnerVariants[1].containerMode.type=kubernetes",
+        namespace=kube_namespace,
+    )
+    assert code == 0, output
+    notes = output.split("NOTES:", 1)[1]
+    assert '"linux-dind-small" (containerMode dind)' in notes
+    assert '"linux-dind-gpu" (containerMode kubernetes)' in notes
+    assert '"linux-dind"' not in notes

@@ -277,8 +277,9 @@ def test_targets_run_their_package(target: str, module: str, expose: str, entry:
 
 def test_listener_wrapper_runs_the_listener() -> None:
     body = "\n".join(_stage_body("listener"))
-    assert "COPY --chmod=0755 <<'WRAPPER' /ghalistener" in body
-    assert 'exec python -m arcflow.listener "$@"' in body
+    assert "COPY --chmod=0755 deploy/docker/ghalistener /ghalistener" in body
+    wrapper = REPO_ROOT / "deploy" / "docker" / "ghalistener"
+    assert 'exec python -m arcflow.listener "$@"' in wrapper.read_text()
 
 
 def test_nats_runs_jetstream_with_a_monitoring_healthcheck(normalized: dict[str, Any]) -> None:

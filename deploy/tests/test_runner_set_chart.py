@@ -34,6 +34,7 @@ VALID_VALUES = (
     "dind-no-runner",
     "kubernetes-own-work",
     "novolume-runner-without-image",
+    "variants-dind",
 )
 
 
@@ -84,7 +85,7 @@ def test_minimal_values_render_the_upstream_object_set(helm: Helm) -> None:
     assert pod["serviceAccountName"] == "linux-x64-gha-rs-no-permission"
     labels = ars["metadata"]["labels"]
     assert labels["app.kubernetes.io/component"] == "autoscaling-runner-set"
-    assert labels["app.kubernetes.io/version"] == "0.1.0"
+    assert labels["app.kubernetes.io/version"] == "0.2.0"
     assert labels["actions.github.com/scale-set-name"] == "linux-x64"
     assert labels["actions.github.com/scale-set-namespace"] == "arc"
     annotations = ars["metadata"]["annotations"]
@@ -132,7 +133,7 @@ def test_two_variants_render_as_declared(helm: Helm) -> None:
     assert [(v.min_runners, v.max_runners) for v in variants] == [(0, 10), (0, 2)]
     gpu_container = variants[1].template["spec"]["containers"][0]
     assert gpu_container["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    # containerMode is not applied to variant templates: they pass through verbatim
+    # without a containerMode, variant templates pass through verbatim
     assert "restartPolicy" not in variants[1].template["spec"]
 
 
@@ -520,3 +521,75 @@ def test_listener_replicas_renders_the_standby_annotation(helm: Helm) -> None:
     bad = helm.template(CHART, values={**base, "listenerReplicas": 3})
     assert bad.returncode != 0
     assert "listenerReplicas" in bad.stderr
+
+
+# --- containerMode on variants, scheduledOverrides (ADR 0063) --------------------------------
+
+
+def _init_names(template: dict[str, Any]) -> list[str]:
+    return [c["name"] for c in template["spec"].get("initContainers", [])]
+
+
+def test_container_mode_applies_to_every_variant_template(helm: Helm) -> None:
+    docs = helm.render(CHART, VALUES_DIR / "runner-set" / "variants-dind.yaml")
+    ars = _check_rendered(docs)
+    small, gpu, kube = ars.spec.effective_variants()
+    # small inherits the top-level template, already in dind mode
+    assert _init_names(small.template) == ["init-dind-externals", "dind"]
+    # gpu's own template gets the same dind sidecar and keeps its GPU limit and image
+    assert _init_names(gpu.template) == ["init-dind-externals", "dind"]
+    [runner] = gpu.template["spec"]["containers"]
+    assert runner["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert runner["image"] == "ghcr.io/example/gpu-runner:1.0"
+    assert {"name": "DOCKER_HOST", "value": "unix:///var/run/docker.sock"} in runner["env"]
+    assert gpu.template["spec"]["serviceAccountName"] == "linux-dind-gha-rs-no-permission"
+    # kube sets its own mode: container hooks, the kube-mode service account, no dind
+    assert _init_names(kube.template) == []
+    [hooks] = kube.template["spec"]["containers"]
+    assert "ACTIONS_RUNNER_CONTAINER_HOOKS" in [e["name"] for e in hooks["env"]]
+    assert kube.template["spec"]["serviceAccountName"] == "linux-dind-gha-rs-kube-mode"
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("ServiceAccount", "linux-dind-gha-rs-kube-mode") in names
+    assert ("Role", "linux-dind-gha-rs-kube-mode") in names
+    assert ("ServiceAccount", "linux-dind-gha-rs-no-permission") in names
+    # containerMode is chart-only: never rendered into the ARS
+    [ars_doc] = [d for d in docs if d["kind"] == "AutoscalingRunnerSet"]
+    assert all("containerMode" not in v for v in ars_doc["spec"]["runnerVariants"])
+
+
+def test_a_variant_may_switch_its_mode_off(helm: Helm) -> None:
+    values = load_values("runner-set/variants-dind.yaml")
+    values["runnerVariants"][1]["containerMode"] = {"type": ""}
+    ars = _check_rendered(helm.render(CHART, values=values))
+    gpu = ars.spec.effective_variants()[1]
+    assert _init_names(gpu.template) == []
+    assert [c["name"] for c in gpu.template["spec"]["containers"]] == ["runner"]
+
+
+def test_without_a_mode_variant_templates_stay_verbatim(helm: Helm) -> None:
+    values = load_values("runner-set/variants-dind.yaml")
+    del values["containerMode"]
+    del values["runnerVariants"][2]["containerMode"]
+    docs = helm.render(CHART, values=values)
+    [ars_doc] = [d for d in docs if d["kind"] == "AutoscalingRunnerSet"]
+    assert (
+        ars_doc["spec"]["runnerVariants"][1]["template"] == values["runnerVariants"][1]["template"]
+    )
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("ServiceAccount", "linux-dind-gha-rs-kube-mode") not in names
+
+
+def test_scheduled_overrides_render_into_the_spec(helm: Helm) -> None:
+    values = load_values("runner-set/variants-dind.yaml")
+    docs = helm.render(CHART, values=values)
+    [ars_doc] = [d for d in docs if d["kind"] == "AutoscalingRunnerSet"]
+    assert ars_doc["spec"]["scheduledOverrides"] == values["scheduledOverrides"]
+    assert ars_doc["spec"]["runnerVariants"][1]["scheduledOverrides"] == []
+
+
+def test_an_unknown_frequency_is_refused_by_the_values_schema(helm: Helm) -> None:
+    values = load_values("runner-set/variants-dind.yaml")
+    values["scheduledOverrides"][0]["recurrenceRule"]["frequency"] = "Hourly"
+    result = helm.template(CHART, values=values)
+    assert result.returncode != 0
+    assert "frequency" in result.stderr

@@ -329,7 +329,7 @@ def test_bad_listener_nats_auth_fails_with_the_reason(helm: Helm) -> None:
 def test_listener_image_defaults_to_the_chart_version(helm: Helm) -> None:
     docs = helm.render("arcflow-reconciler")
     env = _env(_container(docs))
-    assert env["ARCFLOW_RECONCILER_LISTENER_IMAGE"] == "ghcr.io/arcflow/listener:0.1.0"
+    assert env["ARCFLOW_RECONCILER_LISTENER_IMAGE"] == "ghcr.io/arcflow/listener:0.2.0"
 
 
 def test_namespace_scoped_reconciler_gets_roles_not_cluster_roles(helm: Helm) -> None:

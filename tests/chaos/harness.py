@@ -20,7 +20,7 @@ import base64
 import contextlib
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,6 +147,8 @@ class ChaosStack:
     poll_timeout: float = 2.0
     proxy: bool = False
     service_env_extra: dict[str, str] = field(default_factory=dict)
+    #: Changes the ARS before it is applied (a variant's own image, annotations).
+    ars_edit: Callable[[dict[str, Any]], None] | None = None
     namespace: str = NAMESPACE
     nats: NatsServer | None = None
     cluster: NatsCluster | None = None
@@ -155,6 +157,8 @@ class ChaosStack:
     api_proxy: ApiProxy | None = None
     sim: ActionsSimulator | None = None
     kube: KubeClient | None = None
+    #: The admin kubeconfig of the stack's Kubernetes (``arcflow doctor`` reads it).
+    kubeconfig: str = ""
     pod_runner: PodRunner | None = None
     services: dict[str, SupervisedService] = field(default_factory=dict)
     targets: list[VariantTarget] = field(default_factory=list)
@@ -205,6 +209,9 @@ class ChaosStack:
             poll_timeout=self.poll_timeout,
             job_duration=0.2,
             service_env=self.service_env_extra,
+            # restart_nats waits for a scale.decision of every variant after the restart; an
+            # idle one comes once per decision heartbeat (ADR 0061), so keep that short here.
+            listener_env={"ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS": "2"},
             controller_namespace=f"{self.namespace}-systems" if shared else "arc-systems",
             namespaces=[self.namespace],
             proxy=self.proxy,
@@ -219,6 +226,7 @@ class ChaosStack:
         self.nats, self.cluster = parts.nats, parts.nats_cluster
         self.emulator, self.control_plane = parts.emulator, parts.control_plane
         self.api_proxy, self.kube = parts.proxy, parts.kube
+        self.kubeconfig = parts.kubeconfig
         self.sim, self.pod_runner = parts.simulator, parts.pod_runner
         self.services = {n: SupervisedService(s) for n, s in parts.services.items()}
         assert self.sim is not None
@@ -226,6 +234,8 @@ class ChaosStack:
         self.secrets.attach(self)
 
         ars = burst_ars(self.sim.config_url(), namespace=self.namespace)
+        if self.ars_edit is not None:
+            self.ars_edit(ars)
         self.targets = variant_targets(ars)
         await self.kube.create(
             {

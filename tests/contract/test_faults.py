@@ -10,6 +10,7 @@ from arcflow.common.actions import (
     GitHubAPIError,
     InvalidResponseError,
     MessageQueueTokenExpiredError,
+    NilSessionError,
     RetriesExhaustedError,
     RetryPolicy,
     RunnerScaleSet,
@@ -152,6 +153,17 @@ async def test_empty_message_queue_url_is_a_clear_error(
     actions_sim.empty_message_queue_url()
     with pytest.raises(InvalidResponseError, match="empty messageQueueUrl"):
         await client.create_message_session(scale_set_id, "listener")
+
+
+async def test_nil_session_id_is_refused(actions_sim: ActionsSimulator, actions_clients):
+    client = actions_clients.client()
+    scale_set_id = await new_scale_set(client, "nil-session")
+    actions_sim.nil_session_id()
+    with pytest.raises(NilSessionError, match="nil UUID"):
+        async with client.message_session(scale_set_id, "listener"):
+            pass
+    async with client.message_session(scale_set_id, "listener") as mq:  # the next one works
+        assert mq.session.session_id != "00000000-0000-0000-0000-000000000000"
 
 
 async def test_short_admin_token_ttl_refreshes_before_every_call(

@@ -18,7 +18,11 @@ NUMBERED = sorted(EXAMPLES.glob("[0-9][0-9]-*.yaml"))
 
 def test_numbered_examples_exist_and_are_listed_in_the_readme() -> None:
     readme = (EXAMPLES / "README.md").read_text()
-    assert [p.name for p in NUMBERED] == ["01-single-scale-set.yaml", "02-runner-variants.yaml"]
+    assert [p.name for p in NUMBERED] == [
+        "01-single-scale-set.yaml",
+        "02-runner-variants.yaml",
+        "04-scheduled-minimums.yaml",
+    ]
     for path in NUMBERED:
         assert path.name in readme
 

@@ -78,7 +78,7 @@ def test_every_subscription_filter_matches_what_the_watcher_or_registrar_publish
     for spec in (REGISTRAR, RECONCILER):
         for subscription in spec.subscriptions:
             token = subscription.consumer.filter_subject.split(".")[1]
-            assert token in {"k8s", "scalesets"}, subscription.consumer.durable
+            assert token in {"k8s", "scalesets", "errors"}, subscription.consumer.durable
 
 
 def test_docs_events_md_shows_the_generated_table() -> None:

@@ -288,3 +288,48 @@ def test_cli_refusal_names_the_field_and_exits_1(tmp_path: Path) -> None:
     assert "'default'" in result.stderr
     assert "'special'" in result.stderr
     assert result.stdout == ""
+
+
+# --- which shape stays at the top level (ADR 0063) -----------------------------------------
+
+
+def test_the_most_common_shape_is_the_top_level_template() -> None:
+    result = consolidate(
+        _inputs(
+            _ars("ci-gpu", cpu="4"),  # first, but alone in its shape
+            _ars("ci-small", cpu="1"),
+            _ars("ci-medium", cpu="1", labels=["medium"]),
+        )
+    )
+    manifest = result.ars.to_manifest()
+    assert manifest["spec"]["template"] == _ars("x", cpu="1")["spec"]["template"]
+    variants = {v["name"]: v for v in manifest["spec"]["runnerVariants"]}
+    assert "template" in variants["gpu"]
+    assert "template" not in variants["small"]
+    assert "template" not in variants["medium"]
+    [note] = [n for n in result.notes if "top-level template" in n]
+    assert "that of small, medium (2 of 3 inputs)" in note
+    assert "gpu carry their own" in note
+
+
+def test_without_a_most_common_shape_there_is_no_top_level_template() -> None:
+    result = consolidate(_inputs(_ars("ci-gpu", cpu="4"), _ars("ci-small", cpu="1")))
+    manifest = result.ars.to_manifest()
+    assert "template" not in manifest["spec"]
+    assert all("template" in v for v in manifest["spec"]["runnerVariants"])
+    assert any(n.startswith("no top-level template") for n in result.notes)
+    # A variant added later without a template is refused, not silently given the GPU shape.
+    manifest["spec"]["runnerVariants"].append({"name": "arm"})
+    errors = validate_autoscaling_runner_set(AutoscalingRunnerSet.from_manifest(manifest))
+    assert [e.path for e in errors] == ["spec.template"]
+    assert "spec.runnerVariants[2] has no template of its own" in errors[0].message
+
+
+def test_the_example_inputs_keep_no_gpu_template_at_the_top_level() -> None:
+    docs = [yaml.safe_load(path.read_text()) for path in ARS_FILES]
+    result = consolidate(
+        [input_from_document(d, str(p)) for d, p in zip(docs, ARS_FILES, strict=True)]
+    )
+    gpu = next(d for d in docs if d["metadata"]["name"].endswith("gpu"))
+    top = result.ars.to_manifest()["spec"].get("template")
+    assert top != gpu["spec"]["template"]

@@ -74,11 +74,53 @@ The container mode: dind, kubernetes or kubernetes-novolume; "" for none. Any ot
 {{- end -}}
 
 {{- define "arcflow-runner-set.needsKubeModeObjects" -}}
-{{- if and (include "arcflow-runner-set.isKubeMode" .) (not (include "arcflow-runner-set.templateServiceAccount" .)) -}}true{{- end -}}
+{{- if and (include "arcflow-runner-set.isKubeMode" .) (not (include "arcflow-runner-set.templateServiceAccount" .)) -}}true
+{{- else -}}{{- include "arcflow-runner-set.variantsNeed" (dict "root" . "kube" true) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "arcflow-runner-set.needsNoPermissionServiceAccount" -}}
-{{- if and (not (include "arcflow-runner-set.isKubeMode" .)) (not (include "arcflow-runner-set.templateServiceAccount" .)) -}}true{{- end -}}
+{{- if and (not (include "arcflow-runner-set.isKubeMode" .)) (not (include "arcflow-runner-set.templateServiceAccount" .)) -}}true
+{{- else -}}{{- include "arcflow-runner-set.variantsNeed" (dict "root" . "kube" false) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Container modes of runnerVariants (ADR 0063). A variant's containerMode (chart-only, never
+rendered into the ARS) wins over the top-level one; with neither, the variant's template is
+rendered as written, as before.
+variantMode (dict "root" . "variant" $v): the variant's effective mode, "" for none.
+*/}}
+{{- define "arcflow-runner-set.variantMode" -}}
+{{- $cm := .root.Values.containerMode -}}
+{{- if hasKey .variant "containerMode" -}}{{- $cm = .variant.containerMode -}}{{- end -}}
+{{- $type := "" -}}
+{{- with $cm -}}{{- $type = default "" .type | toString -}}{{- end -}}
+{{- if has $type (list "dind" "kubernetes" "kubernetes-novolume") -}}{{- $type -}}{{- end -}}
+{{- end -}}
+
+{{/* Whether the chart renders this variant's template through the container mode. */}}
+{{- define "arcflow-runner-set.variantRendered" -}}
+{{- if or (hasKey .variant "containerMode") (and .variant.template (include "arcflow-runner-set.variantMode" .)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when a rendered variant needs the kube-mode objects (kube: true) or the
+no-permission service account (kube: false) and its template names no service account. */}}
+{{- define "arcflow-runner-set.variantsNeed" -}}
+{{- $root := .root -}}
+{{- $kube := .kube -}}
+{{- $need := false -}}
+{{- range $variant := default list $root.Values.runnerVariants -}}
+{{- $args := dict "root" $root "variant" $variant -}}
+{{- if include "arcflow-runner-set.variantRendered" $args -}}
+{{- $mode := include "arcflow-runner-set.variantMode" $args -}}
+{{- $isKube := or (eq $mode "kubernetes") (eq $mode "kubernetes-novolume") -}}
+{{- $template := default (default dict $root.Values.template) $variant.template -}}
+{{- $account := (default dict $template.spec).serviceAccountName -}}
+{{- if and (eq $isKube $kube) (not $account) -}}{{- $need = true -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $need -}}true{{- end -}}
 {{- end -}}
 
 {{/*

@@ -619,3 +619,29 @@ async def test_no_retry_starts_whose_wait_passes_the_callers_deadline(
     assert info.value.attempts == 3
     assert info.value.status == 503
     assert "caller's deadline leaves no time" in str(info.value)
+
+
+async def test_several_scale_sets_by_name_carry_status_and_ids(
+    fake_github: FakeGitHub, client: ActionsClient
+) -> None:
+    """Like every other request error: the status, ``ActivityId`` and ``X-GitHub-Request-Id``
+    of the answer, in the text and as attributes (docs/actions-client.md#errors)."""
+    ids = {"ActivityId": "act-5c1e", "X-GitHub-Request-Id": "REQ-77"}
+    fake_github.on(
+        "GET",
+        SCALE_SETS,
+        sequence(status(200, {"count": 2, "value": [scale_set_json(), scale_set_json()]}, ids)),
+    )
+    with pytest.raises(AmbiguousResultError) as caught:
+        await client.get_runner_scale_set(1, "linux-x64")
+    error = caught.value
+    assert isinstance(error, ActionsError)
+    assert (error.status, error.activity_id, error.request_id) == (200, "act-5c1e", "REQ-77")
+    assert error.method == "GET"
+    assert not error.retryable
+    text = str(error)
+    assert 'status="200 OK"' in text
+    assert 'activity_id="act-5c1e"' in text
+    assert 'github_request_id="REQ-77"' in text
+    assert text.endswith("multiple runner scale sets found with name 'linux-x64'")
+    assert PAT not in text

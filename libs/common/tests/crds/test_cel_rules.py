@@ -14,6 +14,8 @@ import celpy
 import pytest
 import yaml
 
+from arcflow.common.validation import validate_manifest
+
 REPO = Path(__file__).parents[4]
 ARS_CRD = REPO / "deploy" / "crds" / "actions.github.com_autoscalingrunnersets.yaml"
 EXAMPLES = REPO / "examples"
@@ -58,7 +60,9 @@ def test_the_rules_exist_and_compile() -> None:
         ENV.compile(rule["rule"])
 
 
-@pytest.mark.parametrize("name", ["01-single-scale-set.yaml", "02-runner-variants.yaml"])
+@pytest.mark.parametrize(
+    "name", ["01-single-scale-set.yaml", "02-runner-variants.yaml", "04-scheduled-minimums.yaml"]
+)
 def test_examples_pass_every_rule(name: str) -> None:
     doc = yaml.safe_load((EXAMPLES / name).read_text())
     assert violations(ars_schema(), doc) == []
@@ -85,3 +89,88 @@ def test_variant_with_only_one_bound_passes_the_cel_rule() -> None:
     doc = variants_example()
     doc["spec"]["runnerVariants"][0] = {"name": "cpu-small", "minRunners": 50}
     assert violations(ars_schema(), doc) == []
+
+
+# --- scheduledOverrides (ADR 0063): the same problems named by arcflow validate ----------
+
+WINDOW = {"startTime": "2026-01-05T09:00:00+02:00", "endTime": "2026-01-05T17:00:00+02:00"}
+
+
+def with_overrides(items: list[dict[str, Any]]) -> dict[str, Any]:
+    doc = variants_example()
+    doc["spec"]["scheduledOverrides"] = items
+    return doc
+
+
+def test_a_valid_schedule_passes_both() -> None:
+    doc = with_overrides(
+        [
+            {**WINDOW, "minRunners": 2, "recurrenceRule": {"frequency": "Daily"}},
+            {**WINDOW, "minRunners": 1, "variants": ["gpu"]},
+        ]
+    )
+    doc["spec"]["runnerVariants"][0]["scheduledOverrides"] = []
+    assert violations(ars_schema(), doc) == []
+    assert validate_manifest(doc) == []
+
+
+@pytest.mark.parametrize(
+    ("item", "server_path", "arcflow_path", "rule"),
+    [
+        (
+            {"startTime": WINDOW["endTime"], "endTime": WINDOW["startTime"], "minRunners": 1},
+            ".spec.scheduledOverrides[0]",
+            "spec.scheduledOverrides[0].endTime",
+            "endTime must be after startTime",
+        ),
+        (
+            # Same instant in two offsets: not after.
+            {
+                "startTime": "2026-01-05T09:00:00+02:00",
+                "endTime": "2026-01-05T07:00:00Z",
+                "minRunners": 1,
+            },
+            ".spec.scheduledOverrides[0]",
+            "spec.scheduledOverrides[0].endTime",
+            "endTime must be after startTime",
+        ),
+        (
+            {
+                "startTime": "2026-01-05T09:00:00Z",
+                "endTime": "2026-01-12T09:00:01Z",
+                "minRunners": 1,
+                "recurrenceRule": {"frequency": "Weekly"},
+            },
+            ".spec.scheduledOverrides[0]",
+            "spec.scheduledOverrides[0].endTime",
+            "may last at most one period of its frequency",
+        ),
+        (
+            {**WINDOW, "minRunners": 1, "variants": ["cpu-small", "nope"]},
+            ".spec",
+            "spec.scheduledOverrides[0].variants[1]",
+            "names a variant that is not in spec.runnerVariants",
+        ),
+    ],
+    ids=["ends-before-start", "same-instant", "longer-than-period", "unknown-variant"],
+)
+def test_bad_overrides_break_the_same_rule_in_both(
+    item: dict[str, Any], server_path: str, arcflow_path: str, rule: str
+) -> None:
+    doc = with_overrides([item])
+    found = violations(ars_schema(), doc)
+    assert [path for path, message in found if rule in message] == [server_path], found
+    ours = [e for e in validate_manifest(doc) if e.path == arcflow_path]
+    assert ours, validate_manifest(doc)
+    assert all(rule in e.message for e in ours), ours
+
+
+def test_naming_variants_without_runner_variants_is_refused() -> None:
+    doc = with_overrides([{**WINDOW, "minRunners": 1, "variants": ["gpu"]}])
+    del doc["spec"]["runnerVariants"]
+    doc["spec"]["template"] = {"spec": {"containers": [{"name": "runner", "image": "r"}]}}
+    rule = "names a variant that is not in spec.runnerVariants"
+    assert [p for p, m in violations(ars_schema(), doc) if rule in m] == [".spec"]
+    [ours] = validate_manifest(doc)
+    assert ours.path == "spec.scheduledOverrides[0].variants[0]"
+    assert "the set has no runnerVariants" in ours.message

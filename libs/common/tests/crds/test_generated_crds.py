@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -161,7 +162,8 @@ def test_printer_columns_drop_dangling_status_fields() -> None:
         "Phase",
         "Pending Runners",
         "Running Runners",
-        "Scale Set ID",  # arcflow's, after upstream's columns
+        "Registration",  # arcflow's from here on: ScaleSetsRegistered's reason (ADR 0064)
+        "Scale Set ID",
         "Variant Scale Set IDs",
     ]
 
@@ -171,13 +173,18 @@ def test_printer_columns_point_at_schema_fields(plural: str) -> None:
     """Every spec/status column names a field of the schema (metadata paths are free-form)."""
     version = committed(plural)["spec"]["versions"][0]
     for column in version["additionalPrinterColumns"]:
-        parts = column["jsonPath"].lstrip(".").split(".")
+        # A list filter (conditions[?(@.type=="X")]) walks into the list's items.
+        path = re.sub(r"\[\?\(@\.\w+==\"[^\"]*\"\)\]", "[]", column["jsonPath"])
+        parts = path.lstrip(".").split(".")
         if parts[0] == "metadata":
             continue
         node = version["schema"]["openAPIV3Schema"]
         for part in parts:
-            assert part in node.get("properties", {}), f"{plural}: {column['jsonPath']}"
-            node = node["properties"][part]
+            name = part.removesuffix("[]")
+            assert name in node.get("properties", {}), f"{plural}: {column['jsonPath']}"
+            node = node["properties"][name]
+            if part.endswith("[]"):
+                node = node["items"]
 
 
 def test_runner_variants_cel_rules_and_limits() -> None:

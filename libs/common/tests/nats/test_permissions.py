@@ -27,7 +27,10 @@ from arcflow.common.nats.permissions import (
     subject_matches,
 )
 
-RPC = [subjects.registrar_rpc_subject(op) for op in ("jitconfig", "remove-runner", "get-runner")]
+RPC = [
+    subjects.registrar_rpc_subject(op)
+    for op in ("jitconfig", "remove-runner", "get-runner", "list-runners")
+]
 DATA = {
     "watcher": subjects.k8s_subject("pods", "ns", "p"),
     "registrar": subjects.scalesets_subject("ns", "ars"),

@@ -66,6 +66,7 @@ async def test_fault_and_settings_routes(raw):
         ("expire-mq-token", {"times": 2}),
         ("empty-message-body", {}),
         ("empty-queue-url", {}),
+        ("nil-session-id", {"times": 2}),
         ("bom", {"enabled": True}),
         ("slow-polls", {"delay": 0.01}),
         ("session-conflict", {}),
@@ -79,11 +80,13 @@ async def test_fault_and_settings_routes(raw):
         assert r.status_code == 201, (kind, r.text)
     described = (await http.get(f"{ctl}/faults")).json()
     assert described["expire_mq_calls"] == 2
+    assert described["nil_session_ids"] == 2
     assert described["bom"] is True
     assert raw.sim.tokens.admin_token_ttl == 30
     cleared = await http.delete(f"{ctl}/faults")
     assert cleared.json()["rules"] == []
     assert cleared.json()["bom"] is False
+    assert cleared.json()["nil_session_ids"] == 0
     settings = await http.patch(
         f"{ctl}/settings", json={"poll_timeout": 0.5, "assign_timeout": None, "mq_token_ttl": 60}
     )
@@ -142,3 +145,39 @@ async def test_no_secret_reaches_logs_snapshot_or_repr(raw, caplog: pytest.LogCa
     for secret in (raw.admin, session.token, jit, app.private_key):
         assert secret not in dumped
     assert app.private_key not in repr(app)
+
+
+async def test_a_scale_set_deleted_behind_the_controllers_back(raw):
+    """``DELETE /_sim/scalesets/{id}``: the session and idle runners go, a job running keeps
+    its runner and finishes, a job not started goes back to the queue with the same attempt;
+    the service then answers 404 for the id."""
+    sim: ActionsSimulator = raw.sim
+    http, ctl = raw.http, f"{sim.base_url}/_sim"
+    scale_set_id = await raw.create_scale_set("behind")
+    await raw.open_session(scale_set_id)
+    busy_jit = (await raw.jit(scale_set_id, "busy")).json()["encodedJITConfig"]
+    idle_jit = (await raw.jit(scale_set_id, "idle")).json()["encodedJITConfig"]
+    running, waiting = (
+        await http.post(f"{ctl}/jobs", json={"labels": ["behind"], "count": 2})
+    ).json()["job_ids"]
+    taken = await http.post(f"{ctl}/runners/connect", json={"jit_config": busy_jit})
+    assert taken.json()["job_id"] == running
+    assert sim.job(waiting)["state"] == "assigned"
+
+    deleted = await http.delete(f"{ctl}/scalesets/{scale_set_id}")
+    assert deleted.status_code == 200
+    assert deleted.json() == {"deleted": scale_set_id}
+    gone = await raw.call("GET", f"_apis/runtime/runnerscalesets/{scale_set_id}")
+    assert gone.status_code == 404
+    assert scale_set_id not in sim.engine.scale_sets
+    assert sim.job(running)["state"] == "running"
+    assert sim.job(waiting)["state"] == "queued"
+    assert sim.engine.job(waiting).attempt == 1
+    idle = await http.post(f"{ctl}/runners/connect", json={"jit_config": idle_jit})
+    assert idle.status_code == 400  # the idle runner went with the set
+    done = await http.post(f"{ctl}/jobs/{running}/complete")
+    assert done.json()["state"] == "completed"
+    again = await http.delete(f"{ctl}/scalesets/{scale_set_id}")
+    assert again.status_code == 404
+    bad = await http.delete(f"{ctl}/scalesets/not-a-number")
+    assert bad.status_code == 400

@@ -137,3 +137,15 @@ async def test_clear_faults_and_bad_rules(actions_sim: ActionsSimulator):
         actions_sim.inject_status("*", 700)
     with pytest.raises(ValueError):
         actions_sim.inject_status("*", 500, times=0)
+
+
+async def test_nil_session_id_leaves_no_session(raw):
+    scale_set_id = await raw.create_scale_set("nil")
+    raw.sim.nil_session_id()
+    nil = await raw.call("POST", f"{SETS}/{scale_set_id}/sessions", json={"ownerName": "x"})
+    assert nil.status_code == 200
+    assert nil.json()["sessionId"] == "00000000-0000-0000-0000-000000000000"
+    assert "sessionId=00000000-0000-0000-0000-000000000000" in nil.json()["messageQueueUrl"]
+    assert raw.sim.snapshot()["scaleSets"][0]["session"] is None
+    session = await raw.open_session(scale_set_id)  # not a 409: nothing was kept
+    assert session.mq_url

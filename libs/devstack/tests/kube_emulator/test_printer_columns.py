@@ -157,3 +157,26 @@ def test_only_simple_field_paths_are_accepted() -> None:
     for bad in ("metadata.name", ".spec.items[0]", ".spec..x", ".spec.*"):
         with pytest.raises(JsonPathError):
             split_json_path(bad)
+
+
+def test_the_registration_column_filters_the_conditions() -> None:
+    """``Registration``: the reason of ``ScaleSetsRegistered``, empty for a set without it."""
+    path = '.status.conditions[?(@.type=="ScaleSetsRegistered")].reason'
+    (_, _step, field) = split_json_path(path)
+    assert field == "reason"
+    column = {"name": "Registration", "type": "string", "jsonPath": path}
+    failing = {
+        "metadata": {"name": "a"},
+        "status": {
+            "conditions": [
+                {"type": "SpecValid", "status": "True", "reason": "Valid"},
+                {"type": "ScaleSetsRegistered", "status": "False", "reason": "GitHubUnreachable"},
+            ]
+        },
+    }
+    never = {"metadata": {"name": "b"}, "status": {"conditions": []}}
+    table = as_table({"items": [failing, never]}, [column])
+    assert [row["cells"] for row in table["rows"]] == [["a", "GitHubUnreachable"], ["b", None]]
+    for bad in ('.status.conditions[?(@.type!="X")].reason', ".status.conditions[?(@.type)]"):
+        with pytest.raises(JsonPathError):
+            split_json_path(bad)

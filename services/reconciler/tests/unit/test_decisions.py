@@ -15,7 +15,6 @@ from arcflow.common.kube import (
     KubeSettings,
     NotFoundError,
 )
-from arcflow.reconciler.controllers.ars import is_version_allowed, outdated_recreate_delay
 from arcflow.reconciler.controllers.runner_claims import (
     ANNOTATION_JIT_CLAIM,
     ANNOTATION_RUNNER_CLAIM,
@@ -27,31 +26,6 @@ from arcflow.reconciler.controllers.runner_claims import (
 )
 from arcflow.reconciler.controllers.runner_rules import backoff_remaining, pod_create_decision
 from arcflow.reconciler.settings import reconciler_kube_settings
-
-
-@pytest.mark.parametrize(
-    ("label", "build", "allowed"),
-    [
-        ("0.13.0", "dev", True),
-        ("", "dev", True),
-        ("anything", "canary-1234", True),
-        ("0.14.2", "0.14.2", True),
-        ("0.14.0", "0.14.2", True),
-        ("v0.14.1", "0.14.9-rc.1", True),
-        ("0.13.9", "0.14.2", False),
-        ("1.14.2", "0.14.2", False),
-        ("", "0.14.2", False),
-        ("garbage", "0.14.2", False),
-        ("0.14.2", "garbage", False),
-        ("garbage", "garbage", True),  # equal strings are always allowed
-    ],
-)
-def test_version_gate(label: str, build: str, allowed: bool) -> None:
-    assert is_version_allowed(label, build) is allowed
-
-
-def test_outdated_recreation_delay_doubles_from_the_second_time() -> None:
-    assert [outdated_recreate_delay(n, 60, 600) for n in range(6)] == [0, 60, 120, 240, 480, 600]
 
 
 def _err(cls: type[KubeApiError], message: str, reason: str = "") -> KubeApiError:

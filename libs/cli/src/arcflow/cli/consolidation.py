@@ -396,6 +396,40 @@ def _all_equal(values: Sequence[Any]) -> bool:
     return all(v == values[0] for v in values[1:])
 
 
+def top_level_shape(
+    names: Sequence[str], templates: Sequence[dict[str, Any]]
+) -> tuple[dict[str, Any] | None, str]:
+    """The pod template to keep at the top level, and a note saying which (ADR 0063).
+
+    The top-level template is what a variant added later without a template of its own
+    gets, so it must be the ordinary shape, never one input's special one (a GPU pod): the
+    template most inputs share, or none when no template is shared by more inputs than any
+    other (then every variant carries its own, and a new variant must too)."""
+    groups: list[tuple[dict[str, Any], list[str]]] = []
+    for name, template in zip(names, templates, strict=True):
+        for shape, members in groups:
+            if shape == template:
+                members.append(name)
+                break
+        else:
+            groups.append((template, [name]))
+    counts = sorted((len(members) for _, members in groups), reverse=True)
+    if len(groups) == 1:
+        return groups[0][0], "every input has the same pod template: it is the top-level template"
+    if counts[0] >= 2 and counts[0] > counts[1]:
+        shape, members = max(groups, key=lambda group: len(group[1]))
+        others = [n for n in names if n not in members]
+        return shape, (
+            f"the top-level template is the most common pod shape, that of "
+            f"{', '.join(members)} ({len(members)} of {len(names)} inputs), which a variant "
+            f"added later without a template gets; {', '.join(others)} carry their own"
+        )
+    return None, (
+        "no top-level template: no pod shape is shared by more inputs than another, so every "
+        "variant carries its own template, and a variant added later must bring one too"
+    )
+
+
 def _count_objects(ars: AutoscalingRunnerSet) -> tuple[int, int]:
     """(objects the reconciler writes, of which listener pods) for ``ars`` (placeholder ids)."""
     planned = ars.model_copy(deep=True)
@@ -474,7 +508,10 @@ def consolidate(inputs: Sequence[ConsolidationInput], name: str | None = None) -
         "minRunners": _all_equal([e.min_runners for e in effective]),
         "maxRunners": _all_equal([e.max_runners for e in effective]),
     }
-    spec["template"] = copy.deepcopy(effective[0].template)
+    top_template, shape_note = top_level_shape(names, [e.template for e in effective])
+    notes.append(shape_note)
+    if top_template is not None:
+        spec["template"] = copy.deepcopy(top_template)
     if shared["runnerScaleSetLabels"] and any(r.runner_scale_set_labels is not None for r in raw):
         spec["runnerScaleSetLabels"] = list(effective[0].runner_scale_set_labels)
     if shared["minRunners"] and any(r.min_runners is not None for r in raw):
@@ -491,7 +528,7 @@ def consolidate(inputs: Sequence[ConsolidationInput], name: str | None = None) -
             entry["minRunners"] = own.min_runners
         if not shared["maxRunners"] and given.max_runners is not None:
             entry["maxRunners"] = own.max_runners
-        if not shared["template"]:
+        if top_template is None or own.template != top_template:
             entry["template"] = copy.deepcopy(own.template)
         variants.append(entry)
     spec["runnerVariants"] = variants

@@ -89,6 +89,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "arcflow.cli.audit:audit_command",
         "Tail or replay arcflow events from JetStream, filtered by keys and type.",
     ),
+    "doctor": LazyCommand(
+        "arcflow.cli.doctor:doctor_command",
+        "Print what is stuck per set and variant, since when, why, and what to do.",
+    ),
     "consolidate": LazyCommand(
         "arcflow.cli.consolidate:consolidate_command",
         "Merge several ARS manifests or chart values into one ARS with runnerVariants.",

@@ -23,10 +23,12 @@ from arcflow.common.builders import (
     plan_objects,
     scale_set_ids_from_annotations,
 )
+from arcflow.common.builders.plan import scheduled_minimums_summary
 from arcflow.common.builders.settings import NATS_AUTH_USER_PASSWORD, VALID_NATS_AUTH_MODES
 from arcflow.common.constants import DEFAULT_VARIANT, KIND_ARS, LISTENER_CONFIG_KEY
 from arcflow.common.models import AutoscalingRunnerSet
-from arcflow.common.validation import FieldError, validate_manifest
+from arcflow.common.schedules import ScheduleError, parse_time, utc_now
+from arcflow.common.validation import FieldError, inheritance_warnings, validate_manifest
 
 from .manifest_input import InputError, parse_documents, read_text
 
@@ -182,6 +184,13 @@ _BlockStrDumper.add_representer(str, _str_representer)
     help="Secret (controller namespace) whose ca.crt listener pods trust for NATS TLS.",
 )
 @click.option(
+    "--at",
+    "at",
+    default="",
+    metavar="TIME",
+    help="RFC 3339 moment the scheduledOverrides windows are shown for (default: now).",
+)
+@click.option(
     "-o",
     "--output",
     type=click.Choice(["yaml", "json"]),
@@ -198,6 +207,7 @@ def plan_command(
     listener_nats_secret: str,
     listener_nats_auth: str,
     listener_nats_tls_secret: str,
+    at: str,
     output: str,
 ) -> None:
     """Print every object the reconciler would write for the AutoscalingRunnerSet(s) in FILE.
@@ -224,6 +234,10 @@ def plan_command(
     except ValueError as exc:
         raise _InputError(str(exc)) from exc
     given = parse_ids(ids) if ids else None
+    try:
+        now = parse_time(at, "--at") if at else utc_now()
+    except ScheduleError as exc:
+        raise click.BadParameter(str(exc), param_hint="--at") from None
 
     objects: list[dict[str, Any]] = []
     for index, doc in enumerate(docs):
@@ -235,6 +249,13 @@ def plan_command(
         if not ars.namespace:
             click.echo(f"note: {ars.name}: no metadata.namespace; planning for 'default'", err=True)
             ars.metadata.namespace = "default"
+        for warning in inheritance_warnings(ars):
+            click.echo(f"warning: {ars.name}: {warning}", err=True)
+        schedule = scheduled_minimums_summary(ars, now)
+        if schedule:
+            click.echo(f"note: {ars.name}: scheduled minimums (scheduledOverrides):", err=True)
+            for line in schedule:
+                click.echo(f"  {line}", err=True)
         try:
             objects.extend(plan_objects(ars, _ids_for(ars, given), settings))
         except BuildError as exc:

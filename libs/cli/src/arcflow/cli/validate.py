@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import click
 
-from arcflow.common.models import KINDS
-from arcflow.common.validation import FieldError, validate_manifest
+from arcflow.common.models import KINDS, AutoscalingRunnerSet, InvalidManifestError
+from arcflow.common.validation import FieldError, inheritance_warnings, validate_manifest
 
 from .manifest_checks import extra_checks, with_suggestions
 from .manifest_input import Document, load
@@ -40,6 +40,20 @@ def document_errors(doc: object) -> list[FieldError]:
     return errors
 
 
+def document_warnings(doc: object) -> list[FieldError]:
+    """Legal but probably unintended (an idle runner of a variant's own shape kept forever):
+    printed on stderr, the exit code stays 0 (ADR 0063)."""
+    if (
+        not isinstance(doc, dict)
+        or doc.get("kind") != AutoscalingRunnerSet.model_fields["kind"].default
+    ):
+        return []
+    try:
+        return inheritance_warnings(AutoscalingRunnerSet.from_manifest(doc))
+    except InvalidManifestError:
+        return []
+
+
 @click.command(name="validate")
 @click.argument("files", nargs=-1, required=True, metavar="FILE... | -")
 def validate_command(files: tuple[str, ...]) -> None:
@@ -70,6 +84,8 @@ def validate_command(files: tuple[str, ...]) -> None:
         checked.append(doc)
         prefix = f"{shown}: " if shown else ""
         problems.extend(prefix + str(error) for error in document_errors(doc.body))
+        for warning in document_warnings(doc.body):
+            click.echo(f"warning: {prefix}{warning}", err=True)
     if not checked:
         raise click.ClickException(
             "no arcflow document in the input (expected one of: " + ", ".join(KINDS) + ")"

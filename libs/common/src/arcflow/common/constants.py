@@ -66,6 +66,8 @@ MAX_LISTENER_REPLICAS: Final = 2
 ENV_LISTENER_REPLICAS: Final = "ARCFLOW_LISTENER_REPLICAS"
 ENV_LISTENER_REPLICA: Final = "ARCFLOW_LISTENER_REPLICA"
 ANNOTATION_CLEANUP_PREFIX: Final = "actions.github.com/cleanup-"
+#: On an AutoscalingListener: each variant's scheduledOverrides (ADR 0063), absent when none.
+ANNOTATION_LISTENER_SCHEDULED_OVERRIDES: Final = "arcflow.io/listener-scheduled-overrides"
 
 # --- finalizers ---------------------------------------------------------------------------
 FINALIZER_ARS: Final = "autoscalingrunnerset.actions.github.com/finalizer"

@@ -109,15 +109,20 @@ class ScaleSetConfig(BaseModel):
     ephemeral_runner_set_name: str = ""
     max_runners: int = UNBOUNDED_MAX_RUNNERS
     min_runners: int = 0
+    #: arcflow's scheduled minimums (ADR 0063), written only when there are some.
+    scheduled_overrides: list[dict[str, Any]] | None = None
 
     def to_ordered(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "runner_scale_set_id": self.runner_scale_set_id,
             "runner_scale_set_name": self.runner_scale_set_name,
             "ephemeral_runner_set_name": self.ephemeral_runner_set_name,
             "max_runners": self.max_runners,
             "min_runners": self.min_runners,
         }
+        if self.scheduled_overrides:
+            out["scheduled_overrides"] = self.scheduled_overrides
+        return out
 
 
 class ListenerConfig(BaseModel):
@@ -146,6 +151,8 @@ class ListenerConfig(BaseModel):
     metrics_endpoint: str = ""
     metrics: dict[str, Any] | None = None
     scale_sets: list[ScaleSetConfig] | None = Field(default=None)
+    #: The default variant's scheduled minimums (no ``scale_sets``; ADR 0063), when set.
+    scheduled_overrides: list[dict[str, Any]] | None = None
 
     @property
     def credentials(self) -> GitHubCredentials:
@@ -188,6 +195,8 @@ class ListenerConfig(BaseModel):
         )
         if self.scale_sets:
             out["scale_sets"] = [s.to_ordered() for s in self.scale_sets]
+        if self.scheduled_overrides:
+            out["scheduled_overrides"] = self.scheduled_overrides
         return out
 
     def to_json(self) -> str:
@@ -209,6 +218,7 @@ class ListenerConfig(BaseModel):
                 ephemeral_runner_set_name=self.ephemeral_runner_set_name,
                 max_runners=self.max_runners,
                 min_runners=self.min_runners,
+                scheduled_overrides=self.scheduled_overrides,
             )
         ]
 

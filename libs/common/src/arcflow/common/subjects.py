@@ -47,11 +47,14 @@ FilterDomain = Literal["k8s", "scalesets", "jobs", "scale", "audit", "errors", "
 DEFAULT_VARIANT_TOKEN: Final = "_"
 DOT_REPLACEMENT: Final = "~"
 
-RegistrarOp = Literal["jitconfig", "remove-runner", "get-runner"]
+RegistrarOp = Literal["jitconfig", "remove-runner", "get-runner", "list-runners", "scale-sets"]
 RPC_REGISTRAR_JITCONFIG: Final = "arc.rpc.registrar.jitconfig"
 RPC_REGISTRAR_REMOVE_RUNNER: Final = "arc.rpc.registrar.remove-runner"
 RPC_REGISTRAR_GET_RUNNER: Final = "arc.rpc.registrar.get-runner"
-_REGISTRAR_OPS: Final = ("jitconfig", "remove-runner", "get-runner")
+RPC_REGISTRAR_LIST_RUNNERS: Final = "arc.rpc.registrar.list-runners"
+#: GitHub's view of an ARS's scale sets, for ``arcflow doctor`` (read-only; ADR 0064).
+RPC_REGISTRAR_SCALE_SETS: Final = "arc.rpc.registrar.scale-sets"
+_REGISTRAR_OPS: Final = ("jitconfig", "remove-runner", "get-runner", "list-runners", "scale-sets")
 
 _VALUE_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _TOKEN_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9~_-]*")

@@ -38,7 +38,14 @@ from arcflow.common.models import (
     KubeModel,
     KubeObject,
 )
+from arcflow.common.models.autoscaling_runner_set import (
+    SCHEDULED_OVERRIDE_VARIANTS_RULE,
+    WINDOW_LONGER_THAN_PERIOD,
+    ScheduledOverride,
+    SetScheduledOverride,
+)
 from arcflow.common.naming import ephemeral_runner_set_name, scale_set_name
+from arcflow.common.schedules import FREQUENCIES, SHORTEST_PERIOD, ScheduleError, parse_time
 
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 MAX_OBJECT_LABEL_VALUE = 63
@@ -84,6 +91,7 @@ def validate_autoscaling_runner_set(ars: AutoscalingRunnerSet) -> list[FieldErro
     errors += _check_variants(ars)
     errors += _check_templates(ars)
     errors += _check_listener_replicas(ars)
+    errors += _check_scheduled_overrides(ars)
     return errors
 
 
@@ -374,6 +382,131 @@ def _check_variant_min_max(ars: AutoscalingRunnerSet, index: int) -> list[FieldE
             "maxRunners must be greater than or equal to minRunners",
         )
     ]
+
+
+# --- scheduled minimums (ADR 0063) ---------------------------------------------------------
+
+_FREQUENCY_LIST = ", ".join(f'"{f}"' for f in FREQUENCIES)
+
+
+def _check_scheduled_overrides(ars: AutoscalingRunnerSet) -> list[FieldError]:
+    """Every ``scheduledOverrides`` item (the set's and each variant's) can be evaluated, and
+    the set's name only declared variants. The messages carry the CRD rules' texts."""
+    errors: list[FieldError] = []
+    known = [v.name for v in ars.spec.runner_variants or []]
+    for index, item in enumerate(ars.spec.scheduled_overrides or []):
+        path = f"spec.scheduledOverrides[{index}]"
+        errors += _check_override(path, item)
+        errors += _check_override_variants(path, item, known)
+    for v_index, variant in enumerate(ars.spec.runner_variants or []):
+        for index, own in enumerate(variant.scheduled_overrides or []):
+            errors += _check_override(
+                f"spec.runnerVariants[{v_index}].scheduledOverrides[{index}]", own
+            )
+    return errors
+
+
+def _check_time(path: str, value: str | None) -> tuple[Any, list[FieldError]]:
+    if not value:
+        return None, [FieldError(path, "is required: an RFC 3339 date-time with an offset")]
+    try:
+        return parse_time(value), []
+    except ScheduleError:
+        return None, [
+            FieldError(
+                path,
+                "is not an RFC 3339 date-time with an offset; use e.g. "
+                "2026-01-05T09:00:00+02:00 or 2026-01-05T07:00:00Z",
+            )
+        ]
+
+
+def _check_override(path: str, item: ScheduledOverride) -> list[FieldError]:
+    start, errors = _check_time(f"{path}.startTime", item.start_time)
+    end, end_errors = _check_time(f"{path}.endTime", item.end_time)
+    errors += end_errors
+    if item.min_runners is None:
+        errors.append(
+            FieldError(f"{path}.minRunners", "is required: the minimum while the window is open")
+        )
+    else:
+        errors += _check_non_negative(f"{path}.minRunners", item.min_runners)
+    if start is not None and end is not None and end <= start:
+        errors.append(
+            FieldError(f"{path}.endTime", "is not after startTime; endTime must be after startTime")
+        )
+        start = end = None
+    rule = item.recurrence_rule
+    if rule is None:
+        return errors
+    frequency = rule.frequency
+    if frequency not in FREQUENCIES:
+        shown = f"{frequency[:20]!r} is not a frequency" if frequency else "is required"
+        errors.append(
+            FieldError(
+                f"{path}.recurrenceRule.frequency", f"{shown}; supported values: {_FREQUENCY_LIST}"
+            )
+        )
+    elif start is not None and end is not None and end - start > SHORTEST_PERIOD[frequency]:
+        errors.append(
+            FieldError(
+                f"{path}.endTime",
+                f"the window is longer than its {frequency} recurrence; "
+                f"{WINDOW_LONGER_THAN_PERIOD}",
+            )
+        )
+    if rule.until_time is not None:
+        errors += _check_time(f"{path}.recurrenceRule.untilTime", rule.until_time)[1]
+    return errors
+
+
+def _check_override_variants(
+    path: str, item: SetScheduledOverride, known: list[str]
+) -> list[FieldError]:
+    errors: list[FieldError] = []
+    listed = ", ".join(known) if known else "none: the set has no runnerVariants"
+    for index, name in enumerate(item.variants or []):
+        if name not in known:
+            errors.append(
+                FieldError(
+                    f"{path}.variants[{index}]",
+                    f"{name[:63]!r} is not a runner variant of this set; "
+                    f"{SCHEDULED_OVERRIDE_VARIANTS_RULE['message']} (variants: {listed})",
+                )
+            )
+    return errors
+
+
+def inheritance_warnings(ars: AutoscalingRunnerSet) -> list[FieldError]:
+    """Legal but costly: a variant with its own pod template that inherits a top-level
+    ``minRunners`` above 0 keeps that many idle runners of its own shape (a GPU pod, say) at
+    all times. ``arcflow validate`` and ``arcflow plan`` print these as warnings."""
+    top = ars.spec.min_runners or 0
+    warnings: list[FieldError] = []
+    if top <= 0:
+        return warnings
+    for index, variant in enumerate(ars.spec.runner_variants or []):
+        if variant.template is None or variant.min_runners is not None:
+            continue
+        schedule = " outside its scheduledOverrides windows" if _has_overrides(ars, variant) else ""
+        warnings.append(
+            FieldError(
+                f"spec.runnerVariants[{index}].minRunners",
+                f"is unset, so variant {variant.name!r} inherits spec.minRunners ({top}) with a "
+                f"pod template of its own: {top} idle runner(s) of that shape are kept at all "
+                f"times{schedule}; set minRunners: 0 on the variant (and scheduledOverrides "
+                "for working hours) to stop it",
+            )
+        )
+    return warnings
+
+
+def _has_overrides(ars: AutoscalingRunnerSet, variant: Any) -> bool:
+    if variant.scheduled_overrides is not None:
+        return bool(variant.scheduled_overrides)
+    return any(
+        not o.variants or variant.name in o.variants for o in ars.spec.scheduled_overrides or []
+    )
 
 
 # --- schema errors -------------------------------------------------------------------------

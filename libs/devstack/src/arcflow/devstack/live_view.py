@@ -126,6 +126,52 @@ def elapsed_text(seconds: float) -> str:
 
 
 @dataclass(frozen=True)
+class SetRow:
+    """One AutoscalingRunnerSet of the cluster (any, not only the demo's): its phase, how many
+    variants have a scale set id, and every False condition (why it does not work)."""
+
+    name: str
+    phase: str
+    registered: int
+    variants: int
+    problems: tuple[str, ...] = ()
+
+
+def set_rows(manifests: Iterable[Mapping[str, Any]]) -> list[SetRow]:
+    """Rows for every ARS, sorted by namespace/name (pure; ADR 0064)."""
+    rows = []
+    for doc in manifests:
+        meta = doc.get("metadata") or {}
+        spec = doc.get("spec") or {}
+        status = doc.get("status") or {}
+        annotations = meta.get("annotations") or {}
+        variants = spec.get("runnerVariants") or []
+        count = len(variants) if isinstance(variants, list) and variants else 1
+        try:
+            ids = json.loads(annotations.get("actions.github.com/runner-scale-set-ids") or "{}")
+        except ValueError:
+            ids = {}
+        if not isinstance(ids, dict):
+            ids = {}
+        registered = len(ids) if ids else (1 if annotations.get("runner-scale-set-id") else 0)
+        problems = tuple(
+            f"{c.get('type')}: {c.get('reason')}: {c.get('message')}"
+            for c in status.get("conditions") or []
+            if isinstance(c, Mapping) and c.get("status") == "False"
+        )
+        rows.append(
+            SetRow(
+                name=f"{meta.get('namespace')}/{meta.get('name')}",
+                phase=str(status.get("phase") or "-"),
+                registered=min(registered, count),
+                variants=count,
+                problems=problems,
+            )
+        )
+    return sorted(rows, key=lambda r: r.name)
+
+
+@dataclass(frozen=True)
 class ViewModel:
     title: str
     rows: list[VariantRow]
@@ -135,6 +181,8 @@ class ViewModel:
     phase: Phase = field(default_factory=lambda: Phase("starting"))
     elapsed: float = 0.0
     footer: list[str] = field(default_factory=list)
+    #: Every AutoscalingRunnerSet in the cluster (the demo's among them).
+    sets: list[SetRow] = field(default_factory=list)
 
 
 # --- pure: events -----------------------------------------------------------------------------
@@ -316,6 +364,7 @@ def build_view_model(
     progress: Progress | None = None,
     elapsed: float = 0.0,
     footer: Iterable[str] = (),
+    sets: Iterable[Mapping[str, Any]] = (),
 ) -> ViewModel:
     rows = []
     for variant in variants:
@@ -344,6 +393,7 @@ def build_view_model(
         phase=phase_of(progress or Progress()),
         elapsed=elapsed,
         footer=list(footer),
+        sets=set_rows(sets),
     )
 
 
@@ -454,6 +504,21 @@ def _table(model: ViewModel) -> Table:
     return table
 
 
+def _sets_text(model: ViewModel) -> Text:
+    """``sets:`` then one line per ARS in the cluster, its False conditions in red under it."""
+    text = Text()
+    if not model.sets:
+        return text
+    text.append("AutoscalingRunnerSets:", style="bold")
+    for row in model.sets:
+        style = "red" if row.problems else ("green" if row.phase == "Running" else "yellow")
+        text.append(f"\n  {row.name}  ", style="bold")
+        text.append(f"{row.phase}  {row.registered}/{row.variants} scale sets", style=style)
+        for problem in row.problems:
+            text.append(f"\n    {problem}", style="red")
+    return text
+
+
 def _head(model: ViewModel) -> Text:
     head = Text()
     head.append(model.title, style="bold")
@@ -472,6 +537,8 @@ def render(model: ViewModel, height: int | None = None, width: int | None = None
         _table(model),
         _components_text(model.components, width or 80),
     ]
+    if model.sets:
+        top.append(_sets_text(model))
     top.extend(Text(note, style="yellow") for note in model.notes)
     footer = [Text(line, style="dim") for line in model.footer]
     events = [Text(line, overflow="fold") for line in model.events]

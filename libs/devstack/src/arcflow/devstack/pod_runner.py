@@ -23,6 +23,7 @@ import base64
 import binascii
 import contextlib
 import ctypes
+import fnmatch
 import json
 import logging
 import os
@@ -422,6 +423,11 @@ class PodRunner:
     #: Upstream ARC's listener binary: with it, a listener pod upstream's controller made runs
     #: that binary instead of arcflow's listener (:mod:`.upstream_arc`, ADR 0060).
     upstream_listener_binary: Path | None = None
+    #: Faults (ADR 0065): runner pods with an image matching one of these ``fnmatch``
+    #: patterns never pull it (``ErrImagePull``, then ``ImagePullBackOff``, until deleted).
+    unpullable_images: list[str] = field(default_factory=list)
+    #: Nodes this runner stopped playing (:meth:`lose_node`), oldest first.
+    lost_nodes: list[str] = field(default_factory=list, init=False)
     node: NodeAgent | None = field(default=None, init=False)
     identities: dict[str, PodIdentity] = field(default_factory=dict, init=False, repr=False)
     _api: ApiCaller | None = field(default=None, init=False, repr=False)
@@ -431,6 +437,8 @@ class PodRunner:
         default_factory=dict, init=False, repr=False
     )
     _ready: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+    #: uids of runner pods on a lost node: their deletion is never confirmed by this runner.
+    _lost_pods: set[str] = field(default_factory=set, init=False, repr=False)
 
     async def start(self) -> PodRunner:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -533,7 +541,13 @@ class PodRunner:
             task = self._pod_tasks.pop(uid, None)
             if task is not None:
                 task.cancel()
-            if event_type != "DELETED" and record is not None and self.node is not None:
+            lost = uid in self._lost_pods
+            if (
+                event_type != "DELETED"
+                and record is not None
+                and self.node is not None
+                and not lost
+            ):
                 self._spawn_confirm(record, task)
             return
         if uid in self.records:
@@ -857,6 +871,9 @@ class PodRunner:
 
     async def _run_runner(self, record: PodRecord, pod: Mapping[str, Any]) -> None:
         started = _now()
+        if self._never_pulls(pod):  # a fault (ADR 0065)
+            await self._stall_in_image_pull(record, pod, started)
+            return
         await self._admit(record, pod, started)
         if self.runner_backend is None:
             log.warning("runner pod %s/%s: no runner backend; left Pending", *_where(record))
@@ -880,6 +897,71 @@ class PodRunner:
         outcome = await self.runner_backend.run(jit_config, took_job)
         record.job_id = outcome.job_id or record.job_id
         await self._finish(record, pod, started, outcome.exit_code, outcome.message)
+
+    # --- faults (ADR 0065): an image that never pulls, a node that goes away -----------
+
+    def _never_pulls(self, pod: Mapping[str, Any]) -> bool:
+        return any(
+            fnmatch.fnmatchcase(image, pattern)
+            for image in pod_images(pod)
+            for pattern in self.unpullable_images
+        )
+
+    async def _stall_in_image_pull(
+        self, record: PodRecord, pod: Mapping[str, Any], started: str
+    ) -> None:
+        """What a kubelet reports for an image it cannot pull: the pod stays Pending, its
+        container waiting with ``ErrImagePull``, then ``ImagePullBackOff`` (re-reported as the
+        back-off grows), until the pod is deleted (this task is cancelled then)."""
+        await self._admit(record, pod, started)
+        await self._patch_status(record, image_pull_status(pod, started, "ErrImagePull"))
+        backoff = 1.0
+        while True:
+            await asyncio.sleep(backoff)
+            await self._patch_status(record, image_pull_status(pod, started, "ImagePullBackOff"))
+            backoff = min(backoff * 2, 60.0)
+
+    async def lose_node(self, *, delete: bool = False) -> str | None:
+        """The node goes away: its Lease is no longer renewed (the node lifecycle controller
+        marks it NotReady and its pods not Ready after its grace period), the runner pods on
+        it stop without a word (a dead kubelet reports nothing, and confirms no deletion),
+        and, with ``delete``, the Node object is deleted. New pods land on a new node of this
+        runner's. Listener pods keep running. The old node's name, or ``None`` without one."""
+        old = self.node
+        if old is None or self._api is None:
+            return None
+        await old.stop()
+        self.lost_nodes.append(old.name)
+        for uid, record in list(self.records.items()):
+            if record.kind != "runner" or not record.active:
+                continue
+            self._lost_pods.add(uid)
+            task = self._pod_tasks.pop(uid, None)
+            if task is not None:
+                task.cancel()
+        if delete:
+            with contextlib.suppress(NotFoundError):
+                await self._api.request("DELETE", f"/api/v1/nodes/{old.name}")
+        name = f"{self.node_name}-{len(self.lost_nodes)}"
+        self.node = await NodeAgent(self._api, name, lease_interval=self.lease_interval).start()
+        return old.name
+
+
+def pod_images(pod: Mapping[str, Any]) -> list[str]:
+    spec = pod.get("spec") or {}
+    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    return [str(c.get("image") or "") for c in containers]
+
+
+def image_pull_status(pod: Mapping[str, Any], started_at: str, reason: str) -> dict[str, Any]:
+    """A pod whose image cannot be pulled: Pending, bound, the containers waiting."""
+    status = pending_status(pod, started_at)
+    message = "Back-off pulling image" if reason == "ImagePullBackOff" else "failed to pull image"
+    for container in status["containerStatuses"]:
+        container["state"] = {
+            "waiting": {"reason": reason, "message": f'{message} "{container["image"]}"'}
+        }
+    return status
 
 
 def _where(record: PodRecord) -> tuple[str, str]:

@@ -170,6 +170,8 @@ class DevStack:
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _started_at: float = 0.0
     _ers: list[dict[str, Any]] = field(default_factory=list)
+    #: Every AutoscalingRunnerSet of the cluster, by (namespace, name), for the live view.
+    _all_ars: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     _kubeconfig: str | None = None
     #: ``emulator``, ``apiserver`` or ``external``, and the server's ``gitVersion``.
     kube_backend: str = ""
@@ -528,6 +530,9 @@ class DevStack:
                 if resource_version is None:
                     listed = await self.kube.list(kind)
                     seen.update(str(o["metadata"].get("uid")) for o in listed.items)
+                    if kind is AUTOSCALING_RUNNER_SET:
+                        for obj in listed.items:
+                            self._track_ars("ADDED", obj)
                     resource_version = listed.resource_version or None
                 stream = self.kube.watch(kind, resource_version=resource_version)
                 async with stream:
@@ -541,6 +546,8 @@ class DevStack:
                             )
                         if kind is EPHEMERAL_RUNNER_SET:
                             self._track_ers(event.type, event.object)
+                        if kind is AUTOSCALING_RUNNER_SET:
+                            self._track_ars(event.type, event.object)
             except asyncio.CancelledError:
                 raise
             except KubeApiError as exc:
@@ -549,6 +556,14 @@ class DevStack:
                 await asyncio.sleep(0.5)
             except Exception:  # the count is best effort; the stack keeps going
                 await asyncio.sleep(0.5)
+
+    def _track_ars(self, event_type: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if event_type == "DELETED":
+            self._all_ars.pop(key, None)
+        else:
+            self._all_ars[key] = obj
 
     def _track_ers(self, event_type: str, obj: dict[str, Any]) -> None:
         name = (obj.get("metadata") or {}).get("name")
@@ -697,6 +712,7 @@ class DevStack:
             progress=self.progress(),
             elapsed=time.monotonic() - self._started_at if self._started_at else 0.0,
             footer=self.footer(),
+            sets=list(self._all_ars.values()),
         )
 
     def _notify(self) -> None:

@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -34,6 +35,7 @@ from arcflow.common.actions import (
 from arcflow.common.kube.lite import LiteKubeClient, LiteKubeSettings, LiteSettings
 from arcflow.common.listener_config import ListenerConfig
 from arcflow.common.nats import NatsConnection
+from arcflow.common.schedules import utc_now
 from arcflow.common.service.connection import DependencyUnavailableError
 from arcflow.common.telemetry import setup_tracing
 from arcflow.listener.config import (
@@ -55,6 +57,8 @@ from arcflow.listener.metrics import (
     ScaleSetRecorder,
     lease_metric_specs,
     metric_specs_from_config,
+    session_metric_specs,
+    stage_metric_specs,
 )
 from arcflow.listener.pump import AfterPublish, SessionPump
 from arcflow.listener.scaler import DesiredRunnerScaler
@@ -62,7 +66,7 @@ from arcflow.listener.sessions import SessionStore
 from arcflow.listener.standby import run_standby
 from arcflow.listener.supervisor import Backoff
 from arcflow.listener.unit import ScaleSetUnit
-from arcflow.listener.worker import ScaleSetWorker
+from arcflow.listener.worker import DECISION_HEARTBEAT, ScaleSetWorker
 
 log = logging.getLogger("arcflow.listener")
 
@@ -85,6 +89,33 @@ class ListenerOptions:
     #: Standby mode (ADR 0025); None reads ``ARCFLOW_LISTENER_REPLICAS``/``_REPLICA``.
     replicas: ReplicaSettings | None = None
     lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
+    #: ADR 0061: an idle ``scale.decision`` that changes nothing, at most this often per set
+    #: (``ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS``; None: that variable or 60 s).
+    decision_heartbeat: float | None = None
+    #: The time scheduledOverrides are evaluated at (ADR 0063); tests may move it.
+    wall_clock: Callable[[], datetime] = utc_now
+
+
+DECISION_HEARTBEAT_ENV = "ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS"
+
+
+def decision_heartbeat(options: ListenerOptions) -> float:
+    """The options' heartbeat, else ``ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS``, else 60 s;
+    :class:`ConfigError` unless it is a positive number."""
+    if options.decision_heartbeat is not None:
+        value: float | str = options.decision_heartbeat
+    else:
+        environ = os.environ if options.environ is None else options.environ
+        value = environ.get(DECISION_HEARTBEAT_ENV, "").strip() or DECISION_HEARTBEAT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise ConfigError(
+            f"{DECISION_HEARTBEAT_ENV} must be a positive number of seconds, got {value!r}"
+        )
+    return seconds
 
 
 def actions_credentials(config: ListenerConfig) -> PatCredentials | AppCredentials:
@@ -130,8 +161,10 @@ class Listener:
         except LeaseConfigError as exc:
             raise ConfigError(str(exc)) from None
         specs = metric_specs_from_config(config.metrics)
+        specs.update(session_metric_specs())
         if self.replicas.standby:
             specs.update(lease_metric_specs())
+        specs.update(stage_metric_specs())  # ADR 0065
         self.metrics = ListenerMetrics(specs, enabled=bool(config.metrics_addr))
         self.units: list[ScaleSetUnit] = []
         self.leases: dict[int, ScaleSetLease] = {}
@@ -194,6 +227,8 @@ class Listener:
             recorder,
             fetch_timeout=self.options.fetch_timeout,
             ledger=ledger,
+            decision_heartbeat=decision_heartbeat(self.options),
+            wall_clock=self.options.wall_clock,
         )
         pump = SessionPump(
             target,
@@ -206,12 +241,17 @@ class Listener:
             sessions=sessions,
             host=host,
             lease_held=standby,
+            on_session_failure=recorder.record_session_failure,
+            on_session=worker.initial_decision,
         )
         return ScaleSetUnit(target, pump, worker)
 
     def recorder(self, target: ScaleSetTarget) -> ScaleSetRecorder:
         return self.metrics.recorder_for(
-            self.config.configure_url, target.ephemeral_runner_set_name, target.namespace
+            self.config.configure_url,
+            target.ephemeral_runner_set_name,
+            target.namespace,
+            variant=target.variant,
         )
 
     async def open(self, nc: NatsClient) -> None:

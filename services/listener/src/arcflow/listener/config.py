@@ -31,6 +31,7 @@ from arcflow.common.listener_config import (
     ScaleSetConfig,
 )
 from arcflow.common.nats import ConsumerSpec, NatsConnection, listener_jobs_consumer
+from arcflow.common.schedules import ScheduledOverride, ScheduleError, parse_resolved
 
 CONFIG_PATH_ENV = "LISTENER_CONFIG_PATH"
 NATS_CONFIG_KEY = "nats"
@@ -249,6 +250,8 @@ class ScaleSetTarget:
     min_runners: int
     max_runners: int
     owner: str
+    #: Windows with another minimum (ADR 0063); the worker evaluates them on every decision.
+    scheduled_overrides: tuple[ScheduledOverride, ...] = ()
 
     @property
     def label(self) -> str:
@@ -301,11 +304,16 @@ def scale_set_targets(config: ListenerConfig, host: str) -> list[ScaleSetTarget]
                 min_runners=entry.min_runners,
                 max_runners=entry.max_runners,
                 owner=f"{host}-{entry.runner_scale_set_id}" if multi else host,
+                scheduled_overrides=parse_resolved(entry.scheduled_overrides),
             )
             target.jobs_subject  # noqa: B018 - validates the subject tokens early
         except subjects.InvalidSubjectTokenError as exc:
             raise ConfigError(
                 f"scale set {entry.runner_scale_set_id} cannot be named on NATS: {exc}"
+            ) from None
+        except ScheduleError as exc:
+            raise ConfigError(
+                f"scale set {entry.runner_scale_set_id} has an unusable scheduled override: {exc}"
             ) from None
         targets.append(target)
     return targets

@@ -17,13 +17,22 @@ names and names in the wrong section are logged and skipped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from arcflow.common.events import JobInfo, JobStatistics
 from arcflow.common.github_url import InvalidGitHubConfigUrlError, parse_github_config_url
+from arcflow.common.stages import (
+    LABEL_STAGE,
+    LABEL_VARIANT,
+    STAGE_BUCKETS,
+    STAGE_DESCRIPTION,
+    STAGE_LABELS,
+    STAGE_METRIC,
+)
 from arcflow.listener.http_endpoint import HttpEndpoint
 
 if TYPE_CHECKING:
@@ -72,6 +81,8 @@ DEFAULT_BUCKETS: tuple[float, ...] = (
     540, 600, 900, 1200, 1800, 2400, 3000, 3600,
 )  # fmt: skip
 
+GAUGE_AVAILABLE_JOBS = "gha_available_jobs"
+GAUGE_ACQUIRED_JOBS = "gha_acquired_jobs"
 GAUGE_ASSIGNED_JOBS = "gha_assigned_jobs"
 GAUGE_RUNNING_JOBS = "gha_running_jobs"
 GAUGE_REGISTERED_RUNNERS = "gha_registered_runners"
@@ -87,8 +98,17 @@ HISTOGRAM_EXECUTION = "gha_job_execution_duration_seconds"
 #: arcflow's own, exported only by a standby-mode listener (ADR 0025); not in listenerMetrics.
 GAUGE_LEASE_HELD = "arcflow_listener_lease_held"
 COUNTER_TAKEOVERS = "arcflow_listener_takeovers_total"
+#: arcflow's own, always exported: failed message session creates by ``reason``.
+COUNTER_SESSION_FAILURES = "arcflow_listener_session_failures_total"
+LABEL_REASON = "reason"
+#: arcflow's own, always exported (ADR 0065): 1 while the scale set's message session is open.
+GAUGE_SESSION_OPEN = "arcflow_listener_session_open"
 
 _DESCRIPTIONS = {
+    GAUGE_AVAILABLE_JOBS: "Number of jobs with matching labels, not yet acquired.",
+    GAUGE_ACQUIRED_JOBS: "Number of jobs acquired for this scale set, not yet assigned.",
+    STAGE_METRIC: STAGE_DESCRIPTION,
+    GAUGE_SESSION_OPEN: "1 while the scale set's GitHub message session is open, else 0.",
     GAUGE_ASSIGNED_JOBS: "Number of jobs assigned to this scale set.",
     GAUGE_RUNNING_JOBS: "Number of jobs running (or about to run).",
     GAUGE_REGISTERED_RUNNERS: "Number of runners registered by the scale set.",
@@ -103,9 +123,13 @@ _DESCRIPTIONS = {
     HISTOGRAM_EXECUTION: "Seconds from the runner's assignment to the job's end.",
     GAUGE_LEASE_HELD: "1 while this listener replica holds the scale set's lease, else 0.",
     COUNTER_TAKEOVERS: "Leases this replica took over after the holder's lapsed.",
+    COUNTER_SESSION_FAILURES: "Message session creates that failed, by reason "
+    "(nil_session_id, conflict, error).",
 }
 
 KNOWN_METRICS: dict[str, MetricKind] = {
+    GAUGE_AVAILABLE_JOBS: "gauge",
+    GAUGE_ACQUIRED_JOBS: "gauge",
     GAUGE_ASSIGNED_JOBS: "gauge",
     GAUGE_RUNNING_JOBS: "gauge",
     GAUGE_REGISTERED_RUNNERS: "gauge",
@@ -153,6 +177,21 @@ def lease_metric_specs() -> dict[str, MetricSpec]:
     return {
         GAUGE_LEASE_HELD: MetricSpec(GAUGE_LEASE_HELD, "gauge", SCALE_SET_LABELS),
         COUNTER_TAKEOVERS: MetricSpec(COUNTER_TAKEOVERS, "counter", SCALE_SET_LABELS),
+    }
+
+
+def session_metric_specs() -> dict[str, MetricSpec]:
+    """arcflow's session failure counter, added to whatever ``listenerMetrics`` selects."""
+    labels = (*SCALE_SET_LABELS, LABEL_REASON)
+    return {COUNTER_SESSION_FAILURES: MetricSpec(COUNTER_SESSION_FAILURES, "counter", labels)}
+
+
+def stage_metric_specs() -> dict[str, MetricSpec]:
+    """The runner-stage histogram (ADR 0065), added to whatever ``listenerMetrics`` selects:
+    the listener observes the stages that begin or end at one of GitHub's job times."""
+    return {
+        STAGE_METRIC: MetricSpec(STAGE_METRIC, "histogram", STAGE_LABELS, STAGE_BUCKETS),
+        GAUGE_SESSION_OPEN: MetricSpec(GAUGE_SESSION_OPEN, "gauge", SCALE_SET_LABELS),
     }
 
 
@@ -305,9 +344,12 @@ class ListenerMetrics:
                     explicit_bucket_boundaries_advisory=list(spec.buckets or DEFAULT_BUCKETS),
                 )
 
-    def recorder_for(self, configure_url: str, ers_name: str, namespace: str) -> ScaleSetRecorder:
+    def recorder_for(
+        self, configure_url: str, ers_name: str, namespace: str, *, variant: str = ""
+    ) -> ScaleSetRecorder:
         """A recorder stamping this scale set's labels; instruments are shared."""
-        return ScaleSetRecorder(self, scale_set_labels_for(configure_url, ers_name, namespace))
+        labels = scale_set_labels_for(configure_url, ers_name, namespace)
+        return ScaleSetRecorder(self, labels, variant=variant)
 
     def exposition(self) -> bytes:
         if self.registry is None:
@@ -363,21 +405,37 @@ class ListenerMetrics:
 class ScaleSetRecorder:
     """Upstream's ``MetricsRecorder`` for one scale set."""
 
-    def __init__(self, metrics: ListenerMetrics, scale_set_labels: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        metrics: ListenerMetrics,
+        scale_set_labels: Mapping[str, str],
+        *,
+        variant: str = "",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._metrics = metrics
         self.labels = dict(scale_set_labels)
+        self.stage_labels = {**self.labels, LABEL_VARIANT: variant}
+        self._clock = clock
 
     def record_static(self, min_runners: int, max_runners: int) -> None:
+        self._metrics.set_gauge(GAUGE_SESSION_OPEN, 0, self.labels)  # until its first statistics
         self._metrics.set_gauge(GAUGE_MIN_RUNNERS, min_runners, self.labels)
         self._metrics.set_gauge(GAUGE_MAX_RUNNERS, max_runners, self.labels)
 
     def record_statistics(self, stats: JobStatistics) -> None:
         m, labels = self._metrics, self.labels
+        m.set_gauge(GAUGE_SESSION_OPEN, 1, labels)  # statistics come only from a session
+        m.set_gauge(GAUGE_AVAILABLE_JOBS, stats.total_available_jobs, labels)
+        m.set_gauge(GAUGE_ACQUIRED_JOBS, stats.total_acquired_jobs, labels)
         m.set_gauge(GAUGE_ASSIGNED_JOBS, stats.total_assigned_jobs, labels)
         m.set_gauge(GAUGE_RUNNING_JOBS, stats.total_running_jobs, labels)
         m.set_gauge(GAUGE_REGISTERED_RUNNERS, stats.total_registered_runners, labels)
         m.set_gauge(GAUGE_BUSY_RUNNERS, stats.total_busy_runners, labels)
         m.set_gauge(GAUGE_IDLE_RUNNERS, stats.total_idle_runners, labels)
+
+    def record_session_closed(self) -> None:
+        self._metrics.set_gauge(GAUGE_SESSION_OPEN, 0, self.labels)
 
     def record_desired(self, desired: int) -> None:
         self._metrics.set_gauge(GAUGE_DESIRED_RUNNERS, desired, self.labels)
@@ -386,6 +444,9 @@ class ScaleSetRecorder:
         self._metrics.set_gauge(GAUGE_LEASE_HELD, 1 if held else 0, self.labels)
         if taken_over:
             self._metrics.add_counter(COUNTER_TAKEOVERS, self.labels)
+
+    def record_session_failure(self, reason: str) -> None:
+        self._metrics.add_counter(COUNTER_SESSION_FAILURES, {**self.labels, LABEL_REASON: reason})
 
     def _job_labels(self, job: JobInfo) -> dict[str, str]:
         workflow_name, workflow_target = parse_workflow_ref(job.job_workflow_ref)
@@ -403,7 +464,24 @@ class ScaleSetRecorder:
         )
         return values
 
+    def _stage(self, stage: str, seconds: float | None) -> None:
+        if seconds is not None and seconds >= 0:
+            self._metrics.observe(STAGE_METRIC, seconds, {**self.stage_labels, LABEL_STAGE: stage})
+
+    def record_job_assigned(self, job: JobInfo) -> None:
+        """A ``JobAssigned`` whose batch the worker just scaled for: ``queued`` (GitHub's queue
+        time to its assignment) and ``scale_requested`` (assignment to now, the ERS patch just
+        written; GitHub's clock against this host's, docs/operations.md#runner-stages)."""
+        assigned = _exact(job.scale_set_assign_time)
+        self._stage("queued", _between(_exact(job.queue_time), assigned))
+        if assigned is not None:
+            self._stage("scale_requested", self._clock() - assigned)
+
     def record_job_started(self, job: JobInfo) -> None:
+        """Also ``start_reported``: GitHub's start to now, the runner status patch written."""
+        started_at = _exact(job.runner_assign_time)
+        if started_at is not None:
+            self._stage("start_reported", self._clock() - started_at)
         values = self._job_labels(job)
         self._metrics.add_counter(COUNTER_STARTED_JOBS, values)
         startup = _seconds(job.scale_set_assign_time, job.runner_assign_time)
@@ -420,3 +498,17 @@ class ScaleSetRecorder:
         execution = _seconds(job.runner_assign_time, job.finish_time)
         if execution is not None:
             self._metrics.observe(HISTOGRAM_EXECUTION, execution, values)
+        finished = _between(_exact(job.runner_assign_time), _exact(job.finish_time))
+        self._stage("job_finished", finished)
+
+
+def _exact(moment: datetime | None) -> float | None:
+    """Epoch seconds, sub-second kept (upstream's histograms truncate to whole seconds; the
+    stage histogram must add up, so it does not)."""
+    if moment is None or moment.year <= 1:
+        return None
+    return moment.timestamp()
+
+
+def _between(start: float | None, end: float | None) -> float | None:
+    return None if start is None or end is None else end - start

@@ -10,7 +10,10 @@ watermark covers the rest, so nothing is lost and nothing is handled twice.
 Statistics without a message (the session's initial statistics, and every empty long poll)
 are handed to the worker in-process as a :class:`StatisticsTick`: they are level-triggered
 refreshes that need no durability, and publishing one per long poll per scale set would only
-fill the stream.
+fill the stream. The session's own statistics are *awaited* (``on_session``): the ERS is
+patched from them before the first long poll, as upstream's listener does
+(docs/upstream-behaviour.md#listener-session), so jobs queued before the session existed get
+runners without waiting for a message.
 
 Fault injection for tests (off by default, environment only, never ``config.json``):
 ``ARCFLOW_LISTENER_TEST_CRASH_AFTER_PUBLISH=<n>`` makes the process die right after the n-th
@@ -39,8 +42,10 @@ from arcflow.common.actions import (
     JobAvailable,
     JobMessage,
     MessageSessionClient,
+    NilSessionError,
     RunnerScaleSetMessage,
     RunnerScaleSetStatistic,
+    SessionConflictError,
 )
 from arcflow.common.events import JobInfo, JobsBatch, JobStatistics
 from arcflow.common.nats import publish_event
@@ -67,6 +72,8 @@ class StatisticsTick:
 
 AfterPublish = Callable[[JobsBatch], Awaitable[None]]
 TickSink = Callable[[StatisticsTick], None]
+#: Handles the session's statistics before the first poll (the worker's initial decision).
+SessionSink = Callable[[StatisticsTick], Awaitable[object]]
 
 CRASH_AFTER_PUBLISH_ENV = "ARCFLOW_LISTENER_TEST_CRASH_AFTER_PUBLISH"
 CRASH_BARRIER_ENV = "ARCFLOW_LISTENER_TEST_CRASH_BARRIER"
@@ -184,6 +191,20 @@ def jobs_batch(
     )
 
 
+#: ``reason`` values of a failed session create (the metric's label; bounded).
+SESSION_FAILURE_NIL_ID = "nil_session_id"
+SESSION_FAILURE_CONFLICT = "conflict"
+SESSION_FAILURE_ERROR = "error"
+
+
+def session_failure_reason(exc: BaseException) -> str:
+    if isinstance(exc, NilSessionError):
+        return SESSION_FAILURE_NIL_ID
+    if isinstance(exc, SessionConflictError):
+        return SESSION_FAILURE_CONFLICT
+    return SESSION_FAILURE_ERROR
+
+
 class _StoppedError(Exception):
     pass
 
@@ -205,8 +226,14 @@ class SessionPump:
         sessions: SessionStore | None = None,
         host: str = "",
         lease_held: bool = False,
+        on_session_failure: Callable[[str], None] | None = None,
+        on_session: SessionSink | None = None,
     ) -> None:
+        self._on_session = on_session
         self.target = target
+        self._on_session_failure = on_session_failure
+        #: Failed session creates by reason (``session_failure_reason``).
+        self.session_failures: dict[str, int] = {}
         self.ledger = ledger if ledger is not None else SessionLedger()
         self._sessions = sessions if sessions is not None else SessionStore(None)
         self._host = host
@@ -235,6 +262,11 @@ class SessionPump:
             target.scale_set_id, target.owner, retry_conflict=self._retry_conflict
         )
         await self._delete_predecessor()
+        try:
+            await session_client.open()
+        except Exception as exc:
+            self._session_failed(exc)
+            raise
         async with session_client as session:
             try:
                 await self._remember(session.session.session_id)
@@ -245,6 +277,22 @@ class SessionPump:
         if self.session_id:
             await self._kv_step(
                 "forget", self._sessions.forget(target.scale_set_id, self.session_id)
+            )
+
+    def _session_failed(self, exc: Exception) -> None:
+        """A session create that failed: counted by reason; the supervisor (several sets) or
+        the process exit (one set, as upstream) retries it. A nil session id gets its own
+        line: the service answered 200, so nothing else would say what was wrong."""
+        reason = session_failure_reason(exc)
+        self.session_failures[reason] = self.session_failures.get(reason, 0) + 1
+        if self._on_session_failure is not None:
+            self._on_session_failure(reason)
+        if reason == SESSION_FAILURE_NIL_ID:
+            log.error(
+                "%s: the service created a message session with the nil session id; refused, "
+                "creating a new one after the backoff",
+                self.target.label,
+                extra={"scale_set_id": self.target.scale_set_id, "reason": reason},
             )
 
     async def _kv_step(self, what: str, step: Awaitable[Any]) -> Any:
@@ -306,7 +354,7 @@ class SessionPump:
         latest = job_statistics(opened.statistics)
         self._progress += 1
         last_message_id = 0
-        self._tick(latest, last_message_id, "session")
+        await self._initial(StatisticsTick(latest, 0, "session", opened.session_id), stop)
         while not stop.is_set():
             try:
                 message = await self._poll(session, last_message_id, stop)
@@ -320,6 +368,26 @@ class SessionPump:
             await self._hand_over(session, message, batch)
             last_message_id = message.message_id
             latest = batch.statistics
+
+    async def _initial(self, tick: StatisticsTick, stop: asyncio.Event) -> None:
+        """The session's statistics, handled (ERS patched) before the first long poll; an
+        error of that handling ends the session like a failed poll. A stop cancels it."""
+        if self._on_session is None:
+            if self._on_tick is not None:
+                self._on_tick(tick)
+            return
+        handled = asyncio.ensure_future(self._on_session(tick))
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({handled, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+        if not handled.done():
+            handled.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await handled
+            return
+        handled.result()
 
     def _tick(self, stats: JobStatistics, last_message_id: int, reason: str) -> None:
         if self._on_tick is not None:

@@ -57,6 +57,13 @@ class DesiredRunnerScaler:
         self.patch_seq = -1
         self.dirty = False
 
+    def set_minimum(self, min_runners: int) -> None:
+        """The minimum in force now (scheduledOverrides, ADR 0063), capped by the maximum;
+        the next :meth:`decide` uses it in the formula and in the force-state rule."""
+        if min_runners < 0:
+            raise ValueError("min_runners must not be negative")
+        self.min_runners = min(min_runners, self.max_runners)
+
     def job_started(self) -> None:
         self.dirty = True
 

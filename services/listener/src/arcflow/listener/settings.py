@@ -3,8 +3,8 @@
 The service runtime calls :func:`load_settings` (the spec's settings loader, ADR 0045). Every
 configuration error is found here, so it ends the process with exit code 2 and upstream's
 message before NATS or GitHub is contacted: the file and its validation, the NATS settings, the
-scale sets' names on NATS, the standby replica variables, the ``ARCFLOW_KUBE_*`` variables and
-the test-only crash switch.
+scale sets' names on NATS, the standby replica variables, the ``ARCFLOW_KUBE_*`` variables, the
+decision heartbeat and the test-only crash switch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from arcflow.common.listener_config import ListenerConfig
 from arcflow.common.nats import NatsConnection
 from arcflow.common.service.spec import InvalidSettingsError
-from arcflow.listener.app import ListenerOptions, default_kube_settings
+from arcflow.listener.app import ListenerOptions, decision_heartbeat, default_kube_settings
 from arcflow.listener.config import (
     ConfigError,
     hostname,
@@ -76,12 +76,14 @@ class ListenerSettings:
         except (LeaseConfigError, ValueError) as exc:
             raise ConfigError(str(exc)) from None
         scale_set_targets(config, options.host or hostname())  # names valid on NATS
+        heartbeat = decision_heartbeat(options)
         CrashAfterPublish.from_environ(os.environ)  # the pump reads the process environment
         resolved = dataclasses.replace(
             options,
             nats=options.nats or nats_settings(raw, options.environ),
             kube_settings=kube,
             replicas=replicas,
+            decision_heartbeat=heartbeat,
         )
         return cls(config, raw, resolved)
 

@@ -21,13 +21,19 @@ class ScaleSetUnit:
     pump_stats: SupervisorStats = field(default_factory=SupervisorStats)
     worker_stats: SupervisorStats = field(default_factory=SupervisorStats)
 
+    async def _pump(self, stop: asyncio.Event) -> None:
+        try:
+            await self.pump.run(stop)
+        finally:
+            self.worker.session_closed()
+
     async def run_supervised(self, stop: asyncio.Event, backoff: Backoff) -> None:
         """The pump and the worker, each restarted by its own supervisor until ``stop``."""
         label = self.target.label
         await asyncio.gather(
             supervise(
                 f"session pump {label}",
-                self.pump.run,
+                self._pump,
                 stop,
                 backoff=backoff,
                 stats=self.pump_stats,

@@ -27,6 +27,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 import nats.errors
@@ -51,6 +52,7 @@ from arcflow.common.nats import (
     ensure_consumer,
     publish_event,
 )
+from arcflow.common.schedules import effective_minimum, utc_now
 from arcflow.common.service.fetch import bind_pull, fetch_batches
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
@@ -72,6 +74,10 @@ IDENTICAL_PATCH_WINDOW = 5.0
 #: A batch that completed no job and leaves the count as last written sends no ERS patch
 #: within this many seconds of that write (ADR 0043); after it, the batch patches as upstream.
 UNCHANGED_BATCH_WINDOW = 30.0
+#: How long a session's initial decision waits for the worker's restore before it is queued.
+RESTORE_WAIT = 30.0
+#: A statistics tick whose decision changes nothing is published at most this often (ADR 0061).
+DECISION_HEARTBEAT = 60.0
 
 
 T = TypeVar("T")
@@ -136,6 +142,9 @@ class ScaleSetWorker:
         identical_patch_window: float = IDENTICAL_PATCH_WINDOW,
         unchanged_batch_window: float = UNCHANGED_BATCH_WINDOW,
         clock: Callable[[], float] = time.monotonic,
+        restore_wait: float = RESTORE_WAIT,
+        decision_heartbeat: float = DECISION_HEARTBEAT,
+        wall_clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.target = target
         self._js = js
@@ -149,6 +158,10 @@ class ScaleSetWorker:
         self._identical_window = identical_patch_window
         self._unchanged_window = unchanged_batch_window
         self._clock = clock
+        #: The time scheduledOverrides are evaluated at (ADR 0063); injectable for tests.
+        self._wall_clock = wall_clock
+        #: The configured minimum; a scheduled override replaces it while its window is open.
+        self._base_min = scaler.min_runners
         self._lock = asyncio.Lock()
         self._tick: StatisticsTick | None = None
         self._tick_event = asyncio.Event()
@@ -172,6 +185,16 @@ class ScaleSetWorker:
         self.stopping: asyncio.Event | None = None
         #: Writes refused 403 while stopping, taken as done (the listener's RBAC is going).
         self.refused_while_stopping = 0
+        #: Set once :meth:`run` restored its watermark (the session's decision waits for it).
+        self._restored = asyncio.Event()
+        self._restore_wait = restore_wait
+        #: ADR 0061: (desired replicas, patchID, minimum) of the last published decision, and
+        #: when.
+        self._heartbeat = decision_heartbeat
+        self._published: tuple[int, int, int] | None = None
+        self._published_at = 0.0
+        #: Idle decisions not published (they changed nothing, within the heartbeat).
+        self.decisions_unpublished = 0
 
     # --- inputs -----------------------------------------------------------------------
     def post_tick(self, tick: StatisticsTick) -> None:
@@ -185,6 +208,7 @@ class ScaleSetWorker:
         spec = self.target.consumer_spec()
         await _retry_timeouts(lambda: ensure_consumer(self._js, spec))
         await _retry_timeouts(self._restore)
+        self._restored.set()
         consumer = EventConsumer(
             spec,
             self._handle_event,
@@ -222,6 +246,27 @@ class ScaleSetWorker:
                 continue
             await self.apply_tick(tick)
 
+    async def initial_decision(self, tick: StatisticsTick) -> Decision | None:
+        """The session's statistics, decided (ERS patched, decision published) for the pump
+        before its first long poll (docs/upstream-behaviour.md#listener-session).
+
+        It waits for :meth:`run` to restore the watermark first, so this decision carries the
+        last handled batch's headers and a restarted worker still finds them; a worker that
+        cannot restore within ``restore_wait`` gets the tick queued instead (the old order:
+        decided as soon as the worker runs) rather than holding the session's polls."""
+        try:
+            await asyncio.wait_for(self._restored.wait(), self._restore_wait)
+        except TimeoutError:
+            log.warning(
+                "%s: worker not ready after %.0fs; the session's statistics are queued and the "
+                "first long poll is not held for them",
+                self.target.label,
+                self._restore_wait,
+            )
+            self.post_tick(tick)
+            return None
+        return await self.apply_tick(tick)
+
     # --- handlers ---------------------------------------------------------------------
     async def apply_tick(self, tick: StatisticsTick) -> Decision | None:
         """``HandleDesiredRunnerCount`` for statistics seen without a message."""
@@ -232,7 +277,11 @@ class ScaleSetWorker:
                 "scale.decision",
                 attributes={"scale_set.id": self.target.scale_set_id, "reason": tick.reason},
             ):
-                return await self._decide(tick.statistics, reason=tick.reason)
+                # A new session's decision is always published; an idle one only when it
+                # changes something or the heartbeat is due (ADR 0061).
+                return await self._decide(
+                    tick.statistics, reason=tick.reason, always_publish=tick.reason == "session"
+                )
 
     async def _handle_event(self, event: EventBase, delivery: Delivery) -> None:
         if isinstance(event, JobsBatch):
@@ -274,6 +323,11 @@ class ScaleSetWorker:
                 f"batch of another session stored at sequence {stream_seq}, after the live "
                 f"session began at {first}"
             )
+
+    def session_closed(self) -> None:
+        """The pump's session ended (ADR 0065: ``arcflow_listener_session_open`` 0)."""
+        if self._recorder is not None:
+            self._recorder.record_session_closed()
 
     async def handle_batch(
         self, batch: JobsBatch, stream_seq: int | None = None
@@ -327,6 +381,9 @@ class ScaleSetWorker:
                     self.scaler.target, self.scaler.patch_seq, self.scaler.dirty = state
                     raise
             if self._recorder is not None:
+                for job in batch.jobs:  # the ERS patch for them is written (ADR 0065)
+                    if job.message_type == "JobAssigned":
+                        self._recorder.record_job_assigned(job)
                 for job in started:
                     self._recorder.record_job_started(job)
                 for job in completed:
@@ -368,17 +425,24 @@ class ScaleSetWorker:
         mark: Watermark | None = None,
         runners: Sequence[JobInfo] = (),
         may_skip: bool = False,
+        always_publish: bool = True,
     ) -> Decision:
         """Scaler, then the ERS patch (the first write), then the JobStarted runner patches
         and the decision event concurrently.
 
         ``may_skip``: a batch that completed no job sends no ERS patch when its count is the
         one this worker wrote within the window (ADR 0043); statistics ticks never skip (they
-        are upstream's self-correction)."""
+        are upstream's self-correction).
+
+        ``always_publish=False`` (idle ticks): the ``scale.decision`` is published only when
+        its desired count or patchID differs from the last published one, or when the last
+        publish is ``decision_heartbeat`` seconds old (ADR 0061). Batches always publish:
+        their decision carries the watermark a restarted worker resumes from."""
         target = self.target
         if self._recorder is not None:
             self._recorder.record_statistics(stats)
         standing = self._standing_request() if may_skip else None
+        reason = self._apply_schedule(reason)
         decision = self.scaler.decide(stats.total_assigned_jobs, unchanged_since=standing)
         if decision.skipped:
             self.unchanged_batches += 1
@@ -409,10 +473,24 @@ class ScaleSetWorker:
             max_runners=self.scaler.max_runners,
             reason=reason,
         )
+        now = self._clock()
+        if not always_publish and not self._publish_due(decision, now):
+            self.decisions_unpublished += 1
+            await self._patch_runners(runners)
+            log.debug(
+                "%s: desired %d runners unchanged (patchID %d, %s); decision not published",
+                target.label,
+                decision.target,
+                decision.patch_id,
+                reason,
+            )
+            return decision
         await asyncio.gather(
             self._patch_runners(runners),
             publish_event(self._js, target.scale_subject, event, headers=headers, timeout=10.0),
         )
+        self._published = self._published_key(decision)
+        self._published_at = now
         log.info(
             "%s: desired %d runners (patchID %d, %d assigned jobs, %s)",
             target.label,
@@ -422,6 +500,40 @@ class ScaleSetWorker:
             reason,
         )
         return decision
+
+    def _publish_due(self, decision: Decision, now: float) -> bool:
+        """ADR 0061: a decision that changes what the last published one said (count, patchID,
+        or the minimum a scheduled override sets), or the heartbeat; a worker's first
+        decision is always due."""
+        if self._published != self._published_key(decision):
+            return True
+        return now - self._published_at >= self._heartbeat
+
+    def _published_key(self, decision: Decision) -> tuple[int, int, int]:
+        return decision.target, decision.patch_id, self.scaler.min_runners
+
+    def _apply_schedule(self, reason: str) -> str:
+        """Set the scaler's minimum from the scheduled overrides open now (every decision, so
+        a window opens or closes on the next statistics tick, with no restart)."""
+        overrides = self.target.scheduled_overrides
+        if not overrides:
+            return reason
+        now = self._wall_clock()
+        effective = effective_minimum(self._base_min, self.scaler.max_runners, overrides, now)
+        if effective.min_runners != self.scaler.min_runners:
+            log.info(
+                "%s: minimum %d -> %d (%s)",
+                self.target.label,
+                self.scaler.min_runners,
+                effective.min_runners,
+                effective.override or "no scheduled override open",
+            )
+            if self._recorder is not None:
+                self._recorder.record_static(effective.min_runners, self.scaler.max_runners)
+        self.scaler.set_minimum(effective.min_runners)
+        if effective.override:
+            return f"{reason}; minimum {effective.min_runners} from {effective.override}"
+        return reason
 
     def _standing_request(self) -> tuple[int, int] | None:
         """The (replicas, patchID) this worker wrote within the window, else ``None``."""

@@ -187,6 +187,7 @@ class Writer:
         *,
         uid: str | None = None,
         unchanged: bool = False,
+        grace_period_seconds: int | None = None,
     ) -> bool:
         """Delete ``obj`` (kind/name/namespace from it); ``False`` when it was already gone.
 
@@ -198,9 +199,19 @@ class Writer:
         kind, name, namespace = str(obj["kind"]), str(meta["name"]), meta.get("namespace")
         version = str(meta.get("resourceVersion") or "") if unchanged else ""
         try:
-            response = await self.kube.delete(
-                kind, name, namespace=namespace, uid=uid, resource_version=version or None
-            )
+            if grace_period_seconds is None:
+                response = await self.kube.delete(
+                    kind, name, namespace=namespace, uid=uid, resource_version=version or None
+                )
+            else:  # a pod whose node is gone (ADR 0065)
+                response = await self.kube.delete(
+                    kind,
+                    name,
+                    namespace=namespace,
+                    uid=uid,
+                    resource_version=version or None,
+                    grace_period_seconds=grace_period_seconds,
+                )
         except NotFoundError:
             if self.cache is not None:
                 self.cache.observe_delete(obj, None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from arcflow.common.cache import CachedKind, Change, ObjectCache
 from arcflow.common.constants import LABEL_PART_OF, PART_OF_VALUE
@@ -26,8 +27,8 @@ from arcflow.common.kube import (
     SERVICE_ACCOUNT,
     KubeClient,
 )
+from arcflow.reconciler.keys import Key
 from arcflow.reconciler.routing import keys_for_object
-from arcflow.reconciler.workqueue import Key
 
 # Runner pods and JIT Secrets carry this label (the builders put it there); Secrets without it
 # (the GitHub credentials a user created) are read from the API server when needed.
@@ -95,10 +96,14 @@ def build_cache(
     relist_seconds: float,
     delay_seconds: float = 0.0,
     namespaces: Sequence[str] = (),
+    on_object: Callable[[str, Any], None] | None = None,
 ) -> ObjectCache:
-    """The cache of :func:`cached_kinds` (``namespaces``: the managed ones; empty: all)."""
+    """The cache of :func:`cached_kinds` (``namespaces``: the managed ones; empty: all).
+    ``on_object(kind, object)`` sees every change as it arrives (the stage clock, ADR 0065)."""
 
     def on_change(change: Change) -> None:
+        if on_object is not None and change.type != "DELETED":
+            on_object(change.kind, change.obj)
         resource = _RESOURCE_OF_KIND.get(change.kind, "")
         for key in keys_for_object(resource, change.obj, controller_namespace):
             enqueue(key)

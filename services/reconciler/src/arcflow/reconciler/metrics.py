@@ -16,8 +16,10 @@ from arcflow.common.constants import (
     LABEL_ENTERPRISE,
     LABEL_ORGANIZATION,
     LABEL_REPOSITORY,
+    LABEL_RUNNER_VARIANT,
     LABEL_SCALE_SET_NAME,
 )
+from arcflow.common.stages import STAGE_BUCKETS, STAGE_DESCRIPTION, STAGE_METRIC
 
 
 def upstream_labels(name: str, namespace: str, labels: Mapping[str, str]) -> dict[str, str]:
@@ -61,6 +63,23 @@ class ReconcilerMetrics:
             unit="s",
             description="Duration of one reconcile pass (attribute kind)",
         )
+        # The runner stage breakdown (ADR 0065; stages.py says which ones and when).
+        self.runner_stage = meter.create_histogram(
+            STAGE_METRIC,
+            description=STAGE_DESCRIPTION,
+            explicit_bucket_boundaries_advisory=list(STAGE_BUCKETS),
+        )
+        # The deadline reaper (ADR 0065): runner pods recreated or removed, by stage.
+        self.reaped = meter.create_counter(
+            "arcflow_reconciler_runner_pods_reaped",
+            description="Runner pods recreated past a stage deadline or on a lost node "
+            "(attributes name, namespace, variant, stage, reason)",
+        )
+        self.orphans_removed = meter.create_counter(
+            "arcflow_reconciler_orphan_runners_removed",
+            description="GitHub runners with no EphemeralRunner behind them removed "
+            "(attributes namespace, name)",
+        )
         self.writes = meter.create_counter(
             "arcflow_reconciler_writes",
             description="Objects created/patched/deleted (attributes action, kind)",
@@ -74,3 +93,13 @@ class ReconcilerMetrics:
         self.pending_runners.set(counts.get("pending", 0), attrs)
         self.running_runners.set(counts.get("running", 0), attrs)
         self.failed_runners.set(counts.get("failed", 0), attrs)
+
+    def record_stage(self, seconds: float, attrs: dict[str, str]) -> None:
+        self.runner_stage.record(seconds, attrs)
+
+
+def variant_labels(ers_name: str, namespace: str, labels: Mapping[str, str]) -> dict[str, str]:
+    """Upstream's labels plus ``variant`` (the runner-variant label, "" for the default)."""
+    attrs = upstream_labels(ers_name, namespace, labels)
+    attrs["variant"] = labels.get(LABEL_RUNNER_VARIANT, "")
+    return attrs

@@ -19,8 +19,14 @@ from arcflow.common.constants import (
     LABEL_SCALE_SET_NAME,
     LABEL_SCALE_SET_NAMESPACE,
 )
-from arcflow.common.events import EventBase, K8sObjectChanged, ScaleSetAssigned, ScaleSetDeleted
-from arcflow.reconciler.workqueue import Key
+from arcflow.common.events import (
+    EventBase,
+    K8sObjectChanged,
+    RegistrationFailed,
+    ScaleSetAssigned,
+    ScaleSetDeleted,
+)
+from arcflow.reconciler.keys import Key
 
 _OWNED_RESOURCES = ("pods", "secrets", "ephemeralrunners", "serviceaccounts")
 _OWNER_KINDS = {KIND_ER: "er", KIND_ERS: "ers", KIND_AL: "al"}
@@ -39,7 +45,7 @@ ROUTED_RESOURCES: Final = frozenset(
 
 
 def keys_for(event: EventBase, controller_namespace: str) -> list[Key]:
-    if isinstance(event, (ScaleSetAssigned, ScaleSetDeleted)):
+    if isinstance(event, (ScaleSetAssigned, ScaleSetDeleted, RegistrationFailed)):
         if event.keys.namespace and event.keys.ars:
             return [Key("ars", event.keys.namespace, event.keys.ars)]
         return []

@@ -9,35 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
-from pydantic import ValidationError
 
-from arcflow.common.scaleset_records import InvalidRecordKeyError, ScaleSetRecord, record_key
-
-
-@dataclass(frozen=True, slots=True)
-class ScaleSetAssignment:
-    variant: str
-    scale_set_id: int
-    scale_set_name: str
-    runner_group_name: str
-
-
-def parse_record(variant: str, data: bytes) -> ScaleSetAssignment | None:
-    """The assignment in one KV value, or ``None`` if it is not a valid :class:`ScaleSetRecord`."""
-    try:
-        record = ScaleSetRecord.decode(data)
-    except ValidationError:
-        return None
-    return ScaleSetAssignment(
-        variant=variant,
-        scale_set_id=record.scale_set_id,
-        scale_set_name=record.scale_set_name,
-        runner_group_name=record.runner_group_name,
-    )
+from arcflow.common.scaleset_records import InvalidRecordKeyError, record_key
+from arcflow.reconciler.assignments import ScaleSetAssignment, parse_record
 
 
 class ScaleSetIds:

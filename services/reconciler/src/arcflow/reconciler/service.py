@@ -1,4 +1,4 @@
-"""The reconciler, declared: the only writer of Kubernetes objects."""
+"""The reconciler, declared: it creates, updates and deletes the Kubernetes objects arcflow owns."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ from dataclasses import replace
 from arcflow.common.events import (
     K8sObjectChanged,
     ObjectWritten,
+    RegistrationFailed,
     RunnerLifecycle,
     ScaleSetAssigned,
     ScaleSetDeleted,
 )
 from arcflow.common.nats.jetstream import ConsumerSpec
 from arcflow.common.service import PeriodicTask, Publication, ServiceSpec, Subscription
-from arcflow.reconciler import k8s_changes, scaleset_changes, state
+from arcflow.reconciler import errors_changes, k8s_changes, scaleset_changes, state
 from arcflow.reconciler.settings import ReconcilerSettings, reconciler_kube_settings
 
 
@@ -43,8 +44,17 @@ SERVICE: ServiceSpec[state.ReconcilerState] = ServiceSpec(
             batch=128,
             tune=_tune,
         ),
+        Subscription(
+            errors_changes.CONSUMER,
+            (RegistrationFailed,),
+            errors_changes.on_registration_error,
+            tune=_tune,
+        ),
     ),
-    periodic=(PeriodicTask("resync", lambda s: s.resync_interval_seconds, state.resync),),
+    periodic=(
+        PeriodicTask("resync", lambda s: s.resync_interval_seconds, state.resync),
+        PeriodicTask("orphans", lambda s: s.orphan_scan_seconds, state.orphan_scan),
+    ),
     publishes=(Publication("arc.audit.<ns>.<ars>.<variant>", (ObjectWritten, RunnerLifecycle)),),
     ready=lambda s: s.resynced,
 )

@@ -82,6 +82,25 @@ class ReconcilerSettings(ServiceSettings):
         description="A new runner's first status write (registration and phase) waits this "
         "long for its pod to run before it says Pending (0: at once)",
     )
+    runner_deadlines: str = Field(
+        default="",
+        description="Deadlines of a runner pod's start-up stages before it is recreated, as "
+        "key=duration pairs (pending, imagePull, init, containerCreating, nodeLost; e.g. "
+        "imagePull=5m); unset keys keep the defaults of docs/reconciler.md; an ARS overrides "
+        "them with the arcflow.dev/runner-deadlines annotation",
+    )
+    orphan_scan_seconds: float = Field(
+        default=120.0,
+        ge=0,
+        description="How often GitHub's runners of each scale set are compared with the "
+        "EphemeralRunners (orphans removed; 0: never)",
+    )
+    orphan_grace_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="A GitHub runner or EphemeralRunner must look orphaned this long (two "
+        "scans apart) before it is removed",
+    )
     cache_relist_seconds: float = Field(
         default=900.0, ge=0, description="Full relist of the cache guarding drift (0: never)"
     )
@@ -107,6 +126,14 @@ class ReconcilerSettings(ServiceSettings):
     )
     fetch_timeout_seconds: float = Field(default=1.0, gt=0)
     rpc_timeout_seconds: float = Field(default=10.0, gt=0)
+
+    @field_validator("runner_deadlines")
+    @classmethod
+    def _deadlines_parse(cls, value: str) -> str:
+        from arcflow.reconciler.controllers.reaper_rules import Deadlines, parse_deadlines
+
+        parse_deadlines(value, Deadlines())  # a DeadlineSyntaxError is a ValueError
+        return value
 
     @field_validator(
         "listener_image_pull_secrets", "exclude_label_propagation_prefixes", mode="before"

@@ -27,12 +27,16 @@ from arcflow.common.telemetry.tracing import trace_headers_of
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.cache import build_cache, cached_keys
 from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.orphan_rules import Suspects
+from arcflow.reconciler.controllers.orphans import scan_orphans
+from arcflow.reconciler.controllers.reaper_rules import Deadlines, parse_deadlines
 from arcflow.reconciler.controllers.registry import CONTROLLERS
+from arcflow.reconciler.keys import Key, Result
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.routing import keys_for
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.settings import ReconcilerSettings
-from arcflow.reconciler.workqueue import Key, Result, WorkQueue
+from arcflow.reconciler.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +85,12 @@ class ReconcilerState:
             relist_seconds=settings.cache_relist_seconds,
             delay_seconds=settings.cache_delay_seconds,
             namespaces=settings.namespaces,
+            on_object=self.context.stages.observe_object,
         )
         self.context.cache = self.context.writer.cache = self.cache
+        self.context.stages.record = self.metrics.record_stage
+        self.context.deadlines = parse_deadlines(settings.runner_deadlines, Deadlines())
+        self.orphan_suspects = Suspects.empty(settings.orphan_grace_seconds)
         self.context.create_concurrency = settings.create_concurrency
         self.context.pending_status_delay = settings.pending_status_delay_seconds
         self.context.status_interval = settings.status_interval_seconds
@@ -130,6 +138,13 @@ class ReconcilerState:
         for key in cached_keys(self.cache):
             self.queue.add(key)
 
+    async def scan_orphans(self) -> None:
+        """GitHub runners with no EphemeralRunner, EphemeralRunners with no GitHub runner
+        (ADR 0065, controllers/orphans.py)."""
+        removed = await scan_orphans(self.context, self.orphan_suspects)
+        if any(removed.values()):
+            log.info("orphan scan removed %s", removed)
+
     async def start_cache(self) -> None:
         """Start the cache and wait for its first lists: reconciles read from it."""
         self._cache_tasks = list(self.cache.start())
@@ -174,3 +189,7 @@ def _start_queue(state: ReconcilerState) -> Callable[[], Awaitable[None]]:
 
 async def resync(state: ReconcilerState) -> None:
     await state.resync()
+
+
+async def orphan_scan(state: ReconcilerState) -> None:
+    await state.scan_orphans()

@@ -25,9 +25,12 @@ from arcflow.common import subjects
 from arcflow.common.actions.client import ActionsClient
 from arcflow.common.actions.errors import (
     ActionsClientError,
+    ActionsError,
+    CredentialsError,
     ScaleSetNotFoundError,
 )
 from arcflow.common.actions.models import DEFAULT_LABEL_TYPE, Label, RunnerScaleSet, RunnerSetting
+from arcflow.common.actions.retry import retry_deadline
 from arcflow.common.cache import ObjectCache
 from arcflow.common.cache.store import resource_version_of
 from arcflow.common.constants import (
@@ -97,6 +100,15 @@ _KV_SNAPSHOT_DEADLINE: Final = 15.0
 #: Variants of one ARS registered at once (each is its own scale set name: no two requests
 #: of one pass are about the same scale set; the per-ARS lock still serialises passes).
 REGISTRATION_CONCURRENCY: Final = 10
+#: A registration of one pass stops retrying a failing Actions call after this many seconds
+#: and reports ``registration.failed`` (the pass is retried by redelivery and the sweep): the
+#: ARS condition says "unreachable" within seconds, not after the client's 15 s of retries
+#: (ADR 0064).
+REGISTRATION_REPORT_SECONDS: Final = 5.0
+#: How often the sweep asks GitHub whether each registered scale set still exists (one GET
+#: per scale set; GitHub deletes scale sets behind our back,
+#: docs/upstream-behaviour.md#scale-sets-deleted-on-github). 0 turns it off.
+VERIFY_INTERVAL_SECONDS: Final = 300.0
 
 
 class Outcome(StrEnum):
@@ -147,6 +159,19 @@ def lock_key(namespace: str, ars: str) -> str:
 
 def _reason(exc: BaseException) -> str:
     return redact_text(f"{type(exc).__name__}: {exc}")[:1000]
+
+
+def failure_kind(exc: BaseException) -> str:
+    """The ``kind`` of a ``registration.failed`` event for an Actions error (ADR 0064)."""
+    if isinstance(exc, ScaleSetNotFoundError):
+        return "scale_set_gone"
+    if isinstance(exc, CredentialsError):
+        return "credentials"
+    if isinstance(exc, ActionsError) and exc.status in (401, 403):
+        return "refused"
+    if is_retryable(exc):
+        return "unreachable"
+    return "rejected"
 
 
 def _labels_of(scale_set: RunnerScaleSet) -> list[str]:
@@ -219,6 +244,14 @@ class Registrar:
         self._carried: dict[tuple[str, str], str] = {}
         #: Passes not run because one was already waiting (ADR 0042).
         self.coalesced = 0
+        #: (namespace, ars, variant) -> the id of its scale set that GitHub no longer has
+        #: (a JIT request or the sweep's check got 404): the next pass registers it again.
+        self.gone: dict[tuple[str, str, str], int] = {}
+        #: (namespace, ars) -> monotonic time its scale sets were last checked on GitHub.
+        self._verified: dict[tuple[str, str], float] = {}
+        self.verify_interval = VERIFY_INTERVAL_SECONDS
+        #: Scale sets registered again after GitHub deleted them (tests read it).
+        self.reregistered = 0
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -370,6 +403,7 @@ class Registrar:
         retryable: bool,
         scale_set_name: str = "",
         kind: str,
+        event_kind: str = "",
     ) -> None:
         self.metrics.errors.add(1, {"kind": kind})
         log.warning(
@@ -393,8 +427,71 @@ class Registrar:
                 scale_set_name=scale_set_name,
                 reason=reason,
                 retryable=retryable,
+                kind=event_kind or kind,
             ),
         )
+
+    # --- scale sets deleted on the GitHub side --------------------------------------------
+
+    def scale_set_gone(self, namespace: str, ars: str, variant: str, scale_set_id: int) -> bool:
+        """GitHub answered 404 for a registered scale set: the next pass registers the variant
+        again under the same name. True when this is news (the caller then converges)."""
+        key = (namespace, ars, variant)
+        if self.gone.get(key) == scale_set_id:
+            return False
+        self.gone[key] = scale_set_id
+        log.warning(
+            "scale set deleted on the GitHub side; registering it again",
+            extra={"namespace": namespace, "ars": ars, "variant": variant, "id": scale_set_id},
+        )
+        return True
+
+    def _verify_due(self, namespace: str, name: str) -> bool:
+        if self.verify_interval <= 0:
+            return False
+        last = self._verified.get((namespace, name))
+        return last is None or time.monotonic() - last >= self.verify_interval
+
+    async def _verify(
+        self,
+        namespace: str,
+        name: str,
+        ars: AutoscalingRunnerSet,
+        records: Mapping[str, ScaleSetRecord],
+    ) -> None:
+        """Ask GitHub for each registered scale set by id; a missing one is marked gone."""
+        self._verified[(namespace, name)] = time.monotonic()
+        spec = ars.spec.model_dump(by_alias=True, exclude_none=True)
+        try:
+            client = await self.client_for(
+                namespace, ars.spec.github_config_url, ars.spec.github_config_secret, spec
+            )
+            for variant, record in records.items():
+                if record.github_config_url != ars.spec.github_config_url:
+                    continue  # the plan registers it at the new URL anyway
+                with retry_deadline(asyncio.get_running_loop().time() + 10.0):
+                    found = await client.get_runner_scale_set_by_id(record.scale_set_id)
+                if found is None:
+                    self.scale_set_gone(namespace, name, variant, record.scale_set_id)
+        except (CredentialsUnavailableError, ActionsClientError) as exc:
+            # Not a verdict on the scale sets; the next pass that needs GitHub reports it.
+            log.info(
+                "could not check the scale sets on GitHub",
+                extra={"namespace": namespace, "ars": name, "error": _reason(exc)},
+            )
+
+    def _drop_gone(
+        self, namespace: str, name: str, records: dict[str, ScaleSetRecord], wanted: set[str]
+    ) -> list[ScaleSetRecord]:
+        """Records of wanted variants whose scale set GitHub no longer has, taken out of
+        ``records`` so the plan registers them again (the KV record is overwritten)."""
+        dropped = []
+        for variant, record in list(records.items()):
+            if variant in wanted and self.gone.get((namespace, name, variant)) == (
+                record.scale_set_id
+            ):
+                dropped.append(records.pop(variant))
+        return dropped
 
     # --- convergence ----------------------------------------------------------------------
 
@@ -425,14 +522,16 @@ class Registrar:
             async with self.locks.hold(lock_key(namespace, name)):
                 holding = True
                 seen_version = self._waiting.pop(key, seen_version)
-                return await self._converge_locked(namespace, name, seen_version)
+                return await self._converge_locked(
+                    namespace, name, seen_version, verify=trigger == "sweep"
+                )
         finally:
             if not holding:  # failed while waiting; once held, the entry is the next pass's
                 self._carried[key] = self._waiting.pop(key, seen_version)
             self.metrics.converge_duration.record(time.perf_counter() - started)
 
     async def _converge_locked(
-        self, namespace: str, name: str, seen_version: str = ""
+        self, namespace: str, name: str, seen_version: str = "", *, verify: bool = False
     ) -> ConvergeResult:
         doc = await self.get_ars_manifest(namespace, name, seen_version)
         ars: AutoscalingRunnerSet | None = None
@@ -451,6 +550,19 @@ class Registrar:
             if ars is not None and not is_deleting(ars)
             else set()
         )
+        if ars is not None and wanted and verify and self._verify_due(namespace, name):
+            await self._verify(namespace, name, ars, records)
+        for record in self._drop_gone(namespace, name, records, wanted):
+            await self._report_failure(
+                namespace,
+                name,
+                record.variant,
+                f"scale set {record.scale_set_id} ({record.scale_set_name}) no longer exists "
+                "on GitHub: registering it again under the same name",
+                retryable=True,
+                scale_set_name=record.scale_set_name,
+                kind="scale_set_gone",
+            )
         removable = set(records) - wanted
         live = await self._live_variants(namespace, name, removable) if removable else set()
         plan = plan_scale_sets(ars, records, live)
@@ -509,7 +621,10 @@ class Registrar:
         async def attempt(action: PlannedAction) -> None:
             try:
                 async with gate:
-                    await self._apply(namespace, name, ars, action, client, group)
+                    with retry_deadline(
+                        asyncio.get_running_loop().time() + REGISTRATION_REPORT_SECONDS
+                    ):
+                        await self._apply(namespace, name, ars, action, client, group)
             except ActionsClientError as exc:
                 reason = _reason(exc)
                 retryable = is_retryable(exc)  # the one decision: arcflow.common.errors
@@ -526,6 +641,7 @@ class Registrar:
                     retryable=retryable,
                     scale_set_name=scale_set,
                     kind="upstream" if retryable else "rejected",
+                    event_kind=failure_kind(exc),
                 )
                 result.failures.append(reason)
                 if retryable:
@@ -614,6 +730,8 @@ class Registrar:
             },
         )
         await self.records.put(record.key, record.encode())
+        if self.gone.pop((namespace, name, action.variant), None) is not None:
+            self.reregistered += 1
         await self._announce(record, ars)
 
     async def _runner_group(self, client: ActionsClient, group: _GroupCache) -> tuple[int, str]:
@@ -716,6 +834,7 @@ class Registrar:
             ),
         )
         await self.records.delete(record.key)
+        self.gone.pop((record.namespace, record.ars, record.variant), None)
 
     # --- periodic sweep -------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -32,19 +32,27 @@ from arcflow.common.github_url import InvalidGitHubConfigUrlError
 from arcflow.common.rpc.registrar import (
     GET_RUNNER_SUBJECT,
     JITCONFIG_SUBJECT,
+    LIST_RUNNERS_SUBJECT,
     REMOVE_RUNNER_SUBJECT,
     RPC_QUEUE_GROUP,
+    SCALE_SETS_SUBJECT,
     GetRunnerRequest,
     GetRunnerResult,
     JitConfigRequest,
     JitConfigResult,
+    ListRunnersRequest,
+    ListRunnersResult,
     RemoveRunnerRequest,
     RemoveRunnerResult,
     RpcErrorCode,
     RpcReply,
     RunnerInfo,
+    ScaleSetsRequest,
+    ScaleSetsResult,
+    ScaleSetView,
     parse_request,
 )
+from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.common.telemetry import redact_text
 from arcflow.registrar.converge import Registrar
 from arcflow.registrar.credentials import CredentialsUnavailableError
@@ -105,6 +113,8 @@ class RegistrarRpcServer:
             (JITCONFIG_SUBJECT, "jitconfig", self._jitconfig),
             (REMOVE_RUNNER_SUBJECT, "remove-runner", self._remove_runner),
             (GET_RUNNER_SUBJECT, "get-runner", self._get_runner),
+            (SCALE_SETS_SUBJECT, "scale-sets", self._scale_sets),
+            (LIST_RUNNERS_SUBJECT, "list-runners", self._list_runners),
         ]
         for subject, op, handler in routes:
             self._subs.append(
@@ -246,8 +256,10 @@ class RegistrarRpcServer:
                 RpcErrorCode.RUNNER_EXISTS, f"a runner named {request.runner_name!r} exists"
             ) from None
         except ScaleSetNotFoundError:
+            self._reregister(request.namespace, request.ars, request.scale_set_id, records)
             raise RpcFailureError(
-                RpcErrorCode.NOT_FOUND, f"scale set {request.scale_set_id} not found"
+                RpcErrorCode.NOT_FOUND,
+                f"scale set {request.scale_set_id} not found on GitHub; registering it again",
             ) from None
         except RetriesExhaustedError as exc:
             self.failing.failed(request.scale_set_id, f"status {exc.status or 'none'}")
@@ -261,6 +273,31 @@ class RegistrarRpcServer:
             scale_set_id=config.runner.runner_scale_set_id or request.scale_set_id,
             encoded_jit_config=config.encoded_jit_config,
         )
+
+    def _reregister(
+        self, namespace: str, ars: str, scale_set_id: int, records: Iterable[ScaleSetRecord]
+    ) -> None:
+        """GitHub deleted a registered scale set (ARC #4571's case): mark it and converge the
+        ARS in the background, which registers it again under the same name (ADR 0064)."""
+        variant = next((r.variant for r in records if r.scale_set_id == scale_set_id), None)
+        if variant is None or not self._registrar.scale_set_gone(
+            namespace, ars, variant, scale_set_id
+        ):
+            return
+        task = asyncio.create_task(self._converge_gone(namespace, ars))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _converge_gone(self, namespace: str, ars: str) -> None:
+        try:
+            await self._registrar.converge(namespace, ars, trigger="scale_set_gone")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the sweep tries again
+            log.warning(
+                "could not register a deleted scale set again",
+                extra={"namespace": namespace, "ars": ars, "error": type(exc).__name__},
+            )
 
     async def _remove_runner(self, data: bytes, received: float) -> RemoveRunnerResult:
         request: RemoveRunnerRequest = self._parse(RemoveRunnerRequest, data)
@@ -290,4 +327,53 @@ class RegistrarRpcServer:
             runner=RunnerInfo(
                 id=runner.id, name=runner.name, runner_scale_set_id=runner.runner_scale_set_id
             )
+        )
+
+    async def _scale_sets(self, data: bytes, received: float) -> ScaleSetsResult:
+        """GitHub's view of each registered scale set of the ARS: one GET by id each."""
+        request: ScaleSetsRequest = self._parse(ScaleSetsRequest, data)
+        client, _ = await self._client(request.namespace, request.ars)
+        records = (
+            self._lookup.records_of(request.namespace, request.ars)
+            if self._lookup is not None
+            else await self._registrar.load_records(request.namespace, request.ars)
+        )
+        views: list[ScaleSetView] = []
+        try:
+            with retry_deadline(_deadline(request.budget_seconds, received)):
+                for record in sorted(records, key=lambda r: r.variant):
+                    found = await client.get_runner_scale_set_by_id(record.scale_set_id)
+                    stats = found.statistics if found is not None else None
+                    views.append(
+                        ScaleSetView(
+                            variant=record.variant,
+                            scale_set_id=record.scale_set_id,
+                            name=record.scale_set_name,
+                            exists=found is not None,
+                            assigned_jobs=stats.total_assigned_jobs if stats else 0,
+                            running_jobs=stats.total_running_jobs if stats else 0,
+                            registered_runners=stats.total_registered_runners if stats else 0,
+                            busy_runners=stats.total_busy_runners if stats else 0,
+                            idle_runners=stats.total_idle_runners if stats else 0,
+                        )
+                    )
+        except ActionsClientError as exc:
+            raise _upstream(exc) from None
+        return ScaleSetsResult(scale_sets=views)
+
+    async def _list_runners(self, data: bytes, received: float) -> ListRunnersResult:
+        """The runners GitHub has in one scale set of the ARS (the reconciler's orphan scan)."""
+        request: ListRunnersRequest = self._parse(ListRunnersRequest, data)
+        client, _ = await self._client(request.namespace, request.ars)
+        try:
+            with retry_deadline(_deadline(request.budget_seconds, received)):
+                runners = await client.list_runners()
+        except ActionsClientError as exc:
+            raise _upstream(exc) from None
+        return ListRunnersResult(
+            runners=[
+                RunnerInfo(id=r.id, name=r.name, runner_scale_set_id=r.runner_scale_set_id)
+                for r in runners
+                if r.runner_scale_set_id == request.scale_set_id
+            ]
         )

@@ -49,6 +49,7 @@ SERVICE: ServiceSpec[state.RegistrarState] = ServiceSpec(
         RpcEndpoint(rpc.JITCONFIG_SUBJECT, rpc.JitConfigRequest, rpc.JitConfigResult),
         RpcEndpoint(rpc.REMOVE_RUNNER_SUBJECT, rpc.RemoveRunnerRequest, rpc.RemoveRunnerResult),
         RpcEndpoint(rpc.GET_RUNNER_SUBJECT, rpc.GetRunnerRequest, rpc.GetRunnerResult),
+        RpcEndpoint(rpc.LIST_RUNNERS_SUBJECT, rpc.ListRunnersRequest, rpc.ListRunnersResult),
     ),
     publishes=(
         Publication("arc.scalesets.<ns>.<ars>.<variant>", (ScaleSetAssigned, ScaleSetDeleted)),

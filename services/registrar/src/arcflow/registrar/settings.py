@@ -40,6 +40,12 @@ class RegistrarSettings(ServiceSettings):
         gt=0,
         description="Period of the sweep over registrations (pending deletions, lost events)",
     )
+    verify_interval_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="How often the sweep asks GitHub whether each registered scale set still "
+        "exists (one GET per scale set); a deleted one is registered again. 0: never",
+    )
     lock_ttl_seconds: float = Field(
         default=30.0, gt=0, description="Lease of the per-ARS lock (taken over after expiry)"
     )

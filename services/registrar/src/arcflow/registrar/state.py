@@ -65,6 +65,7 @@ async def build(ctx: ServiceContext) -> RegistrarState:
         metrics=metrics,
         namespaces=settings.namespaces,
     )
+    registrar.verify_interval = settings.verify_interval_seconds
     # JIT requests answered from memory (ADR 0010); converges read the same ARS cache (0031)
     lookup = JitLookup(
         ctx.require_kube(), registrar.records, clients, namespaces=settings.namespaces

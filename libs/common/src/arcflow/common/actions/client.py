@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import ssl
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -41,11 +42,13 @@ from arcflow.common.actions.errors import (
     AmbiguousResultError,
     InvalidResponseError,
     MessageQueueTokenExpiredError,
+    NilSessionError,
     RetriesExhaustedError,
     RunnerGroupNotFoundError,
     RunnerNotFoundError,
     ScaleSetNotFoundError,
     SessionConflictError,
+    ambiguous_result,
     error_from_response,
     redact,
 )
@@ -100,6 +103,14 @@ def _build_version() -> str:
         return package_version("arcflow-common")
     except PackageNotFoundError:
         return "unknown"
+
+
+def is_nil_session_id(session_id: str) -> bool:
+    """True for the nil UUID in any spelling (with or without dashes or braces)."""
+    try:
+        return uuid.UUID(session_id.strip()).int == 0
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -377,6 +388,19 @@ class ActionsClient:
             )
         return error
 
+    @staticmethod
+    def _ambiguous(response: httpx.Response, detail: str) -> AmbiguousResultError:
+        """Several entries where one was asked for: the status and ids of that answer."""
+        request = response.request
+        return ambiguous_result(
+            method=request.method,
+            url=str(request.url),
+            status=response.status_code,
+            activity_id=response.headers.get("ActivityId", ""),
+            request_id=response.headers.get("X-GitHub-Request-Id", ""),
+            detail=detail,
+        )
+
     def _decode(self, response: httpx.Response) -> Any:
         try:
             return decode_json(response.content)
@@ -546,7 +570,7 @@ class ActionsClient:
         if count == 0:
             raise RunnerGroupNotFoundError(f"no runner group found with name {name!r}")
         if count > 1:
-            raise AmbiguousResultError(f"multiple runner group found with name {name!r}")
+            raise self._ambiguous(response, f"multiple runner group found with name {name!r}")
         if not value:
             raise InvalidResponseError("runner group list has count 1 but no value")
         return validate_wire(RunnerGroup, value[0], "RunnerGroup")
@@ -560,7 +584,7 @@ class ActionsClient:
         if count == 0:
             return None
         if count > 1:
-            raise AmbiguousResultError(f"multiple runner scale sets found with name {name!r}")
+            raise self._ambiguous(response, f"multiple runner scale sets found with name {name!r}")
         if not value:
             raise InvalidResponseError("runner scale set list has count 1 but no value")
         return validate_wire(RunnerScaleSet, value[0], "RunnerScaleSet")
@@ -611,6 +635,13 @@ class ActionsClient:
         session = validate_wire(MessageSession, self._decode(response), "MessageSession")
         if not session.session_id:
             raise InvalidResponseError("message session has no sessionId")
+        if is_nil_session_id(session.session_id):
+            # Upstream's listener refuses it too: no session could be polled or deleted by it.
+            request = response.request
+            raise NilSessionError(
+                f"request {request.method} {request.url} returned a message session whose "
+                "sessionId is the nil UUID; refused"
+            )
         scheme = httpx.URL(session.message_queue_url).scheme if session.message_queue_url else ""
         if scheme not in ("http", "https"):
             raise InvalidResponseError(
@@ -693,10 +724,17 @@ class ActionsClient:
         if count == 0:
             return None
         if count > 1:
-            raise AmbiguousResultError(f"multiple runners found with name {name!r}")
+            raise self._ambiguous(response, f"multiple runners found with name {name!r}")
         if not value:
             raise InvalidResponseError("runner list has count 1 but no value")
         return validate_wire(RunnerReference, value[0], "RunnerReference")
+
+    async def list_runners(self) -> list[RunnerReference]:
+        """E16 without a name: every runner the service knows (the orphan scan filters by
+        scale set; docs/upstream-behaviour.md#runner-listing)."""
+        response = await self._service_request("GET", AGENTS_PATH)
+        _count, value = self._list_value(response, "runner list")
+        return [validate_wire(RunnerReference, item, "RunnerReference") for item in value or []]
 
     async def remove_runner(self, runner_id: int) -> None:
         """E17 (204). Busy: :class:`JobStillRunningError`; unknown: :class:`RunnerNotFoundError`."""

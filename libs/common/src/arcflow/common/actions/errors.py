@@ -39,12 +39,13 @@ class InvalidResponseError(ActionsClientError):
     """The service answered with a success status but a body that breaks the protocol."""
 
 
+class NilSessionError(InvalidResponseError):
+    """A session create answered with the nil UUID as session id (docs/upstream-behaviour.md
+    #listener-session): no session to poll or delete, refused like upstream's listener."""
+
+
 class RunnerGroupNotFoundError(ActionsClientError):
     """E1 found no runner group with the requested name."""
-
-
-class AmbiguousResultError(ActionsClientError):
-    """A by-name lookup that must be unique returned several entries."""
 
 
 class ActionsError(ActionsClientError):
@@ -90,6 +91,16 @@ class ActionsError(ActionsClientError):
             f"activity_id={self.activity_id!r}, request_id={self.request_id!r}, "
             f"text={str(self)!r})"
         )
+
+
+class AmbiguousResultError(ActionsError):
+    """A by-name lookup that must be unique returned several entries.
+
+    The answer itself was a success (``status`` 200), so nothing is retried; like every
+    other request error it carries the status and the response's ``ActivityId`` and
+    ``X-GitHub-Request-Id`` (docs/upstream-behaviour.md#actions-errors), built by
+    :func:`ambiguous_result`.
+    """
 
 
 class GitHubAPIError(ActionsError):
@@ -241,6 +252,26 @@ def error_from_response(
         request_id=request_id,
         type_name=type_name,
         message=message,
+        method=method,
+        url=url,
+    )
+
+
+def ambiguous_result(
+    *, method: str, url: str, status: int, activity_id: str, request_id: str, detail: str
+) -> AmbiguousResultError:
+    """The error for a by-name lookup that found several entries, in the form of every other
+    request error: ``request GET <url> failed(status=..., activity_id=..., ...): <detail>``."""
+    text = (
+        f'request {method} {url} failed(status="{status_text(status)}", '
+        f'activity_id="{activity_id}", github_request_id="{request_id}"): {detail}'
+    )
+    return AmbiguousResultError(
+        text,
+        status=status,
+        activity_id=activity_id,
+        request_id=request_id,
+        message=detail,
         method=method,
         url=url,
     )

@@ -37,6 +37,7 @@ from arcflow.common.constants import (
     ANNOTATION_INTEGRITY_HASH,
     ANNOTATION_LISTENER_REPLICAS,
     ANNOTATION_LISTENER_SCALE_SETS,
+    ANNOTATION_LISTENER_SCHEDULED_OVERRIDES,
     API_VERSION,
     COMPONENT_LISTENER,
     ENV_LISTENER_REPLICA,
@@ -82,6 +83,7 @@ from arcflow.common.naming import (
     listener_name,
     listener_proxy_secret_name,
 )
+from arcflow.common.schedules import resolved_overrides
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 
@@ -279,6 +281,9 @@ def build_autoscaling_listener(
     replicas = listener_replicas_of(ars_doc)
     if replicas > 1:
         annotations[ANNOTATION_LISTENER_REPLICAS] = str(replicas)
+    schedules = resolved_overrides(ars_spec)
+    if schedules:  # ADR 0063; absent for a set without scheduledOverrides
+        annotations[ANNOTATION_LISTENER_SCHEDULED_OVERRIDES] = go_json_dumps(schedules)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND_AL,
@@ -457,6 +462,7 @@ def build_listener_config(
             github_token=creds.github_token,
         )
     tuples = listener_scale_sets_of(al)
+    schedules = listener_scheduled_overrides_of(al)
     fields.update(
         ephemeral_runner_set_namespace=spec.get("autoscalingRunnerSetNamespace", ""),
         ephemeral_runner_set_name=spec.get("ephemeralRunnerSetName", ""),
@@ -477,13 +483,31 @@ def build_listener_config(
                 ephemeral_runner_set_name=t.ephemeral_runner_set_name,
                 max_runners=t.max_runners,
                 min_runners=t.min_runners,
+                scheduled_overrides=schedules.get(t.variant_name) or None,
             )
             for t in tuples
         ]
         if tuples
         else None,
+        scheduled_overrides=None if tuples else schedules.get("") or None,
     )
     return ListenerConfig(**fields)
+
+
+def listener_scheduled_overrides_of(al: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Variant name -> its scheduledOverrides, from the listener's annotation (ADR 0063)."""
+    raw = (meta_of(al).get("annotations") or {}).get(ANNOTATION_LISTENER_SCHEDULED_OVERRIDES)
+    if raw is None:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise BuildError(
+            f"{ANNOTATION_LISTENER_SCHEDULED_OVERRIDES} is not valid JSON: {exc}"
+        ) from exc
+    if not isinstance(value, dict) or not all(isinstance(v, list) for v in value.values()):
+        raise BuildError(f"{ANNOTATION_LISTENER_SCHEDULED_OVERRIDES} must map names to lists")
+    return value
 
 
 def build_listener_config_secret(

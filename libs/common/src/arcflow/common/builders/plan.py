@@ -7,6 +7,8 @@ exactly what a cluster would receive (minus credentials, which the CLI never has
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from arcflow.common.builders.common import ScaleSetIdError
@@ -23,10 +25,17 @@ from arcflow.common.builders.listener import (
 from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.builders.runner_set import build_ephemeral_runner_set, build_runner_proxy_secret
 from arcflow.common.builders.settings import BuildSettings
+from arcflow.common.constants import UNBOUNDED_MAX_RUNNERS
 from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.models.autoscaling_runner_set import AutoscalingRunnerSet
 from arcflow.common.models.variants import EffectiveVariant, is_multi_variant
 from arcflow.common.naming import ephemeral_runner_set_name
+from arcflow.common.schedules import (
+    effective_minimum,
+    format_time,
+    parse_resolved,
+    resolved_overrides,
+)
 
 
 def _id_for(ids: Mapping[str, int], variant: EffectiveVariant) -> int:
@@ -115,3 +124,43 @@ def plan_objects(
         )
     )
     return objects
+
+
+# --- scheduled minimums (ADR 0063): what ``arcflow plan`` shows -------------------------------
+
+
+def scheduled_minimums_summary(
+    ars: AutoscalingRunnerSet, now: datetime, windows: int = 3
+) -> list[str]:
+    """One line per variant that has scheduledOverrides: its minimum at ``now``, then each
+    override with its next ``windows`` windows; ``[]`` for a set without any."""
+    resolved = resolved_overrides(ars.to_manifest().get("spec") or {})
+    lines: list[str] = []
+    for variant in ars.spec.effective_variants():
+        overrides = parse_resolved(resolved.get(variant.name))
+        if not overrides:
+            continue
+        label = variant.name or "default"
+        found = effective_minimum(variant.min_runners, variant.max_runners, overrides, now)
+        why = f"from {found.override}" if found.override else "no window open"
+        top = "unbounded" if variant.max_runners == UNBOUNDED_MAX_RUNNERS else variant.max_runners
+        lines.append(
+            f"{label}: minRunners {found.min_runners} at {format_time(now)} ({why}; "
+            f"configured {variant.min_runners}, maxRunners {top})"
+        )
+        for override in overrides:
+            repeat = override.frequency or "once"
+            if override.until is not None:
+                repeat += f" until {format_time(override.until)}"
+            upcoming = list(islice(override.windows_from(now), windows))
+            shown = ", ".join(f"[{format_time(b)}, {format_time(e)})" for b, e in upcoming)
+            capped = (
+                f" (capped to {variant.max_runners})"
+                if override.min_runners > variant.max_runners
+                else ""
+            )
+            lines.append(
+                f"  {override.source}: minRunners {override.min_runners}{capped}, {repeat}; "
+                f"next: {shown or 'none (every window has ended)'}"
+            )
+    return lines

@@ -94,6 +94,12 @@ class RegistrationFailed(EventBase):
     scale_set_name: str = ""
     reason: str
     retryable: bool = True
+    #: What failed: ``credentials`` (the Secret is missing or malformed), ``connection`` (the
+    #: CA ConfigMap or a proxy Secret), ``unreachable`` (no answer from the config URL:
+    #: DNS, refused, timeouts, 5xx after the retries), ``refused`` (401/403: the credentials
+    #: were refused), ``rejected`` (any other answer), ``scale_set_gone`` (deleted on the
+    #: GitHub side; re-registered). Empty from a registrar before ADR 0064.
+    kind: str = ""
 
 
 class SpecIssue(EventModel):

@@ -482,9 +482,11 @@ class KubeClient:
         propagation_policy: PropagationPolicy = "Background",
         resource_version: str | None = None,
         uid: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> Manifest | None:
         """Delete; with finalizers the object only gets a deletionTimestamp. Preconditions on
-        ``resource_version``/``uid`` make it conditional (409 if they no longer hold)."""
+        ``resource_version``/``uid`` make it conditional (409 if they no longer hold).
+        ``grace_period_seconds=0`` removes a pod at once (one whose node is gone)."""
         res = self.resource(resource)
         options: dict[str, Any] = {
             "apiVersion": "v1",
@@ -498,6 +500,8 @@ class KubeClient:
         }
         if preconditions:
             options["preconditions"] = preconditions
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
         payload = await self._request("DELETE", res.path(namespace, name), body=options)
         return payload if isinstance(payload, dict) else None
 

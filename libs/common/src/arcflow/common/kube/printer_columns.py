@@ -6,8 +6,8 @@ Table responses when no CRD object was created in it. They are upstream's column
 that point at status fields that do not exist, docs/upstream-behaviour.md#crds) plus
 arcflow's per-variant ones: the variant of an EphemeralRunnerSet and its GitHub scale set,
 and the scale set id of each variant on the AutoscalingRunnerSet. JSON paths are simple field
-paths (``\\.`` escapes a dot in a label or annotation key), as a real API server requires for
-printer columns.
+paths (``\\.`` escapes a dot in a label or annotation key), plus one equality filter on the
+conditions list for the registration column.
 """
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ _VARIANT_LABEL: Final = f".metadata.labels.{_escaped(constants.LABEL_RUNNER_VARI
 _SCALE_SET_NAME: Final = f".metadata.annotations.{_escaped(constants.ANNOTATION_SCALE_SET_NAME)}"
 _SCALE_SET_IDS: Final = f".metadata.annotations.{_escaped(constants.ANNOTATION_SCALE_SET_IDS)}"
 _SCALE_SET_ID: Final = f".metadata.annotations.{_escaped(constants.ANNOTATION_SCALE_SET_ID)}"
+#: The reason of the ARS's ``ScaleSetsRegistered`` condition (ADR 0064): empty for a set that
+#: never failed, the failure's reason (``GitHubUnreachable``...) while it fails, ``Registered``
+#: once it recovered.
+_REGISTRATION: Final = '.status.conditions[?(@.type=="ScaleSetsRegistered")].reason'
 
 PRINTER_COLUMNS: Final[dict[str, tuple[PrinterColumn, ...]]] = {
     constants.KIND_ARS: (
@@ -51,6 +55,7 @@ PRINTER_COLUMNS: Final[dict[str, tuple[PrinterColumn, ...]]] = {
         PrinterColumn("Phase", ".status.phase"),
         PrinterColumn("Pending Runners", ".status.pendingEphemeralRunners", "integer"),
         PrinterColumn("Running Runners", ".status.runningEphemeralRunners", "integer"),
+        PrinterColumn("Registration", _REGISTRATION),
         PrinterColumn("Scale Set ID", _SCALE_SET_ID, priority=1),
         PrinterColumn("Variant Scale Set IDs", _SCALE_SET_IDS),
     ),

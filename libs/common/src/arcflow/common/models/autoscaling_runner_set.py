@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
+from pydantic.config import JsonDict
 
 from arcflow.common.constants import KIND_ARS
 from arcflow.common.models.base import KubeModel, KubeObject, PodTemplate, ResourceMeta, RunnerCount
@@ -24,6 +25,112 @@ MAX_RUNNER_VARIANTS = 256
 
 if TYPE_CHECKING:
     from arcflow.common.models.variants import EffectiveVariant
+
+
+# --- scheduled minimums (ADR 0063; docs/models.md#scheduled-minimums) ----------------------------
+
+#: RFC 3339 date-time with an offset; the CRD refuses anything else (``schedules.parse_time``).
+RFC3339_PATTERN = (
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+)
+_TIME: JsonDict = {"pattern": RFC3339_PATTERN, "maxLength": 40}
+WINDOW_LONGER_THAN_PERIOD = (
+    "a recurring window may last at most one period of its frequency "
+    "(Daily 24h, Weekly 7 days, Monthly 28 days, Yearly 365 days)"
+)
+
+
+class RecurrenceRule(KubeModel):
+    """How a scheduled override repeats (the legacy HorizontalRunnerAutoscaler's names)."""
+
+    frequency: str = Field(
+        default="", json_schema_extra={"enum": ["Daily", "Weekly", "Monthly", "Yearly"]}
+    )
+    """``Daily``, ``Weekly``, ``Monthly`` or ``Yearly``: the window repeats that often."""
+    until_time: str | None = Field(default=None, json_schema_extra=_TIME)
+    """RFC 3339; no occurrence starts after it. Unset: forever."""
+
+    model_config = KubeModel.model_config | {"json_schema_extra": {"required": ["frequency"]}}
+
+
+class ScheduledOverride(KubeModel):
+    """A window in which ``minRunners`` replaces the configured minimum (capped by maxRunners).
+    The first open override of the list wins."""
+
+    start_time: str = Field(default="", json_schema_extra=_TIME)
+    """RFC 3339 with an offset (``2026-01-05T09:00:00+02:00``); the window opens then."""
+    end_time: str = Field(default="", json_schema_extra=_TIME)
+    """RFC 3339 with an offset; the window closes then (exclusive). After startTime."""
+    recurrence_rule: RecurrenceRule | None = None
+    """Repeat the window every day, week, month or year; unset: once."""
+    min_runners: RunnerCount | None = None
+    """The minimum while the window is open (required)."""
+
+    model_config = KubeModel.model_config | {
+        "json_schema_extra": {
+            "required": ["startTime", "endTime", "minRunners"],
+            "x-kubernetes-validations": [
+                {
+                    "rule": "timestamp(self.endTime) > timestamp(self.startTime)",
+                    "message": "endTime must be after startTime",
+                    "fieldPath": ".endTime",
+                },
+                {
+                    "rule": "!has(self.recurrenceRule) || timestamp(self.endTime)"
+                    " - timestamp(self.startTime) <= duration("
+                    "self.recurrenceRule.frequency == 'Daily' ? '24h'"
+                    " : self.recurrenceRule.frequency == 'Weekly' ? '168h'"
+                    " : self.recurrenceRule.frequency == 'Monthly' ? '672h' : '8760h')",
+                    "message": WINDOW_LONGER_THAN_PERIOD,
+                    "fieldPath": ".endTime",
+                },
+            ],
+        }
+    }
+
+
+class SetScheduledOverride(ScheduledOverride):
+    """A set-level override; ``variants`` limits it to those variants (unset: all)."""
+
+    variants: list[str] | None = Field(
+        default=None,
+        json_schema_extra={
+            "maxItems": 32,
+            "items": {
+                "type": "string",
+                "pattern": VARIANT_NAME_PATTERN,
+                "maxLength": VARIANT_NAME_MAX_LENGTH,
+            },
+        },
+    )
+    """Names of the runner variants it applies to; unset or empty: every variant without a
+    ``scheduledOverrides`` list of its own."""
+
+
+#: Bounds the CEL rules' cost (the API server estimates it from these).
+MAX_SCHEDULED_OVERRIDES = 32
+_OVERRIDES_LIST: JsonDict = {"maxItems": MAX_SCHEDULED_OVERRIDES}
+#: Set-level overrides may only name declared variants (same text as ``arcflow validate``).
+SCHEDULED_OVERRIDE_VARIANTS_RULE: JsonDict = {
+    "rule": "!has(self.scheduledOverrides) || self.scheduledOverrides.all(o, !has(o.variants)"
+    " || o.variants.all(n, has(self.runnerVariants)"
+    " && self.runnerVariants.exists(v, v.name == n)))",
+    "message": "scheduledOverrides names a variant that is not in spec.runnerVariants",
+    "fieldPath": ".scheduledOverrides",
+}
+
+
+class EffectiveMinRunners(KubeModel):
+    """Status: the minimum one variant has now (``scheduledOverrides`` applied)."""
+
+    variant: str = ""
+    """The variant name; ``""`` for a set without runnerVariants."""
+    min_runners: int = 0
+    override: str = ""
+    """The open override (``spec.scheduledOverrides[0]``), ``""`` when none is open."""
+    next_change: str = ""
+    """RFC 3339 (UTC): when the next window of its list opens or closes."""
 
 
 class RunnerVariant(KubeModel):
@@ -46,6 +153,10 @@ class RunnerVariant(KubeModel):
     """Minimum idle runners; unset inherits the top-level value (0 when that is unset too)."""
     max_runners: RunnerCount | None = None
     """Maximum runners; unset inherits the top-level value (unbounded when that is unset too)."""
+    scheduled_overrides: list[ScheduledOverride] | None = Field(
+        default=None, json_schema_extra=_OVERRIDES_LIST
+    )
+    """Scheduled minimums of this variant; set (even ``[]``), it replaces the set's list."""
 
     model_config = KubeModel.model_config | {
         "json_schema_extra": {
@@ -112,6 +223,14 @@ class AutoscalingRunnerSetSpec(KubeModel):
         },
     )
     """arcflow extension: several runner pod shapes behind one listener."""
+    scheduled_overrides: list[SetScheduledOverride] | None = Field(
+        default=None, json_schema_extra=_OVERRIDES_LIST
+    )
+    """Windows with another minRunners (ARC's legacy scheduledOverrides), first open wins."""
+
+    model_config = KubeModel.model_config | {
+        "json_schema_extra": {"x-kubernetes-validations": [SCHEDULED_OVERRIDE_VARIANTS_RULE]}
+    }
 
     def effective_variants(self) -> list[EffectiveVariant]:
         """The variants with every fallback resolved (see ``effective_variants``)."""
@@ -145,6 +264,8 @@ class AutoscalingRunnerSetStatus(KubeModel):
     failed_ephemeral_runners: int = 0
     conditions: list[Condition] | None = None
     """arcflow's conditions (SpecValid, GitHubCredentialsFound, ...), one per type."""
+    effective_min_runners: list[EffectiveMinRunners] | None = None
+    """Per variant, the minimum in force now; written only for a set with scheduledOverrides."""
 
 
 class AutoscalingRunnerSet(KubeObject):

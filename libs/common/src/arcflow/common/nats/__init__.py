@@ -19,6 +19,7 @@ from arcflow.common.nats.consume import (
     build_dead_letter,
 )
 from arcflow.common.nats.jetstream import (
+    CONSUMER_RECONCILER_ERRORS,
     CONSUMER_RECONCILER_K8S,
     CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_REGISTRAR_ARS,
@@ -78,6 +79,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CONSUMERS",
+    "CONSUMER_RECONCILER_ERRORS",
     "CONSUMER_RECONCILER_K8S",
     "CONSUMER_RECONCILER_SCALESETS",
     "CONSUMER_REGISTRAR_ARS",

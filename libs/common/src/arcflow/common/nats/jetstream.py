@@ -205,10 +205,20 @@ CONSUMER_RECONCILER_SCALESETS: Final = ConsumerSpec(
     description="reconciler: scale set assigned/deleted -> converge ERS and listener",
 )
 
+#: Registration failures (and invalid specs) on the ARS they are about: the reconciler, the
+#: writer of ARS status, turns them into a condition and a Warning Event (ADR 0064).
+CONSUMER_RECONCILER_ERRORS: Final = ConsumerSpec(
+    durable="reconciler-errors",
+    stream=STREAM_ERRORS.name,
+    filter_subject="arc.errors.>",
+    description="reconciler: registration failed -> ScaleSetsRegistered condition and Event",
+)
+
 CONSUMERS: Final[tuple[ConsumerSpec, ...]] = (
     CONSUMER_REGISTRAR_ARS,
     CONSUMER_RECONCILER_K8S,
     CONSUMER_RECONCILER_SCALESETS,
+    CONSUMER_RECONCILER_ERRORS,
 )
 
 # --- KV buckets ---------------------------------------------------------------------------

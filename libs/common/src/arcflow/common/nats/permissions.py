@@ -38,6 +38,7 @@ from typing import Final
 from arcflow.common import subjects
 from arcflow.common.nats.connection import service_inbox_prefix
 from arcflow.common.nats.jetstream import (
+    CONSUMER_RECONCILER_ERRORS,
     CONSUMER_RECONCILER_K8S,
     CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_REGISTRAR_ARS,
@@ -73,7 +74,11 @@ REGISTRAR_RPC_SUBJECTS: Final[tuple[str, ...]] = (
     subjects.registrar_rpc_subject("jitconfig"),
     subjects.registrar_rpc_subject("remove-runner"),
     subjects.registrar_rpc_subject("get-runner"),
+    subjects.registrar_rpc_subject("list-runners"),
 )
+#: Served by the registrar too, called by no service: ``arcflow doctor``'s look at GitHub's
+#: view of a set (ADR 0064). Not in the reconciler's list (it never asks).
+REGISTRAR_DOCTOR_SUBJECTS: Final[tuple[str, ...]] = (subjects.registrar_rpc_subject("scale-sets"),)
 
 SERVICES: Final[tuple[str, ...]] = ("watcher", "registrar", "reconciler", "listener", "auditor")
 
@@ -312,7 +317,10 @@ def registrar_permissions() -> Permissions:
     for bucket in (KV_SCALESETS.bucket, REGISTRAR_LOCKS_BUCKET):
         publish += kv_read(bucket) + kv_write(bucket)
     publish += kv_watch(KV_SCALESETS.bucket)
-    rpc = [f"{subject} {REGISTRAR_RPC_QUEUE}" for subject in REGISTRAR_RPC_SUBJECTS]
+    rpc = [
+        f"{subject} {REGISTRAR_RPC_QUEUE}"
+        for subject in (*REGISTRAR_RPC_SUBJECTS, *REGISTRAR_DOCTOR_SUBJECTS)
+    ]
     return _permissions(
         "registrar",
         publish,
@@ -329,6 +337,7 @@ def reconciler_permissions() -> Permissions:
     durables = [
         (CONSUMER_RECONCILER_K8S.stream, CONSUMER_RECONCILER_K8S.durable),
         (CONSUMER_RECONCILER_SCALESETS.stream, CONSUMER_RECONCILER_SCALESETS.durable),
+        (CONSUMER_RECONCILER_ERRORS.stream, CONSUMER_RECONCILER_ERRORS.durable),
     ]
     publish = [
         *data_subjects(STREAM_AUDIT, STREAM_DLQ),
@@ -342,9 +351,9 @@ def reconciler_permissions() -> Permissions:
         "reconciler",
         publish,
         [inbox_subscription("reconciler")],
-        why="consumes reconciler-k8s/reconciler-scalesets; publishes arc.audit.>; calls "
-        "arc.rpc.registrar.* (replies on its inbox); reads arcflow_scalesets; declares the "
-        "layout at start-up",
+        why="consumes reconciler-k8s/reconciler-scalesets/reconciler-errors; publishes "
+        "arc.audit.>; calls arc.rpc.registrar.* (replies on its inbox); reads arcflow_scalesets; "
+        "declares the layout at start-up",
     )
 
 
@@ -479,6 +488,7 @@ def permissions_json(services: Iterable[str] | None = None) -> str:
 __all__ = [
     "LISTENER_LEASES_BUCKET",
     "LISTENER_SESSIONS_BUCKET",
+    "REGISTRAR_DOCTOR_SUBJECTS",
     "REGISTRAR_ERS_DURABLE",
     "REGISTRAR_LOCKS_BUCKET",
     "REGISTRAR_RPC_QUEUE",

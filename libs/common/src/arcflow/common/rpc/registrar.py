@@ -21,12 +21,16 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from arcflow.common.subjects import (
     RPC_REGISTRAR_GET_RUNNER,
     RPC_REGISTRAR_JITCONFIG,
+    RPC_REGISTRAR_LIST_RUNNERS,
     RPC_REGISTRAR_REMOVE_RUNNER,
+    RPC_REGISTRAR_SCALE_SETS,
 )
 
 JITCONFIG_SUBJECT: Final = RPC_REGISTRAR_JITCONFIG
 REMOVE_RUNNER_SUBJECT: Final = RPC_REGISTRAR_REMOVE_RUNNER
 GET_RUNNER_SUBJECT: Final = RPC_REGISTRAR_GET_RUNNER
+SCALE_SETS_SUBJECT: Final = RPC_REGISTRAR_SCALE_SETS
+LIST_RUNNERS_SUBJECT: Final = RPC_REGISTRAR_LIST_RUNNERS
 #: Queue group of the registrar replicas: each request is answered by exactly one of them.
 RPC_QUEUE_GROUP: Final = "registrar"
 
@@ -126,6 +130,37 @@ class RunnerInfo(_Model):
 class GetRunnerResult(_Model):
     runner: RunnerInfo | None = None
     """``None``: no runner with that name is registered."""
+
+
+class ScaleSetsRequest(_ArsScoped):
+    """GitHub's view of every scale set registered for the ARS (``arcflow doctor``)."""
+
+
+class ScaleSetView(_Model):
+    """One registered scale set as GitHub has it (``exists`` False: GitHub answered 404)."""
+
+    variant: str
+    scale_set_id: int
+    name: str
+    exists: bool
+    assigned_jobs: int = 0
+    running_jobs: int = 0
+    registered_runners: int = 0
+    busy_runners: int = 0
+    idle_runners: int = 0
+
+
+class ScaleSetsResult(_Model):
+    scale_sets: list[ScaleSetView] = Field(default_factory=list)
+
+
+class ListRunnersRequest(_ArsScoped):
+    scale_set_id: int = Field(gt=0, lt=2**63)
+
+
+class ListRunnersResult(_Model):
+    runners: list[RunnerInfo] = Field(default_factory=list)
+    """The runners GitHub has registered in that scale set (busy or not)."""
 
 
 ResultT = TypeVar("ResultT", bound=BaseModel)
@@ -272,11 +307,23 @@ class RegistrarRpcClient:
         result = await self._call(REMOVE_RUNNER_SUBJECT, request, RemoveRunnerResult)
         return result.outcome
 
+    async def list_runners(self, namespace: str, ars: str, scale_set_id: int) -> list[RunnerInfo]:
+        """The runners registered in one scale set (the orphan scan, ADR 0065)."""
+        request = ListRunnersRequest(namespace=namespace, ars=ars, scale_set_id=scale_set_id)
+        result = await self._call(LIST_RUNNERS_SUBJECT, request, ListRunnersResult)
+        return list(result.runners)
+
     async def get_runner(self, namespace: str, ars: str, runner_name: str) -> RunnerInfo | None:
         """The registered runner with that name, or ``None``."""
         request = GetRunnerRequest(namespace=namespace, ars=ars, runner_name=runner_name)
         result = await self._call(GET_RUNNER_SUBJECT, request, GetRunnerResult)
         return result.runner
+
+    async def scale_sets(self, namespace: str, ars: str) -> list[ScaleSetView]:
+        """GitHub's view of the ARS's registered scale sets (one GET per scale set)."""
+        request = ScaleSetsRequest(namespace=namespace, ars=ars)
+        result = await self._call(SCALE_SETS_SUBJECT, request, ScaleSetsResult)
+        return list(result.scale_sets)
 
 
 def parse_request(model: type[_ArsScoped], data: bytes) -> _ArsScoped:
@@ -301,15 +348,19 @@ __all__ = [
     "BUDGET_SHARE",
     "GET_RUNNER_SUBJECT",
     "JITCONFIG_SUBJECT",
+    "LIST_RUNNERS_SUBJECT",
     "MAX_REQUEST_BYTES",
     "REMOVE_RUNNER_SUBJECT",
     "RPC_QUEUE_GROUP",
+    "SCALE_SETS_SUBJECT",
     "CredentialsRpcError",
     "GetRunnerRequest",
     "GetRunnerResult",
     "InvalidRequestRpcError",
     "JitConfigRequest",
     "JitConfigResult",
+    "ListRunnersRequest",
+    "ListRunnersResult",
     "NotFoundRpcError",
     "RegistrarRpcClient",
     "RegistrarRpcError",
@@ -322,6 +373,9 @@ __all__ = [
     "RpcReply",
     "RunnerExistsRpcError",
     "RunnerInfo",
+    "ScaleSetView",
+    "ScaleSetsRequest",
+    "ScaleSetsResult",
     "UpstreamRpcError",
     "error_for",
     "parse_request",

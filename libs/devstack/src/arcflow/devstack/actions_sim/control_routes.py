@@ -91,6 +91,7 @@ class ControlRoutes:
             ("POST", "/_sim/jobs/{job_id}/cancel", self.cancel_job),
             ("POST", "/_sim/runners/connect", self.connect_runner),
             ("POST", "/_sim/runners/run", self.run_runner),
+            ("DELETE", "/_sim/scalesets/{scale_set_id}", self.delete_scale_set),
             ("GET", "/_sim/faults", self.list_faults),
             ("DELETE", "/_sim/faults", self.clear_faults),
             ("POST", "/_sim/faults/{kind}", self.add_fault),
@@ -168,6 +169,11 @@ class ControlRoutes:
         )
         return json_response(asdict(run))
 
+    async def delete_scale_set(self, request: web.Request) -> web.Response:
+        scale_set_id = int(request.match_info["scale_set_id"])  # ValueError: 400
+        self.sim.delete_scale_set_behind(scale_set_id)
+        return web.json_response({"deleted": scale_set_id})
+
     async def list_faults(self, request: web.Request) -> web.Response:
         return json_response(self.sim.faults.describe())
 
@@ -205,6 +211,8 @@ class ControlRoutes:
             sim.empty_message_body(times)
         elif kind == "empty-queue-url":
             sim.empty_message_queue_url(times)
+        elif kind == "nil-session-id":
+            sim.nil_session_id(times)
         elif kind == "bom":
             sim.set_bom(bool(data.get("enabled", True)))
         elif kind == "slow-polls":

@@ -214,6 +214,12 @@ class SimulatorCore:
             connection.runner_id, connection.runner_name, job_id, job.final_result or result
         )
 
+    def delete_scale_set_behind(self, scale_set_id: int) -> None:
+        """Delete a scale set as GitHub does behind the controller's back (an admin, or
+        GitHub's clean-up of an unused set): its session, queue and idle runners go, jobs not
+        started go back to the queue, jobs running finish. Nothing tells the controller."""
+        self.engine.delete_scale_set(scale_set_id, keep_running=True)
+
     # --- control API: faults -------------------------------------------------------------
     def inject_status(
         self,
@@ -295,6 +301,13 @@ class SimulatorCore:
         if times < 1:
             raise ValueError("times must be at least 1")
         self.faults.empty_queue_urls += times
+
+    def nil_session_id(self, times: int = 1) -> None:
+        """The next ``times`` session creates answer 200 with the nil UUID as ``sessionId``;
+        the simulator keeps no session for them (a retry is not refused with 409)."""
+        if times < 1:
+            raise ValueError("times must be at least 1")
+        self.faults.nil_session_ids += times
 
     def set_bom(self, enabled: bool = True) -> None:
         """Prefix every JSON response body with a UTF-8 byte order mark."""

@@ -42,6 +42,7 @@ class FaultBook:
     expire_mq_calls: int = 0
     empty_message_bodies: int = 0
     empty_queue_urls: int = 0
+    nil_session_ids: int = 0
     bom: bool = False
     poll_delay: float = 0.0
     zero_runner_request_ids: bool = False
@@ -80,11 +81,18 @@ class FaultBook:
             return True
         return False
 
+    def take_nil_session_id(self) -> bool:
+        if self.nil_session_ids > 0:
+            self.nil_session_ids -= 1
+            return True
+        return False
+
     def clear(self) -> None:
         self.rules.clear()
         self.expire_mq_calls = 0
         self.empty_message_bodies = 0
         self.empty_queue_urls = 0
+        self.nil_session_ids = 0
         self.bom = False
         self.poll_delay = 0.0
         self.zero_runner_request_ids = False
@@ -104,6 +112,7 @@ class FaultBook:
             "expire_mq_calls": self.expire_mq_calls,
             "empty_message_bodies": self.empty_message_bodies,
             "empty_queue_urls": self.empty_queue_urls,
+            "nil_session_ids": self.nil_session_ids,
             "bom": self.bom,
             "poll_delay": self.poll_delay,
             "zero_runner_request_ids": self.zero_runner_request_ids,

@@ -133,6 +133,9 @@ class ScaleSet:
     created_on: datetime
     max_capacity: int | None = None
     """Last ``X-ScaleSetMaxCapacity`` the listener reported; ``None`` until the first poll."""
+    polls_received: int = 0
+    """Message polls (E10) that reached the service, counted on arrival (a poll held open is
+    counted at once; the request log records a request when it is answered)."""
 
     def label_names(self) -> set[str]:
         return {label.name.lower() for label in self.labels}

@@ -31,6 +31,7 @@ from arcflow.devstack.actions_sim.wire import (
 if TYPE_CHECKING:
     from arcflow.devstack.actions_sim.core import SimulatorCore
 
+NIL_SESSION_ID = "00000000-0000-0000-0000-000000000000"
 SVC_PREFIX = "/tenant/1/"
 _SETS = SVC_PREFIX + "_apis/runtime/runnerscalesets"
 _AGENTS = SVC_PREFIX + "_apis/distributedtask/pools/0/agents"
@@ -203,7 +204,13 @@ class ServiceRoutes:
         body = await read_json(request, allow_empty=True)
         owner = lower_keys(body).get("ownername", "") if isinstance(body, dict) else ""
         session = self.engine.create_session(self._id(request), str(owner or ""))
-        return json_response(self._session_body(session), 200)
+        body = self._session_body(session)
+        if self.sim.faults.take_nil_session_id():
+            # A broken answer: the nil UUID as the id, and no session left behind for it.
+            self.engine.delete_session(session.scale_set_id, session.id)
+            body["sessionId"] = NIL_SESSION_ID
+            body["messageQueueUrl"] = body["messageQueueUrl"].replace(session.id, NIL_SESSION_ID)
+        return json_response(body, 200)
 
     async def refresh_session(self, request: web.Request) -> web.Response:
         self._admin(request)
@@ -218,6 +225,7 @@ class ServiceRoutes:
     # --- message queue -------------------------------------------------------------------
     async def get_message(self, request: web.Request) -> web.Response:
         session = self._mq_session(request)
+        self.engine.scale_set(session.scale_set_id).polls_received += 1
         last_message_id = query_int(request, "lastMessageId", 0)
         raw_capacity = request.headers.get("X-ScaleSetMaxCapacity")
         capacity: int | None = None

@@ -29,7 +29,7 @@ from arcflow.common import constants
 from arcflow.common.kube.printer_columns import PRINTER_COLUMNS
 from arcflow.common.kube.resources import CUSTOM_RESOURCE_DEFINITION, Resource
 from arcflow.common.kube.selectors import LabelSelectorError, parse_label_selector
-from arcflow.devstack.kube_emulator import discovery, tables
+from arcflow.devstack.kube_emulator import discovery, openapi, tables
 from arcflow.devstack.kube_emulator.store import (
     ApiStatus,
     DeleteOptions,
@@ -72,6 +72,33 @@ def _json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(status=status, body=json.dumps(body).encode(), content_type=_JSON)
 
 
+def _warned(response: web.Response, warnings: list[str]) -> web.Response:
+    """Adds one ``Warning: 299 - "..."`` header per message, as a real server warns."""
+    for message in warnings:
+        response.headers.add("Warning", f"299 - {json.dumps(message)}")
+    return response
+
+
+_CHECKOUT_SCHEMAS: dict[tuple[str, str, str], openapi.Schema] | None = None
+
+
+def _checkout_crd_schemas() -> dict[tuple[str, str, str], openapi.Schema]:
+    """The schemas of deploy/crds in the checkout this package runs from (the four kinds the
+    emulator serves from the start, before any CRD object exists); none outside a checkout."""
+    global _CHECKOUT_SCHEMAS
+    if _CHECKOUT_SCHEMAS is None:
+        from arcflow.devstack.control_plane import CRDS_DIR, repo_root
+
+        found: dict[tuple[str, str, str], openapi.Schema] = {}
+        root = repo_root()
+        for path in sorted((root / CRDS_DIR).glob("*.yaml")) if root else ():
+            for doc in yaml.safe_load_all(path.read_text()):
+                if isinstance(doc, dict):
+                    found.update(openapi.crd_schemas(doc))
+        _CHECKOUT_SCHEMAS = found
+    return _CHECKOUT_SCHEMAS
+
+
 def _status_response(error: ApiStatus) -> web.Response:
     return _json_response(error.body(), error.code)
 
@@ -100,6 +127,7 @@ class KubeEmulator:
         self._runner: web.AppRunner | None = None
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self._injected: list[InjectedError] = []
+        self._openapi_cache: tuple[Any, dict[tuple[str, str], openapi.Schema]] | None = None
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -264,6 +292,8 @@ class KubeEmulator:
             return _json_response(discovery.version_info())
         if head in ("healthz", "livez", "readyz"):
             return web.Response(text="ok")
+        if head == "openapi":
+            return self._openapi(request, parts[1:])
         if head == "api":
             if len(parts) == 1:
                 return _json_response(discovery.core_versions(f"{self.host}:{self.port}"))
@@ -343,9 +373,14 @@ class KubeEmulator:
             if wants_table:
                 return _json_response(tables.as_table(listing, self._printer_columns(res)))
             return _json_response(listing)
+        warnings: list[str] = []
+        if method in ("POST", "PUT", "PATCH") and "fieldValidation" in query:
+            body = await self._body(request)
+            warnings = self._check_fields(request, res, body, method == "PATCH")
         if name is None:
             if method == "POST":
-                return _json_response(store.create(res, ns, await self._body(request)), 201)
+                created = store.create(res, ns, await self._body(request))
+                return _warned(_json_response(created, 201), warnings)
             raise ApiStatus(405, "MethodNotAllowed", f"{method} is not supported on a collection")
         if method == "GET":
             if sub is not None and not (sub == "status" and res.has_status):
@@ -355,17 +390,89 @@ class KubeEmulator:
                 return _json_response(tables.as_table(obj, self._printer_columns(res)))
             return _json_response(obj)
         if method == "PUT":
-            return _json_response(store.replace(res, ns, name, await self._body(request), sub))
+            replaced = store.replace(res, ns, name, await self._body(request), sub)
+            return _warned(_json_response(replaced), warnings)
         if method == "PATCH":
             content_type = request.headers.get("Content-Type", "")
-            return _json_response(
-                store.patch(res, ns, name, content_type, await self._body(request), sub)
-            )
+            patched = store.patch(res, ns, name, content_type, await self._body(request), sub)
+            return _warned(_json_response(patched), warnings)
         if method == "DELETE" and sub is None:
             return _json_response(
                 store.delete(res, ns, name, self._delete_options(query, await self._body(request)))
             )
         raise ApiStatus(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    # --- OpenAPI and field validation (openapi.py; docs/kubernetes.md) -----------------
+
+    def _openapi_documents(self) -> dict[tuple[str, str], openapi.Schema]:
+        """One OpenAPI v3 document per served group-version, rebuilt when a kind or a CRD
+        changes: custom kinds from their CRD objects, else from deploy/crds of the checkout."""
+        crds = self.store.list(CUSTOM_RESOURCE_DEFINITION, None)["items"]
+        key = (
+            tuple(sorted(self.store.resources)),
+            tuple(c["metadata"].get("resourceVersion", "") for c in crds),
+        )
+        if self._openapi_cache is not None and self._openapi_cache[0] == key:
+            return self._openapi_cache[1]
+        schemas = dict(_checkout_crd_schemas())
+        for crd in crds:
+            schemas.update(openapi.crd_schemas(crd))
+        served: dict[tuple[str, str], list[openapi.Served]] = {}
+        for (group, version, _), res in self.store.resources.items():
+            gvk = (group, version, res.kind)
+            schema = schemas[gvk] if gvk in schemas else openapi.builtin_schema(res)
+            served.setdefault((group, version), []).append(openapi.Served(res, schema))
+        documents = {
+            gv: openapi.group_version_document(gv[0], gv[1], items) for gv, items in served.items()
+        }
+        self._openapi_cache = (key, documents)
+        return documents
+
+    def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
+        documents = self._openapi_documents()
+        if parts == ["v2"]:
+            accept = request.headers.get("Accept", "")
+            if accept and "json" not in accept and "*/*" not in accept:
+                raise ApiStatus(406, "NotAcceptable", "only application/json is served here")
+            return _json_response(openapi.swagger_document(documents))
+        if parts == ["v3"]:
+            return _json_response(openapi.index_document(documents))
+        if len(parts) >= 3 and parts[0] == "v3":
+            wanted = "/".join(parts[1:])
+            for (group, version), document in documents.items():
+                if openapi.document_key(group, version) == wanted:
+                    response = _json_response(document)
+                    if "hash" in request.query:
+                        response.headers["Cache-Control"] = "public, immutable"
+                    return response
+        raise _no_such_resource()
+
+    def _check_fields(
+        self, request: web.Request, res: Resource, body: Any, is_patch: bool
+    ) -> list[str]:
+        """``fieldValidation``: Strict refuses a body with fields its schema lacks, Warn
+        answers a Warning per field, Ignore does nothing (the real server also prunes them,
+        the emulator keeps them). A JSON patch (a list) is not checked."""
+        directive = request.query.get("fieldValidation", "")
+        if directive not in ("Ignore", "Warn", "Strict"):
+            raise bad_request(
+                f'fieldValidation: Unsupported value: "{directive}": supported values: '
+                '"Ignore", "Strict", "Warn"'
+            )
+        if directive == "Ignore":
+            return []
+        document = self._openapi_documents().get((res.group, res.version))
+        found = openapi.unknown_fields(document, res, body) if document else []
+        if not found or directive == "Warn":
+            return [f'unknown field "{path}"' for path in found]
+        listed = ", ".join(f'unknown field "{path}"' for path in found)
+        if is_patch:
+            message = f"patch: Invalid value: strict decoding error: {listed}"
+            raise ApiStatus(422, "Invalid", message)
+        raise bad_request(
+            f'{res.kind} in version "{res.version}" cannot be handled as a {res.kind}: '
+            f"strict decoding error: {listed}"
+        )
 
     def _printer_columns(self, res: Resource) -> list[dict[str, Any]] | None:
         """The served version's additionalPrinterColumns of the CRD created for ``res``, else

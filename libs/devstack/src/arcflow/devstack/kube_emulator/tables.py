@@ -2,7 +2,9 @@
 (``Accept: application/json;as=Table;g=meta.k8s.io;v=v1``).
 
 As a real API server does for custom resources: the columns are NAME plus the CRD version's
-``additionalPrinterColumns``, each a simple JSON field path evaluated on the object; without
+``additionalPrinterColumns``, each a JSON field path evaluated on the object (simple fields,
+and one equality filter on a list such as ``.status.conditions[?(@.type=="Ready")].reason``,
+which picks the first matching item); without
 printer columns, NAME and AGE. ``date`` cells become an age (``5m``), missing values ``null``
 (kubectl prints ``<none>``). The server takes the columns from a CustomResourceDefinition
 created in the emulator, else from :data:`arcflow.common.kube.printer_columns.PRINTER_COLUMNS`
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,19 +29,43 @@ _NAME_COLUMN = {
 }
 _AGE_COLUMN = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 _UNESCAPED_DOT = re.compile(r"(?<!\\)\.")
+#: ``name[?(@.field=="value")]``: the items of list ``name`` whose ``field`` is ``value``.
+_FILTER = re.compile(r'^(?P<name>[^\[\]]+)\[\?\(@\.(?P<field>\w+)=="(?P<value>[^"]*)"\)\]$')
+_FILTER_IN_PATH = re.compile(r'\[\?\(@\.\w+=="[^"]*"\)\]')
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    """One ``list[?(@.field=="value")]`` step of a printer column path."""
+
+    name: str
+    field: str
+    value: str
 
 
 class JsonPathError(ValueError):
     """A printer column path this emulator (and a real API server) does not accept."""
 
 
-def split_json_path(path: str) -> list[str]:
-    """``.metadata.labels.a\\.b/c`` -> ``["metadata", "labels", "a.b/c"]`` (fields only)."""
+def split_json_path(path: str) -> list[str | ListFilter]:
+    """``.metadata.labels.a\\.b/c`` -> ``["metadata", "labels", "a.b/c"]``; a
+    ``conditions[?(@.type=="X")]`` step becomes a :class:`ListFilter`."""
     if not path.startswith("."):
         raise JsonPathError(f"a printer column path must start with '.', got {path!r}")
-    parts = [part.replace("\\.", ".") for part in _UNESCAPED_DOT.split(path[1:])]
-    if any(not part or any(c in part for c in "[]*{}") for part in parts):
-        raise JsonPathError(f"only simple field paths are supported, got {path!r}")
+    filters = _FILTER_IN_PATH.findall(path)
+    masked = _FILTER_IN_PATH.sub("\x00", path[1:])
+    parts: list[str | ListFilter] = []
+    for raw in _UNESCAPED_DOT.split(masked):
+        if "\x00" in raw:
+            match = _FILTER.match(raw.replace("\x00", filters.pop(0), 1))
+            if match is None or "\x00" in raw.replace("\x00", "", 1):
+                raise JsonPathError(f"unsupported filter in {path!r}")
+            parts.append(ListFilter(match["name"], match["field"], match["value"]))
+            continue
+        part = raw.replace("\\.", ".")
+        if not part or any(c in part for c in "[]*{}"):
+            raise JsonPathError(f"only field paths and list filters are supported, got {path!r}")
+        parts.append(part)
     return parts
 
 
@@ -46,6 +73,19 @@ def evaluate(obj: Mapping[str, Any], path: str) -> Any:
     """The value at ``path`` in ``obj``, or ``None`` when a field is missing."""
     node: Any = obj
     for part in split_json_path(path):
+        if isinstance(part, ListFilter):
+            items = node.get(part.name) if isinstance(node, Mapping) else None
+            node = next(
+                (
+                    item
+                    for item in items or []
+                    if isinstance(item, Mapping) and str(item.get(part.field)) == part.value
+                ),
+                None,
+            )
+            if node is None:
+                return None
+            continue
         if not isinstance(node, Mapping) or part not in node:
             return None
         node = node[part]

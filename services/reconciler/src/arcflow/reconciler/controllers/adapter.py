@@ -27,8 +27,9 @@ from arcflow.common.kube import Resource, build_event
 from arcflow.common.models import InvalidManifestError, KubeObject
 from arcflow.common.validation import FieldError, summarize
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, Manifest, labels_of, meta, read_observed
-from arcflow.reconciler.workqueue import Key, Result
+from arcflow.reconciler.controllers.base import Context, read_observed
+from arcflow.reconciler.controllers.manifest import Manifest, labels_of, meta
+from arcflow.reconciler.keys import Key, Result
 
 M = TypeVar("M", bound=KubeObject)
 

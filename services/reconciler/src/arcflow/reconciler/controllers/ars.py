@@ -4,9 +4,9 @@
 One pass over the parsed ARS (the adapter read and parsed it, ADR 0050): deleting -> clean up
 (``ars_cleanup``); version gate; validate (invalid -> status condition + Kubernetes Event, a
 terminal error, children untouched: ``ars_spec``) -> finalizer -> server CA condition -> scale
-set id annotations from the registrar's KV records -> outdated sets (``ars_outdated``) -> one
-EphemeralRunnerSet per variant and exactly one AutoscalingListener (``ars_children``) ->
-status summed over the variants.
+set id annotations from the registrar's KV records and the URL labels, one patch ->
+outdated sets (``ars_outdated``) -> one EphemeralRunnerSet per variant and exactly one
+AutoscalingListener (``ars_children``) -> status summed over the variants.
 """
 
 from __future__ import annotations
@@ -34,22 +34,26 @@ from arcflow.reconciler.controllers.ars_rules import (
     is_version_allowed,
     outdated_recreate_delay,
     sum_status,
+    url_labels,
 )
+from arcflow.reconciler.controllers.ars_schedules import report_effective_minimums
 from arcflow.reconciler.controllers.ars_spec import (
     check_credentials_secret,
     delete_for_version,
     refuse_invalid,
     set_spec_condition,
 )
-from arcflow.reconciler.controllers.base import Context, finalizer_patch
+from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.controller_namespace import (
     NAMESPACE_RECHECK_SECONDS,
     is_missing_namespace,
     missing_message,
     report_controller_namespace,
 )
+from arcflow.reconciler.controllers.manifest import finalizer_patch
+from arcflow.reconciler.controllers.registration import check_registration
 from arcflow.reconciler.controllers.server_tls import check_server_tls
-from arcflow.reconciler.workqueue import Result
+from arcflow.reconciler.keys import Result
 
 __all__ = ["is_version_allowed", "outdated_recreate_delay", "reconcile_ars"]
 
@@ -93,26 +97,33 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
         raise RuntimeError("no scale set id source configured")
     assignments = await ctx.ids.assignments(ars.namespace, ars.name, variants)
     missing = [v for v in variants if v not in assignments]
+    ars = await check_registration(ctx, ars, scope, variants, assignments)
     if missing:
         # No ids yet: say why when the reason is ours to see (the credentials Secret).
         ars = await check_credentials_secret(ctx, ars, scope)
         await _patch_status(ctx, ars, scope, phase=PHASE_PENDING, counts=None)
         return Result.again(WAIT_FOR_IDS_SECONDS)
 
+    # Upstream writes the ids and the URL labels in the same patch at registration; so do we,
+    # and only when one of them differs from what the object carries.
     wanted_annotations = id_annotations(ars, assignments)
-    if annotations_need_patch(ars.annotations, wanted_annotations):
+    wanted_labels = url_labels(ars)
+    if annotations_need_patch(ars.annotations, wanted_annotations) or annotations_need_patch(
+        ars.labels, wanted_labels
+    ):
+        metadata: dict[str, Any] = {
+            "annotations": wanted_annotations,
+            "resourceVersion": ars.resource_version,
+        }
+        if wanted_labels:
+            metadata["labels"] = wanted_labels
         patched = await ctx.writer.patch(
             AUTOSCALING_RUNNER_SET.kind,
             ars.name,
             ars.namespace,
-            {
-                "metadata": {
-                    "annotations": wanted_annotations,
-                    "resourceVersion": ars.resource_version,
-                }
-            },
+            {"metadata": metadata},
             scope,
-            "mirror the registrar's scale set ids into annotations",
+            "mirror the registrar's scale set ids into annotations and the URL into labels",
         )
         ars = AutoscalingRunnerSet.from_observed(patched)
 
@@ -145,9 +156,11 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     counts = sum_status(live)
     phase = PHASE_RUNNING if settled and listener_ready else PHASE_PENDING
     held = await _patch_status(ctx, ars, scope, phase=phase, counts=counts)
+    boundary = await report_effective_minimums(ctx, ars, scope)  # ADR 0063
     if waiting or draining or not listener_ready:
         return Result.again(WAIT_SECONDS)
-    return Result.again(held) if held else Result.done()
+    later = [s for s in (held, boundary) if s]
+    return Result.again(min(later)) if later else Result.done()
 
 
 async def _patch_status(

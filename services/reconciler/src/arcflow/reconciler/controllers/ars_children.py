@@ -16,8 +16,8 @@ from arcflow.common.kube import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER, EPHEMERA
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_rules import variant_of
-from arcflow.reconciler.controllers.base import (
-    Context,
+from arcflow.reconciler.controllers.base import Context, read_list
+from arcflow.reconciler.controllers.manifest import (
     Manifest,
     annotations_of,
     contains,
@@ -25,14 +25,13 @@ from arcflow.reconciler.controllers.base import (
     labels_of,
     merge_patch_to,
     meta,
-    read_list,
 )
 from arcflow.reconciler.controllers.runner_set_rules import bucket_runners
 from arcflow.reconciler.controllers.runner_spec_drift import (
     runner_spec_drift,
     wanted_annotations,
 )
-from arcflow.reconciler.workqueue import Key
+from arcflow.reconciler.keys import Key
 
 
 async def listeners_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:
@@ -158,7 +157,14 @@ async def converge_one_runner_set(
     drift = runner_spec_drift(annotations_of(current), want_hash)
     spec_drift = drift.changed
     wanted = wanted_annotations(annotations_of(want), want_hash, drift)
-    if spec_drift and active_runners(ctx, current) > 0:
+    reregistered = spec_drift and only_scale_set_id_changed(current_spec, want_spec)
+    if reregistered:
+        # The registrar registered the variant's scale set again (GitHub deleted it, ADR
+        # 0064): the old set's runners can take no job, so no drain. The spec is patched
+        # without its integrity hash, so the ERS controller replaces the old runners at once
+        # (busy ones finish first) as for a direct edit, and records the hash (ADR 0037).
+        wanted.pop(ANNOTATION_INTEGRITY_HASH, None)
+    elif spec_drift and active_runners(ctx, current) > 0:
         # Drain gate (docs/upstream-behaviour.md#ars-controller, #traps): the listener goes (no
         # new jobs) and idle
         # runners are scaled away (patchID 0 forces it), then the spec is patched.
@@ -194,11 +200,28 @@ async def converge_one_runner_set(
         patch["spec"]["ephemeralRunnerSpec"] = merge_patch_to(
             current_spec.get("ephemeralRunnerSpec") or {}, want_spec.get("ephemeralRunnerSpec")
         )
-    why = "runner spec changed" if spec_drift else "labels/annotations changed"
+    why = (
+        "scale set registered again: new runnerScaleSetId"
+        if reregistered
+        else "runner spec changed"
+        if spec_drift
+        else "labels/annotations changed"
+    )
     patched = await ctx.writer.patch(
         EPHEMERAL_RUNNER_SET.kind, name, scope.namespace, patch, scope, why
     )
     return patched, False
+
+
+def only_scale_set_id_changed(current_spec: Manifest, want_spec: Manifest) -> bool:
+    """The runner specs differ in ``runnerScaleSetId`` and nothing else (pure)."""
+    have = dict(current_spec.get("ephemeralRunnerSpec") or {})
+    want = dict(want_spec.get("ephemeralRunnerSpec") or {})
+    if have.get("runnerScaleSetId") == want.get("runnerScaleSetId"):
+        return False
+    have.pop("runnerScaleSetId", None)
+    want.pop("runnerScaleSetId", None)
+    return have == want
 
 
 def listener_differs(live: Manifest, want: Manifest) -> bool:

@@ -13,14 +13,14 @@ from arcflow.common.kube import AUTOSCALING_RUNNER_SET, ForbiddenError, NotFound
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_children import delete_listeners_first, runner_sets_of
-from arcflow.reconciler.controllers.base import (
-    Context,
+from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.manifest import (
     finalizer_patch,
     finalizers_of,
     is_deleting,
     meta,
 )
-from arcflow.reconciler.workqueue import Key, Result
+from arcflow.reconciler.keys import Key, Result
 
 WAIT_SECONDS = 1.0
 

@@ -16,8 +16,9 @@ from arcflow.reconciler.controllers.ars_rules import (
     outdated_recreate_delay,
     variant_of,
 )
-from arcflow.reconciler.controllers.base import Context, Manifest, is_deleting, meta
-from arcflow.reconciler.workqueue import Key, Result
+from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.manifest import Manifest, is_deleting, meta
+from arcflow.reconciler.keys import Key, Result
 
 REASON_OUTDATED = "RunnerImageOutdated"
 PHASE_OUTDATED = "Outdated"

@@ -1,5 +1,6 @@
 """Pure decisions of the AutoscalingRunnerSet controller: the version gate, the outdated loop
-guard's delay and records, the scale set id annotations, the summed status counts."""
+guard's delay and records, the scale set id annotations and URL labels, the summed status
+counts."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from arcflow.common.builders import encode_scale_set_ids
+from arcflow.common.builders import BuildError, encode_scale_set_ids, github_url_labels
 from arcflow.common.constants import (
     ANNOTATION_RUNNER_GROUP_NAME,
     ANNOTATION_SCALE_SET_ID,
     ANNOTATION_SCALE_SET_IDS,
     ANNOTATION_SCALE_SET_NAME,
+    LABEL_ENTERPRISE,
+    LABEL_ORGANIZATION,
+    LABEL_REPOSITORY,
 )
 from arcflow.common.models import AutoscalingRunnerSet, is_multi_variant
-from arcflow.reconciler.controllers.base import Manifest, meta
-from arcflow.reconciler.scalesets import ScaleSetAssignment
+from arcflow.reconciler.assignments import ScaleSetAssignment
+from arcflow.reconciler.controllers.manifest import Manifest, meta
 
 # Per variant: how often its outdated ERS was recreated, the last time, and which ERS (uid)
 # that attempt was about; the loop guard of docs/upstream-behaviour.md#traps.
@@ -84,7 +88,25 @@ def id_annotations(
     return wanted
 
 
+def url_labels(ars: AutoscalingRunnerSet) -> dict[str, str | None]:
+    """The ARS's own enterprise/organization/repository labels from its ``githubConfigUrl``
+    (docs/upstream-behaviour.md#ars-url-labels), ``None`` = remove the key.
+
+    Each key is set only when that part of the URL is non-empty, trimmed to a label value as
+    on the children; a key the URL no longer has is removed (upstream leaves it behind). A URL
+    that does not parse gives no wanted labels at all: validation refuses it elsewhere, and
+    labels already on the object are left as they are.
+    """
+    try:
+        present = github_url_labels(ars.spec.github_config_url)
+    except BuildError:
+        return {}
+    keys = (LABEL_ENTERPRISE, LABEL_ORGANIZATION, LABEL_REPOSITORY)
+    return {key: present.get(key) for key in keys}
+
+
 def annotations_need_patch(current: Mapping[str, str], wanted: dict[str, str | None]) -> bool:
+    """Also for labels: true when some key differs (``None``: must be absent)."""
     return any(current.get(k) != v for k, v in wanted.items())
 
 

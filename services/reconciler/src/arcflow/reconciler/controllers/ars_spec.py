@@ -14,8 +14,9 @@ from arcflow.common.models import AutoscalingRunnerSet, InvalidManifestError
 from arcflow.common.validation import schema_errors, summarize
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_rules import is_version_allowed
-from arcflow.reconciler.controllers.base import Context, Manifest, get_or_none, labels_of, meta
+from arcflow.reconciler.controllers.base import Context, get_or_none
 from arcflow.reconciler.controllers.conditions import condition_of, turn_ars_condition
+from arcflow.reconciler.controllers.manifest import Manifest, labels_of, meta
 
 CONDITION_SPEC_VALID = "SpecValid"
 CONDITION_CREDENTIALS = "GitHubCredentialsFound"

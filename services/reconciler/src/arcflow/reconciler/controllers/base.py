@@ -1,4 +1,4 @@
-"""What every controller shares: its dependencies and small pure helpers on manifests."""
+"""What every controller shares: its dependencies (the manifest helpers are in :mod:`.manifest`)."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ from typing import Any
 from arcflow.common.builders import BuildSettings, decode_secret_data
 from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.cache import ObjectCache
+from arcflow.common.events import RegistrationFailed
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
 from arcflow.common.listener_config import GitHubCredentials
-from arcflow.common.models import KubeObject
 from arcflow.common.rpc.registrar import RegistrarRpcClient
 from arcflow.reconciler.audit import Writer
+from arcflow.reconciler.controllers.manifest import (
+    FAILURE_BACKOFF_SECONDS,
+    Manifest,
+)
+from arcflow.reconciler.controllers.reaper_rules import Deadlines
+from arcflow.reconciler.keys import Key
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.scalesets import ScaleSetIds
-from arcflow.reconciler.workqueue import Key
-
-Manifest = dict[str, Any]
-
-# Upstream's runner pod failure backoff, indexed by the number of recorded failures
-# (docs/upstream-behaviour.md#runner-controller).
-FAILURE_BACKOFF_SECONDS: tuple[float, ...] = (0, 5, 10, 20, 40, 80)
+from arcflow.reconciler.stages import StageClock
 
 
 def utc_clock() -> datetime:
@@ -76,6 +76,19 @@ class Context:
     # (kind, namespace, name) -> the resourceVersion of an object that does not parse whose
     # Warning Event went out (one Event per version, however often it is looked at).
     unparsable_reported: dict[tuple[str, str, str], str] = dataclass_field(default_factory=dict)
+    #: (namespace, ARS) -> the newest ``registration.failed`` the registrar published for it
+    #: (``errors_changes``); the ARS pass turns it into a condition (ADR 0064).
+    registration_failures: dict[tuple[str, str], RegistrationFailed] = dataclass_field(
+        default_factory=dict
+    )
+    #: ARS namespace/name -> the status.effectiveMinRunners last written (ADR 0063).
+    effective_minimums_written: dict[str, Any] = dataclass_field(default_factory=dict)
+    #: The runner stage breakdown (ADR 0065).
+    stages: StageClock = dataclass_field(default_factory=StageClock)
+    #: The stuck-pod deadlines when the ARS says nothing (ADR 0065), and the (namespace, ARS)
+    #: -> resourceVersion whose unusable deadline annotation was reported in an Event.
+    deadlines: Deadlines = dataclass_field(default_factory=Deadlines)
+    deadline_errors_reported: dict[tuple[str, str], str] = dataclass_field(default_factory=dict)
 
     def status_wait(self, kind: str, namespace: str, name: str) -> float:
         """Seconds before a counts-only status write for this object may go out (0: now)."""
@@ -123,57 +136,6 @@ async def read_list(
         return ctx.cache.list(resource, namespace, label_selector=label_selector)
     listed = await ctx.kube.list(resource, namespace=namespace, label_selector=label_selector)
     return listed.items
-
-
-def meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    value = obj.get("metadata")
-    return value if isinstance(value, dict) else {}
-
-
-def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict(meta(obj).get("labels") or {})
-
-
-def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return dict(meta(obj).get("annotations") or {})
-
-
-def is_deleting(obj: Mapping[str, Any]) -> bool:
-    return bool(meta(obj).get("deletionTimestamp"))
-
-
-def finalizers_of(obj: Mapping[str, Any]) -> list[str]:
-    return list(meta(obj).get("finalizers") or [])
-
-
-def finalizer_patch(obj: KubeObject | Mapping[str, Any], finalizers: list[str]) -> dict[str, Any]:
-    """Merge patch replacing the finalizer list, conditional on the read resourceVersion."""
-    return {"metadata": {"finalizers": finalizers, "resourceVersion": resource_version(obj)}}
-
-
-def resource_version(obj: KubeObject | Mapping[str, Any]) -> str | None:
-    if isinstance(obj, KubeObject):
-        return obj.resource_version
-    value = meta(obj).get("resourceVersion")
-    return None if value is None else str(value)
-
-
-def owner_name(obj: KubeObject, kind: str) -> str | None:
-    """The name of ``obj``'s controller owner of ``kind``."""
-    for ref in obj.metadata.owner_references or []:
-        if ref.kind == kind and ref.controller:
-            return ref.name
-    return None
-
-
-def contains(actual: Mapping[str, str] | None, wanted: Mapping[str, str] | None) -> bool:
-    """Every wanted key is present with the wanted value (extra keys are someone else's)."""
-    actual = actual or {}
-    return all(actual.get(k) == v for k, v in (wanted or {}).items())
-
-
-def owned_by(obj: Mapping[str, Any], owner_uid: str) -> bool:
-    return any(ref.get("uid") == owner_uid for ref in meta(obj).get("ownerReferences") or [])
 
 
 class CredentialsError(RuntimeError):
@@ -231,22 +193,3 @@ async def read_proxy_credentials(
             {"username": data.get("username", ""), "password": data.get("password", "")}
         )
     return found
-
-
-def merge_patch_to(old: Any, new: Any) -> Any:
-    """The RFC 7386 merge patch that turns ``old`` into ``new`` (keys removed become null).
-
-    A plain ``{"spec": desired}`` merge patch would keep keys the desired object dropped.
-    """
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return new
-    patch: dict[str, Any] = {}
-    for key in old:
-        if key not in new:
-            patch[key] = None
-    for key, value in new.items():
-        if key not in old:
-            patch[key] = value
-        elif old[key] != value:
-            patch[key] = merge_patch_to(old[key], value)
-    return patch

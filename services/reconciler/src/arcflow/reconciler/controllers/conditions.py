@@ -4,13 +4,15 @@ the ARS status in place of any earlier one of its type."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from arcflow.common.events import utc_now
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, build_event
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, Manifest, meta
+from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.manifest import Manifest, meta
 
 
 def conditions_of(doc: Manifest) -> list[dict[str, Any]]:
@@ -34,9 +36,11 @@ async def turn_ars_condition(
     message: str,
     about: str,
     summary: str,
+    since: datetime | None = None,
 ) -> AutoscalingRunnerSet:
     """``about`` names the Event in the audit trail, ``summary`` the status write; returns
-    the ARS as written."""
+    the ARS as written. ``since``: the condition's ``lastTransitionTime`` when it is not now
+    (when the failure it reports happened)."""
     doc = ars.manifest
     event = build_event(
         doc, reason, message, type="Normal" if ok else "Warning", component="arcflow-reconciler"
@@ -49,7 +53,7 @@ async def turn_ars_condition(
         "reason": reason,
         "message": message,
         "observedGeneration": meta(doc).get("generation"),
-        "lastTransitionTime": utc_now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "lastTransitionTime": (since or utc_now()).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     others = [c for c in conditions_of(doc) if c.get("type") != kind]
     written = await ctx.writer.patch_status(

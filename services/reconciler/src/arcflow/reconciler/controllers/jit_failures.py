@@ -17,7 +17,8 @@ from arcflow.common.kube import build_event
 from arcflow.common.models import EphemeralRunner
 from arcflow.common.rpc.registrar import RegistrarRpcError
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, meta
+from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.manifest import meta
 
 #: How soon a runner asks again after its JIT request failed upstream.
 JIT_RETRY_SECONDS = 3.0

@@ -46,19 +46,21 @@ from arcflow.common.naming import listener_config_secret_name, listener_proxy_se
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import (
     Context,
+    get_or_none,
+    read_github_credentials,
+    read_proxy_credentials,
+)
+from arcflow.reconciler.controllers.manifest import (
     Manifest,
     annotations_of,
     contains,
     finalizer_patch,
-    get_or_none,
     is_deleting,
     labels_of,
     meta,
-    read_github_credentials,
-    read_proxy_credentials,
 )
+from arcflow.reconciler.keys import Key, Result
 from arcflow.reconciler.metrics import upstream_labels
-from arcflow.reconciler.workqueue import Key, Result
 
 WAIT_SECONDS = 1.0
 

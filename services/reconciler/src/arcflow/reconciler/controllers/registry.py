@@ -23,7 +23,7 @@ from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.listener import reconcile_listener
 from arcflow.reconciler.controllers.runner import reconcile_runner
 from arcflow.reconciler.controllers.runner_set import reconcile_runner_set
-from arcflow.reconciler.workqueue import Key, Kind, Result
+from arcflow.reconciler.keys import Key, Kind, Result
 
 CONTROLLERS: dict[Kind, Callable[[Context, Key], Awaitable[Result]]] = {
     "ars": TypedReconciler(

@@ -36,19 +36,18 @@ from arcflow.common.rpc.registrar import (
     UpstreamRpcError,
 )
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import (
+from arcflow.reconciler.controllers.base import Context, get_or_none, utc_clock
+from arcflow.reconciler.controllers.jit_failures import report_jit_failure
+from arcflow.reconciler.controllers.manifest import (
     FAILURE_BACKOFF_SECONDS,
-    Context,
     Manifest,
     finalizer_patch,
-    get_or_none,
     is_deleting,
     meta,
     owner_name,
-    utc_clock,
 )
-from arcflow.reconciler.controllers.jit_failures import report_jit_failure
 from arcflow.reconciler.controllers.runner_claims import ANNOTATION_JIT_CLAIM, jit_claim_holder
+from arcflow.reconciler.controllers.runner_reaper import reap_if_stuck
 from arcflow.reconciler.controllers.runner_rules import (
     PodCreateDecision,
     backoff_remaining,
@@ -58,11 +57,13 @@ from arcflow.reconciler.controllers.runner_rules import (
     stamp,
 )
 from arcflow.reconciler.controllers.runner_set import scope_of
-from arcflow.reconciler.workqueue import Key, Result
+from arcflow.reconciler.keys import Key, Result
 
 MAX_FAILURES = 5
 JOB_RUNNING_RECHECK_SECONDS = 30.0
 WAIT_SECONDS = 1.0
+#: A stage deadline due within this long gets a requeue of its own (ADR 0065).
+DEADLINE_RECHECK_WITHIN_SECONDS = 60.0
 DONE_PHASES = ("Succeeded", "Failed", "Outdated")
 POD_FINISHED = ("Succeeded", "Failed")
 
@@ -155,6 +156,7 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
             return Result.again(await report_jit_failure(ctx, er, scope, scale_set_id, exc))
         if secret is None:
             return Result.again(WAIT_SECONDS)
+        ctx.stages.mark(namespace, name, "jit_config")
     jit_data = decode_secret_data(secret.get("data"))
 
     # The registration goes into the ER status with the runner's first pod-driven status
@@ -186,6 +188,7 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
             await ctx.writer.create(
                 build_runner_pod(er.manifest, jit_data, ctx.build), scope, "runner pod"
             )
+            ctx.stages.pod_created(namespace, name)
         except (ConflictError, InvalidError, ForbiddenError) as exc:
             created = er.metadata.creation_timestamp
             age = now.timestamp() - parse_time(created).timestamp() if created else 0.0
@@ -200,7 +203,17 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
         # The created pod re-queues the runner (cache routing by owner); the registration is
         # written with the pod's first status, or after ``pending_status_delay`` (ADR 0032).
         return Result.done()
-    return await _follow_pod(ctx, er, pod, scope, registration)
+    # A pod stuck in one start-up stage past its deadline is recreated (ADR 0065).
+    reaped, recheck = await reap_if_stuck(ctx, er, pod, scope, registration)
+    if reaped:
+        return Result.again(WAIT_SECONDS)
+    result = await _follow_pod(ctx, er, pod, scope, registration)
+    # A deadline due soon is looked at then; a later one by the periodic resync (60 s).
+    due = recheck if recheck is not None else DEADLINE_RECHECK_WITHIN_SECONDS + 1
+    sooner = result.requeue_after is None or due < result.requeue_after
+    if due <= DEADLINE_RECHECK_WITHIN_SECONDS and sooner:
+        return Result.again(due + WAIT_SECONDS)
+    return result
 
 
 async def _pod_refused(
@@ -298,6 +311,7 @@ async def _follow_pod(
     ctx: Context, er: EphemeralRunner, pod: Manifest, scope: Scope, registration: dict[str, Any]
 ) -> Result:
     namespace = er.namespace
+    ctx.stages.observe(namespace, er.name, pod, er.has_job() or bool(status_of(er).job_request_id))
     pod_status = pod.get("status") or {}
     state = runner_container_state(pod)
     terminated = (state or {}).get("terminated")
@@ -464,6 +478,7 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
         scope,
         "runner removed from the service: release the EphemeralRunner",
     )
+    ctx.stages.runner_gone(er.namespace, er.name)
     owner = owner_name(er, KIND_ERS)
     if owner:
         ctx.enqueue(Key("ers", er.namespace, owner))

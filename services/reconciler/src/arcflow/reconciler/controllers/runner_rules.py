@@ -9,8 +9,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from arcflow.common.constants import RUNNER_CONTAINER
-from arcflow.common.kube import ConflictError, ForbiddenError, InvalidError, KubeApiError
-from arcflow.reconciler.controllers.base import FAILURE_BACKOFF_SECONDS, Manifest
+from arcflow.common.kube.errors import ConflictError, ForbiddenError, InvalidError, KubeApiError
+from arcflow.reconciler.controllers.manifest import FAILURE_BACKOFF_SECONDS, Manifest
 
 ALREADY_EXISTS_RECHECK_SECONDS = 5.0
 QUOTA_RECHECK_SECONDS = 30.0

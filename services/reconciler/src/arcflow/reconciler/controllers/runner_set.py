@@ -36,15 +36,15 @@ from arcflow.common.kube import (
 from arcflow.common.models import EphemeralRunnerSet, KubeObject
 from arcflow.common.naming import runner_proxy_secret_name
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import (
-    Context,
+from arcflow.reconciler.controllers.base import Context, read_proxy_credentials
+from arcflow.reconciler.controllers.manifest import (
     Manifest,
     annotations_of,
     finalizer_patch,
     is_deleting,
+    labels_of,
     meta,
     owned_by,
-    read_proxy_credentials,
 )
 from arcflow.reconciler.controllers.runner_claims import (
     ANNOTATION_JIT_CLAIM,
@@ -65,7 +65,7 @@ from arcflow.reconciler.controllers.runner_set_rules import (
     runner_id,
     should_scale,
 )
-from arcflow.reconciler.workqueue import Key, Result
+from arcflow.reconciler.keys import Key, Result
 
 WAIT_SECONDS = 1.0
 BUSY_RECHECK_SECONDS = 5.0
@@ -137,6 +137,7 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
     total = len(buckets["pending"]) + len(buckets["running"]) + len(buckets["failed"])
     claim = parse_runner_claim(ers.annotations)
     ers_uid = ers.uid
+    ctx.stages.request_seen(ers_uid, patch_id)
     # A scale request (a patchID) is served once: later passes for the same patchID (each
     # finished runner re-queues its set) must not top up runners whose jobs are done while
     # the listener's replicas still count them. The claim remembers it across replicas and
@@ -320,6 +321,7 @@ async def _create_named(
                 if exc.already_exists:
                     return
                 raise
+        ctx.stages.runner_created(created, ers.uid, labels_of(created), ers.name)
         ctx.enqueue(Key("er", namespace, str(meta(created)["name"])))
 
     results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)

@@ -4,7 +4,7 @@ manifests, as the cache lists them): upstream's buckets, the patchID gate, idle 
 from __future__ import annotations
 
 from arcflow.common.constants import ANNOTATION_PATCH_ID
-from arcflow.reconciler.controllers.base import Manifest, annotations_of, is_deleting, meta
+from arcflow.reconciler.controllers.manifest import Manifest, annotations_of, is_deleting, meta
 
 
 def bucket_runners(runners: list[Manifest]) -> dict[str, list[Manifest]]:

@@ -1,0 +1,81 @@
+"""The runner stage breakdown of a benchmark run (ADR 0065, docs/benchmarks/stages.md).
+
+Not a test: scrapes ``arcflow_runner_stage_seconds`` from the run's real endpoints (the
+reconciler's and every listener process's) before and after the jobs, and compares the sum of
+the stage means from ``queued`` to ``job_started`` with the end-to-end time the benchmark
+measured itself (job queued -> GitHub's runner assign time, from the simulator).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from arcflow.common.stages import (
+    REPORTED_AFTER_START,
+    STAGE_METRIC,
+    STAGE_NAMES,
+    TO_JOB_STARTED,
+)
+
+
+def stage_urls(parts: Any) -> list[str]:
+    """The reconciler's endpoint and every listener process's (their config.json names it)."""
+    urls = [f"http://127.0.0.1:{s.metrics_port}/metrics" for s in parts.services.values()]
+    for config in sorted((Path(parts.temp) / "pods").glob("*/config.json")):
+        addr = json.loads(config.read_text()).get("metrics_addr") or ""
+        if addr:
+            urls.append(f"http://{addr}/metrics")
+    return urls
+
+
+def scrape_stages(parts: Any) -> dict[str, tuple[float, float]]:
+    """stage -> (sum of seconds, count), over every variant and endpoint."""
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for url in stage_urls(parts):
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
+                text = response.read().decode()
+        except OSError:
+            continue
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                stage = sample.labels.get("stage")
+                if not stage or not sample.name.startswith(STAGE_METRIC):
+                    continue
+                if sample.name == f"{STAGE_METRIC}_sum":
+                    totals[stage][0] += sample.value
+                elif sample.name == f"{STAGE_METRIC}_count":
+                    totals[stage][1] += sample.value
+    return {stage: (v[0], v[1]) for stage, v in totals.items()}
+
+
+def breakdown(
+    before: dict[str, tuple[float, float]],
+    after: dict[str, tuple[float, float]],
+    end_to_end: list[float],
+) -> dict[str, Any]:
+    """Mean seconds per stage over the run, their sum to ``job_started`` and the ratio of
+    that sum to the measured end-to-end mean."""
+    means: dict[str, Any] = {}
+    for stage in STAGE_NAMES:
+        total, count = after.get(stage, (0.0, 0.0))
+        total0, count0 = before.get(stage, (0.0, 0.0))
+        n = count - count0
+        means[stage] = {"n": int(n), "mean": round((total - total0) / n, 4) if n else None}
+    summed = sum(means[s]["mean"] or 0.0 for s in TO_JOB_STARTED)
+    by_github = summed - (means[REPORTED_AFTER_START]["mean"] or 0.0)
+    measured = sum(end_to_end) / len(end_to_end) if end_to_end else None
+    return {
+        "stages": means,
+        "sum_of_means_to_job_started": round(summed, 4),
+        "sum_to_job_started_by_github": round(by_github, 4),
+        "end_to_end_mean": round(measured, 4) if measured else None,
+        "ratio": round(by_github / measured, 4) if measured else None,
+        "ratio_as_kubernetes_learns_it": round(summed / measured, 4) if measured else None,
+    }

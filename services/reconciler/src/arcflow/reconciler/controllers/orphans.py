@@ -1,0 +1,112 @@
+"""The orphan scan's I/O (ADR 0065; the rules are in :mod:`.orphan_rules`).
+
+Every ``orphan_scan_seconds``, per scale set the cache's EphemeralRunners name: the registrar
+lists GitHub's runners of that set; orphans confirmed over two scans are removed (GitHub
+runners through the registrar, EphemeralRunners with a delete whose finalizer then asks the
+registrar, which answers ``not_found``). Reads only the cache and the one list call per set.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from arcflow.common.constants import (
+    LABEL_RUNNER_VARIANT,
+    LABEL_SCALE_SET_NAME,
+    LABEL_SCALE_SET_NAMESPACE,
+)
+from arcflow.common.kube import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from arcflow.common.rpc.registrar import RegistrarRpcError
+from arcflow.reconciler.audit import Scope
+from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.manifest import Manifest, is_deleting, labels_of, meta
+from arcflow.reconciler.controllers.orphan_rules import (
+    GitHubRunner,
+    KubeRunner,
+    Suspects,
+    gone_from_github,
+    orphaned_on_github,
+)
+from arcflow.reconciler.keys import Key
+
+log = logging.getLogger(__name__)
+
+
+def _kube_runner(er: Manifest) -> KubeRunner:
+    status = er.get("status") or {}
+    return KubeRunner(
+        name=str(meta(er).get("name") or ""),
+        runner_id=int(status.get("runnerId") or 0),
+        has_job=bool(status.get("jobId") or status.get("jobRequestId")),
+        deleting=is_deleting(er),
+    )
+
+
+async def scan_orphans(ctx: Context, suspects: Suspects) -> dict[str, int]:
+    """One scan over every scale set with runners in the cache; counts of what was removed."""
+    if ctx.cache is None or ctx.registrar is None:
+        return {}
+    # The scale sets: one per EphemeralRunnerSet (its runners may all be gone).
+    sets: dict[tuple[str, str, int], tuple[str, str]] = {}
+    for runner_set in ctx.cache.list(EPHEMERAL_RUNNER_SET, None, shared=True):
+        labels = labels_of(runner_set)
+        spec = (runner_set.get("spec") or {}).get("ephemeralRunnerSpec") or {}
+        scale_set_id = int(spec.get("runnerScaleSetId") or 0)
+        ars = labels.get(LABEL_SCALE_SET_NAME, "")
+        namespace = str(meta(runner_set).get("namespace") or "")
+        scope_namespace = labels.get(LABEL_SCALE_SET_NAMESPACE) or namespace
+        if scale_set_id and ars and not is_deleting(runner_set):
+            variant = labels.get(LABEL_RUNNER_VARIANT, "")
+            sets[(scope_namespace, ars, scale_set_id)] = (namespace, variant)
+    removed = {"github_runners": 0, "ephemeral_runners": 0}
+    for (scope_namespace, ars, scale_set_id), (namespace, variant) in sets.items():
+        try:
+            listed = await ctx.registrar.list_runners(scope_namespace, ars, scale_set_id)
+        except RegistrarRpcError as exc:
+            log.info("orphan scan of scale set %d skipped: %s", scale_set_id, exc)
+            continue
+        # Read after the call: a runner the cache saw since the listing is not an orphan.
+        ers = [
+            er
+            for er in ctx.cache.list(EPHEMERAL_RUNNER, namespace, shared=True)
+            if int((er.get("spec") or {}).get("runnerScaleSetId") or 0) == scale_set_id
+        ]
+        runners = [_kube_runner(er) for er in ers]
+        github = [GitHubRunner(r.id, r.name) for r in listed]
+        now = time.monotonic()
+        scope_key = f"{namespace}/{ars}/{scale_set_id}"
+        scope = Scope(scope_namespace, ars, variant)
+        orphans = {str(g.id): g for g in orphaned_on_github(github, runners)}
+        for key in suspects.confirm(f"gh:{scope_key}", orphans, now):
+            orphan = orphans[key]
+            outcome = await ctx.registrar.remove_runner(scope_namespace, ars, orphan.id)
+            log.warning(
+                "GitHub runner %s (id %d) of scale set %d has no EphemeralRunner: remove: %s",
+                orphan.name,
+                orphan.id,
+                scale_set_id,
+                outcome,
+            )
+            if outcome != "job_still_running":
+                suspects.forget(f"gh:{scope_key}", key)
+            if outcome == "ok":
+                removed["github_runners"] += 1
+                ctx.metrics.orphans_removed.add(1, {"namespace": namespace, "name": ars})
+        by_name: dict[str, Manifest] = {str(meta(item).get("name")): item for item in ers}
+        gone = {r.name: r for r in gone_from_github(github, runners)}
+        for name in suspects.confirm(f"er:{scope_key}", gone, now):
+            doomed = by_name[name]
+            why = (
+                f"its GitHub runner {gone[name].runner_id} is gone and it runs no job: "
+                "its set makes a fresh one"
+            )
+            log.warning("EphemeralRunner %s/%s: %s", namespace, name, why)
+            await ctx.writer.delete(doomed, scope, why, unchanged=True)
+            ctx.enqueue(Key("er", namespace, name))
+            suspects.forget(f"er:{scope_key}", name)
+            removed["ephemeral_runners"] += 1
+    return removed
+
+
+__all__ = ["scan_orphans"]

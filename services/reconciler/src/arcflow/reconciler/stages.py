@@ -1,0 +1,187 @@
+"""The reconciler's half of the runner stage breakdown (ADR 0065, docs/reconciler.md#runner-stages).
+
+The reconciler sees the Kubernetes side of a runner's life: the scale request it serves, the
+EphemeralRunner, JIT Secret and Pod it creates (its own writes) and the Pod's conditions and
+container states and the runner's status as its watch-fed cache receives them
+(:meth:`StageClock.observe_object`, called for every change before any reconcile pass, so a
+busy work queue does not delay a mark). Each moment is this process's wall clock when it made
+the write or its cache received the change (an object's timestamps have whole-second
+resolution and most of these stages take less); each stage is observed once per runner, into
+``arcflow_runner_stage_seconds``.
+
+Marks live in memory per runner and go when the runner is released; a replica that did not
+see a stage's start (another replica created the runner, or a restart) observes nothing for
+it. Bounded: at most ``limit`` runners are followed at once (the oldest dropped).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from arcflow.common.constants import LABEL_EPHEMERAL_RUNNER, RUNNER_CONTAINER
+from arcflow.common.stages import LABEL_STAGE
+from arcflow.reconciler.metrics import variant_labels
+
+Manifest = Mapping[str, Any]
+Record = Callable[[float, dict[str, str]], None]
+
+#: The runner's moments, in order; a stage is named after the moment that ends it.
+_ORDER = (
+    "requested",
+    "runner_created",
+    "jit_config",
+    "pod_created",
+    "pod_scheduled",
+    "containers_running",
+    "runner_registered",
+    "job_started",
+)
+
+
+def _pod_condition(pod: Manifest, kind: str) -> bool:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            return bool(condition.get("status") == "True")
+    return False
+
+
+def _runner_state(pod: Manifest) -> Mapping[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == RUNNER_CONTAINER:
+            return status.get("state") or {}
+    return {}
+
+
+def pod_moments(pod: Manifest) -> set[str]:
+    """Which of the pod's moments its manifest shows (pure)."""
+    seen: set[str] = set()
+    if (pod.get("spec") or {}).get("nodeName") or _pod_condition(pod, "PodScheduled"):
+        seen.add("pod_scheduled")
+    state = _runner_state(pod)
+    if "running" in state or "terminated" in state:
+        seen.add("containers_running")
+    if ("running" in state and _pod_condition(pod, "Ready")) or "terminated" in state:
+        seen.add("runner_registered")
+    if "terminated" in state:
+        seen.add("terminated")
+    return seen
+
+
+@dataclass
+class _Runner:
+    labels: dict[str, str]
+    at: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class StageClock:
+    """Per runner: when each moment was first seen; a stage observed once both ends are."""
+
+    record: Record | None = None
+    clock: Callable[[], float] = time.time
+    limit: int = 20_000
+    #: ERS uid -> (patchID, when this replica first saw that scale request).
+    requests: dict[str, tuple[int, float]] = field(default_factory=dict)
+    runners: OrderedDict[tuple[str, str], _Runner] = field(default_factory=OrderedDict)
+
+    def request_seen(self, ers_uid: str, patch_id: int) -> None:
+        known = self.requests.get(ers_uid)
+        if known is None or known[0] != patch_id:
+            self.requests[ers_uid] = (patch_id, self.clock())
+
+    def runner_created(
+        self, er: Manifest, ers_uid: str, labels: Mapping[str, str], ers_name: str
+    ) -> None:
+        """The reconciler created ``er`` for its set's current scale request."""
+        meta = er.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        runner = _Runner(self._labels(key[0], ers_name, labels))
+        request = self.requests.get(ers_uid)
+        if request is not None:
+            runner.at["requested"] = request[1]
+        self.runners[key] = runner
+        self.runners.move_to_end(key)
+        while len(self.runners) > self.limit:
+            self.runners.popitem(last=False)
+        self._mark(runner, "runner_created")
+
+    def mark(self, namespace: str, name: str, moment: str) -> None:
+        runner = self.runners.get((namespace, name))
+        if runner is not None:
+            self._mark(runner, moment)
+
+    def pod_created(self, namespace: str, name: str) -> None:
+        """A (new) runner pod: the pod's own moments start again (a recreated pod)."""
+        runner = self.runners.get((namespace, name))
+        if runner is None:
+            return
+        for moment in ("pod_scheduled", "containers_running", "runner_registered", "terminated"):
+            runner.at.pop(moment, None)
+        runner.at.pop("pod_created", None)
+        self._mark(runner, "pod_created")
+
+    def observe(self, namespace: str, name: str, pod: Manifest | None, has_job: bool) -> None:
+        """What the cache shows of the runner's pod and status now."""
+        runner = self.runners.get((namespace, name))
+        if runner is None:
+            return
+        # A pod seen before its create returned (the cache has it first) waits for that mark.
+        created = "pod_created" in runner.at
+        moments = pod_moments(pod) if pod is not None and created else set()
+        for moment in ("pod_scheduled", "containers_running", "runner_registered"):
+            if moment in moments:
+                self._mark(runner, moment)
+        if has_job:
+            self._mark(runner, "job_started")
+        if "terminated" in moments and "terminated" not in runner.at:
+            runner.at["terminated"] = self.clock()
+
+    def observe_object(self, kind: str, obj: Manifest) -> None:
+        """A change as the cache receives it (before any reconcile pass, so a busy work queue
+        does not delay the marks): a runner Pod's moments, a runner's job, a set's request."""
+        meta = obj.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        if kind == "Pod":
+            if (meta.get("labels") or {}).get(LABEL_EPHEMERAL_RUNNER) == "True":
+                self.observe(namespace, name, obj, has_job=False)
+        elif kind == "EphemeralRunner":
+            status = obj.get("status") or {}
+            if status.get("jobId") or status.get("jobRequestId"):
+                self.observe(namespace, name, None, has_job=True)
+        elif kind == "EphemeralRunnerSet":
+            patch_id = int((obj.get("spec") or {}).get("patchID") or 0)
+            self.request_seen(str(meta.get("uid") or ""), patch_id)
+
+    def runner_gone(self, namespace: str, name: str) -> None:
+        """The runner was released (its finalizers removed): ``runner_gone``, then forget it."""
+        runner = self.runners.pop((namespace, name), None)
+        if runner is None:
+            return
+        ended = runner.at.get("terminated")
+        if ended is not None:
+            self._observe(runner, "runner_gone", self.clock() - ended)
+
+    def _mark(self, runner: _Runner, moment: str) -> None:
+        if moment in runner.at:
+            return
+        now = self.clock()
+        runner.at[moment] = now
+        previous = _ORDER[_ORDER.index(moment) - 1]
+        start = runner.at.get(previous)
+        if start is not None:
+            self._observe(runner, moment, now - start)
+
+    def _observe(self, runner: _Runner, stage: str, seconds: float) -> None:
+        if self.record is not None:
+            self.record(max(0.0, seconds), {**runner.labels, LABEL_STAGE: stage})
+
+    @staticmethod
+    def _labels(namespace: str, ers_name: str, labels: Mapping[str, str]) -> dict[str, str]:
+        return variant_labels(ers_name, namespace, labels)
+
+
+__all__ = ["StageClock", "pod_moments"]

@@ -1,0 +1,137 @@
+"""The reconciler's runner stage clock (stages.py, ADR 0065): every stage once, in order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arcflow.common.stages import RECONCILER_STAGES
+from arcflow.reconciler.stages import StageClock, pod_moments
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _pod(*, node: bool = False, state: str | None = None, ready: bool = False) -> dict[str, Any]:
+    states = {"running": {"running": {}}, "terminated": {"terminated": {"exitCode": 0}}}
+    return {
+        "spec": {"nodeName": "n"} if node else {},
+        "status": {
+            "conditions": [{"type": "Ready", "status": str(ready)}],
+            "containerStatuses": [{"name": "runner", "state": states.get(state or "", {})}],
+        },
+    }
+
+
+def test_pod_moments() -> None:
+    assert pod_moments(_pod()) == set()
+    assert pod_moments(_pod(node=True)) == {"pod_scheduled"}
+    assert pod_moments(_pod(node=True, state="running", ready=True)) == {
+        "pod_scheduled",
+        "containers_running",
+        "runner_registered",
+    }
+    assert "terminated" in pod_moments(_pod(node=True, state="terminated"))
+
+
+def test_a_runner_life_observes_each_stage_once_and_they_add_up() -> None:
+    clock = Clock()
+    seen: list[tuple[str, float, dict[str, str]]] = []
+    stages = StageClock(lambda s, attrs: seen.append((attrs["stage"], s, attrs)), clock)
+    er = {"metadata": {"name": "r1", "namespace": "ns"}}
+    labels = {"actions.github.com/runner-variant": "gpu", "actions.github.com/organization": "o"}
+    stages.request_seen("ers-uid", 7)
+    clock.now += 0.5
+    stages.request_seen("ers-uid", 7)  # the same request again: not a new start
+    stages.runner_created(er, "ers-uid", labels, "set-gpu")
+    for step, moment in ((0.2, "jit_config"),):
+        clock.now += step
+        stages.mark("ns", "r1", moment)
+    clock.now += 0.1
+    stages.pod_created("ns", "r1")
+    clock.now += 0.1
+    stages.observe("ns", "r1", _pod(node=True), has_job=False)
+    clock.now += 2.0
+    stages.observe("ns", "r1", _pod(node=True, state="running", ready=True), has_job=False)
+    stages.observe("ns", "r1", _pod(node=True, state="running", ready=True), has_job=False)
+    clock.now += 0.3
+    stages.observe("ns", "r1", _pod(node=True, state="running", ready=True), has_job=True)
+    clock.now += 1.0
+    stages.observe("ns", "r1", _pod(node=True, state="terminated"), has_job=True)
+    clock.now += 0.4
+    stages.runner_gone("ns", "r1")
+    by_stage = {stage: seconds for stage, seconds, _ in seen}
+    assert len(seen) == len(by_stage), "a stage observed twice"
+    assert set(by_stage) == RECONCILER_STAGES
+    assert abs(by_stage["runner_created"] - 0.5) < 1e-9
+    assert abs(by_stage["containers_running"] - 2.0) < 1e-9
+    assert abs(by_stage["runner_gone"] - 0.4) < 1e-9
+    to_job = sum(v for k, v in by_stage.items() if k != "runner_gone")
+    assert abs(to_job - 3.2) < 1e-9
+    attrs = seen[0][2]
+    assert (attrs["name"], attrs["namespace"], attrs["variant"], attrs["organization"]) == (
+        "set-gpu",
+        "ns",
+        "gpu",
+        "o",
+    )
+    assert stages.runners == {}
+
+
+def test_a_recreated_pod_starts_its_own_stages_again() -> None:
+    clock = Clock()
+    seen: list[str] = []
+    stages = StageClock(lambda s, attrs: seen.append(attrs["stage"]), clock)
+    stages.runner_created({"metadata": {"name": "r", "namespace": "ns"}}, "u", {}, "set")
+    stages.pod_created("ns", "r")
+    stages.observe("ns", "r", _pod(node=True), has_job=False)
+    stages.pod_created("ns", "r")
+    stages.observe("ns", "r", _pod(node=True), has_job=False)
+    assert seen.count("pod_scheduled") == 2
+
+
+def test_a_runner_another_replica_created_is_not_observed() -> None:
+    seen: list[str] = []
+    stages = StageClock(lambda s, attrs: seen.append(attrs["stage"]))
+    stages.mark("ns", "unknown", "jit_config")
+    stages.observe("ns", "unknown", _pod(node=True), has_job=True)
+    stages.runner_gone("ns", "unknown")
+    assert seen == []
+
+
+def test_changes_are_marked_as_the_cache_receives_them() -> None:
+    clock = Clock()
+    seen: dict[str, float] = {}
+    stages = StageClock(lambda s, attrs: seen.__setitem__(attrs["stage"], s), clock)
+    ers = {"metadata": {"uid": "u", "name": "set"}, "spec": {"patchID": 3}}
+    stages.observe_object("EphemeralRunnerSet", ers)
+    clock.now += 0.25
+    stages.runner_created({"metadata": {"name": "r", "namespace": "ns"}}, "u", {}, "set")
+    stages.pod_created("ns", "r")
+    pod = _pod(node=True, state="terminated")  # first seen finished: it ran, so it registered
+    pod["metadata"] = {
+        "name": "r",
+        "namespace": "ns",
+        "labels": {"actions-ephemeral-runner": "True"},
+    }
+    clock.now += 1.0
+    stages.observe_object("Pod", pod)
+    er = {"metadata": {"name": "r", "namespace": "ns"}, "status": {"jobRequestId": 9}}
+    stages.observe_object("EphemeralRunner", er)
+    assert seen["runner_created"] == 0.25
+    assert seen["pod_scheduled"] == 1.0
+    assert {"containers_running", "runner_registered", "job_started"} <= set(seen)
+
+
+def test_a_pod_seen_before_its_create_returned_is_observed_once() -> None:
+    seen: list[str] = []
+    stages = StageClock(lambda s, attrs: seen.append(attrs["stage"]), Clock())
+    stages.runner_created({"metadata": {"name": "r", "namespace": "ns"}}, "u", {}, "set")
+    stages.observe("ns", "r", _pod(node=True, state="running", ready=True), has_job=False)
+    stages.pod_created("ns", "r")
+    stages.observe("ns", "r", _pod(node=True, state="running", ready=True), has_job=False)
+    assert seen.count("containers_running") == 1
