@@ -40,7 +40,7 @@ def arc_build() -> upstream_arc.ArcBuild:
     return upstream_arc.locate_arc(timeout=BUILD_TIMEOUT)
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(BUILD_TIMEOUT + 240)  # the fixture may build first
 async def test_one_upstream_scale_set_runs_one_job(
     arc_build: upstream_arc.ArcBuild, tmp_path: Path
 ) -> None:
