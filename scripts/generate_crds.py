@@ -51,6 +51,7 @@ _KEPT_KEYS = (
     "pattern",
     "minItems",
     "maxItems",
+    "maxProperties",
     "required",
 )
 
@@ -120,7 +121,9 @@ def structural_schema(node: dict[str, Any], defs: dict[str, Any], path: str = ""
         # marked the node with x-kubernetes-preserve-unknown-fields (pod templates).
     elif kind == "array":
         out["items"] = structural_schema(node["items"], defs, f"{path}[]")
-    elif kind is None and not out.get("x-kubernetes-preserve-unknown-fields"):
+    elif kind is None and not (
+        out.get("x-kubernetes-preserve-unknown-fields") or out.get("x-kubernetes-int-or-string")
+    ):
         raise SchemaConversionError(f"{path or '<root>'}: no type")
     return out
 

@@ -19,6 +19,11 @@ fi
 # helm (built once from compat/helm with Go) and the other tools the chart tests use, before the
 # suite so that no test waits for a build.
 NO_CONTROL_PLANE=1 bash scripts/install-tools.sh
+# Upstream ARC v0.27.6, the peer tests/contract/test_arc_peer.py runs (ADR 0060), built once into
+# .cache/arc/ so that no test waits for a build.
+if [ "${ARCFLOW_TEST_KUBE:-apiserver}" != "emulator" ]; then
+  bash scripts/arc.sh >/dev/null
+fi
 # The four images (docs/images.md), built once with buildah on a debootstrap base and reused by
 # deploy/tests/test_images.py; needs root, so elsewhere that test skips and says why.
 if [ "$(id -u)" = 0 ] && [ -z "${ARCFLOW_NO_IMAGES:-}" ]; then

@@ -100,6 +100,35 @@ CASES: list[tuple[str, Callable[[Doc], None], str, str, str]] = [
         "spec.runnerVariants[1].maxRunners",
         "maxRunners must be greater than or equal to minRunners",
     ),
+    # Shared capacity (ADR 0062): the CEL rule on each quantity and the integer priority.
+    (
+        "negative-capacity-quantity",
+        _set("capacity", {"resources": {"cpu": "-1"}}),
+        "spec.capacity.resources[cpu]",
+        "spec.capacity.resources[cpu]",
+        "must be a non-negative quantity",
+    ),
+    (
+        "unparsable-capacity-quantity",
+        _set("capacity", {"resources": {"memory": "lots"}}),
+        "spec.capacity.resources[memory]",
+        "spec.capacity.resources[memory]",
+        "must be a non-negative quantity",
+    ),
+    (
+        "negative-capacity-max",
+        _set("capacity", {"maxRunners": -1}),
+        "spec.capacity.maxRunners",
+        "spec.capacity.maxRunners",
+        "greater than or equal to 0",
+    ),
+    (
+        "string-priority",
+        _set("runnerVariants.0.priority", "high"),
+        "spec.runnerVariants[0].priority",
+        "spec.runnerVariants[0].priority",
+        "integer",
+    ),
     # CEL on the list: the server names the list, arcflow the later duplicate's name.
     (
         "duplicate-variant-names",
@@ -173,7 +202,12 @@ async def test_variant_name_pattern_same_field_different_words(backend: Backend)
 
 @pytest.mark.parametrize(
     "example",
-    ["01-single-scale-set.yaml", "02-runner-variants.yaml", "04-scheduled-minimums.yaml"],
+    [
+        "01-single-scale-set.yaml",
+        "02-runner-variants.yaml",
+        "03-shared-capacity.yaml",
+        "04-scheduled-minimums.yaml",
+    ],
 )
 async def test_the_examples_pass_both(backend: Backend, example: str) -> None:
     doc = yaml.safe_load((EXAMPLES / example).read_text())

@@ -21,6 +21,7 @@ def test_numbered_examples_exist_and_are_listed_in_the_readme() -> None:
     assert [p.name for p in NUMBERED] == [
         "01-single-scale-set.yaml",
         "02-runner-variants.yaml",
+        "03-shared-capacity.yaml",
         "04-scheduled-minimums.yaml",
     ]
     for path in NUMBERED:

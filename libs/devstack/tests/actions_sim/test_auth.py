@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 
 import httpx
@@ -180,3 +181,25 @@ async def test_malformed_authorization_is_refused(actions_sim: ActionsSimulator,
         )
     assert r.status_code == 401
     assert r.json()["message"] == "Bad credentials"
+
+
+async def test_a_pat_as_the_basic_auth_password_opens_the_registration_token(
+    actions_sim: ActionsSimulator,
+):
+    """GitHub REST takes a token as the password of Basic auth (upstream ARC 0.27's client
+    sends its PAT so); a wrong password or a Basic header with no password does not."""
+    pat = actions_sim.add_pat()
+    url = f"{actions_sim.api_url}/orgs/example-org/actions/runners/registration-token"
+    async with httpx.AsyncClient() as http:
+        good = await http.post(url, auth=("github", pat))
+        any_user = await http.post(url, auth=("someone", pat))
+        wrong = await http.post(url, auth=("github", "not-a-pat"))
+        no_password = await http.post(
+            url, headers={"Authorization": "Basic " + base64.b64encode(pat.encode()).decode()}
+        )
+        garbage = await http.post(url, headers={"Authorization": "Basic %%%"})
+    assert good.status_code == 201
+    assert good.json()["token"]
+    assert any_user.status_code == 201
+    assert [r.status_code for r in (wrong, no_password, garbage)] == [401, 401, 401]
+    assert wrong.json()["message"] == "Bad credentials"

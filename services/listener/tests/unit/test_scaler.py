@@ -138,3 +138,19 @@ def test_without_a_standing_request_nothing_is_skipped() -> None:
     scaler.job_started()
     decision = scaler.decide(1)
     assert (decision.patch_id, decision.skipped) == (1, False)
+
+
+def test_the_shared_capacity_caps_the_count_beside_the_minimum() -> None:
+    scaler = DesiredRunnerScaler(min_runners=2, max_runners=10)
+    assert scaler.desired_count(5) == 7
+    assert scaler.desired_count(5, capacity=4) == 4
+    assert scaler.desired_count(0, capacity=0) == 0
+    assert scaler.decide(5, capacity=3).target == 3
+
+
+def test_the_share_rides_on_the_ers_patch() -> None:
+    decision = Decision(target=2, patch_id=7, assigned_jobs=2, was_dirty=True)
+    assert ers_patch(decision, {"arcflow.io/capacity-share": "{}"}) == {
+        "spec": {"patchID": 7, "replicas": 2},
+        "metadata": {"annotations": {"arcflow.io/capacity-share": "{}"}},
+    }

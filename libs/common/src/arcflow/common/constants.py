@@ -63,6 +63,11 @@ ANNOTATION_LISTENER_SCALE_SETS: Final = "actions.github.com/listener-scale-sets"
 #: arcflow's opt-in standby listener (ADR 0025): "2" on an ARS runs two listener pods.
 ANNOTATION_LISTENER_REPLICAS: Final = "actions.github.com/listener-replicas"
 MAX_LISTENER_REPLICAS: Final = 2
+#: The set's shared capacity, priorities and drains as its listener serves them (ADR 0062),
+#: on the AutoscalingListener; absent when the ARS sets none of them.
+ANNOTATION_LISTENER_CAPACITY: Final = "arcflow.io/listener-capacity"
+#: What a listener's allocation gave a variant, on that variant's EphemeralRunnerSet.
+ANNOTATION_CAPACITY_SHARE: Final = "arcflow.io/capacity-share"
 ENV_LISTENER_REPLICAS: Final = "ARCFLOW_LISTENER_REPLICAS"
 ENV_LISTENER_REPLICA: Final = "ARCFLOW_LISTENER_REPLICA"
 ANNOTATION_CLEANUP_PREFIX: Final = "actions.github.com/cleanup-"

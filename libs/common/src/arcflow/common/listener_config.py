@@ -151,6 +151,9 @@ class ListenerConfig(BaseModel):
     metrics_endpoint: str = ""
     metrics: dict[str, Any] | None = None
     scale_sets: list[ScaleSetConfig] | None = Field(default=None)
+    #: arcflow's shared capacity, priorities and drains (ADR 0062,
+    #: ``arcflow.common.capacity.SetCapacity``); absent when the set uses none of them.
+    capacity: dict[str, Any] | None = None
     #: The default variant's scheduled minimums (no ``scale_sets``; ADR 0063), when set.
     scheduled_overrides: list[dict[str, Any]] | None = None
 
@@ -195,6 +198,8 @@ class ListenerConfig(BaseModel):
         )
         if self.scale_sets:
             out["scale_sets"] = [s.to_ordered() for s in self.scale_sets]
+        if self.capacity is not None:
+            out["capacity"] = self.capacity
         if self.scheduled_overrides:
             out["scheduled_overrides"] = self.scheduled_overrides
         return out

@@ -45,6 +45,7 @@ from arcflow.common.models.autoscaling_runner_set import (
     SetScheduledOverride,
 )
 from arcflow.common.naming import ephemeral_runner_set_name, scale_set_name
+from arcflow.common.quantity import QuantityError, non_negative_quantity, pod_request
 from arcflow.common.schedules import FREQUENCIES, SHORTEST_PERIOD, ScheduleError, parse_time
 
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -92,6 +93,7 @@ def validate_autoscaling_runner_set(ars: AutoscalingRunnerSet) -> list[FieldErro
     errors += _check_templates(ars)
     errors += _check_listener_replicas(ars)
     errors += _check_scheduled_overrides(ars)
+    errors += _check_capacity(ars)
     return errors
 
 
@@ -382,6 +384,42 @@ def _check_variant_min_max(ars: AutoscalingRunnerSet, index: int) -> list[FieldE
             "maxRunners must be greater than or equal to minRunners",
         )
     ]
+
+
+def _check_capacity(ars: AutoscalingRunnerSet) -> list[FieldError]:
+    """``spec.capacity`` (ADR 0062): counts and quantities; with ``resources``, every runner
+    pod template's requests must parse too, or its pods could not be counted."""
+    capacity = ars.spec.capacity
+    if capacity is None:
+        return []
+    errors = _check_non_negative("spec.capacity.maxRunners", capacity.max_runners)
+    for name, value in (capacity.resources or {}).items():
+        try:
+            non_negative_quantity(value)
+        except QuantityError:
+            errors.append(FieldError(f"spec.capacity.resources[{name}]", QUANTITY_MESSAGE))
+    if not capacity.resources:
+        return errors
+    templates: list[tuple[str, Any]] = [("spec.template", ars.spec.template)]
+    for index, variant in enumerate(ars.spec.runner_variants or []):
+        if variant.template is not None:
+            templates.append((f"spec.runnerVariants[{index}].template", variant.template))
+    for path, template in templates:
+        try:
+            pod_request(template)
+        except QuantityError as exc:
+            errors.append(
+                FieldError(
+                    path,
+                    f"a container resource request cannot be counted against "
+                    f"spec.capacity.resources: {exc}",
+                )
+            )
+    return errors
+
+
+#: The CRD's CEL rule says the same (``arcflow.common.models.base.Quantity``).
+QUANTITY_MESSAGE = "must be a non-negative quantity such as 96, 500m, 384Gi or 1.5"
 
 
 # --- scheduled minimums (ADR 0063) ---------------------------------------------------------

@@ -420,6 +420,9 @@ class PodRunner:
     #: Seconds between a listener token's renewals (``None``: 80 % of its lifetime).
     token_renew_every: float | None = None
     capabilities: Capabilities = field(default_factory=Capabilities)
+    #: Upstream ARC's listener binary: with it, a listener pod upstream's controller made runs
+    #: that binary instead of arcflow's listener (:mod:`.upstream_arc`, ADR 0060).
+    upstream_listener_binary: Path | None = None
     #: Faults (ADR 0065): runner pods with an image matching one of these ``fnmatch``
     #: patterns never pull it (``ErrImagePull``, then ``ImagePullBackOff``, until deleted).
     unpullable_images: list[str] = field(default_factory=list)
@@ -718,6 +721,12 @@ class PodRunner:
         await self._admit(record, pod, started)
         pod_dir = self.work_dir / f"{record.namespace}_{record.name}_{record.uid[:8]}"
         pod_dir.mkdir(parents=True, exist_ok=True)
+        if self.upstream_listener_binary is not None:
+            from arcflow.devstack import upstream_arc
+
+            if upstream_arc.is_upstream_listener_pod(pod):
+                await self._run_upstream_listener(record, pod, started, pod_dir)
+                return
         try:
             secret = await self._read_secret(record.namespace, listener_config_secret_of(pod))
             config_text = localize_listener_config(
@@ -750,6 +759,59 @@ class PodRunner:
                 await identity.stop()
                 self.identities.pop(record.uid, None)
 
+    async def _run_upstream_listener(
+        self, record: PodRecord, pod: Mapping[str, Any], started: str, pod_dir: Path
+    ) -> None:
+        """Upstream ARC's listener binary for a pod upstream's controller made: its config
+        file, its container's env, and its ServiceAccount's token, CA and namespace bound on
+        the in-cluster path in a mount namespace of its own (:mod:`.upstream_arc`)."""
+        from arcflow.devstack import upstream_arc
+
+        assert self.upstream_listener_binary is not None
+        identity: PodIdentity | None = None
+        try:
+            secret = await self._read_secret(record.namespace, listener_config_secret_of(pod))
+            try:
+                config_text = upstream_arc.listener_config(
+                    secret_value(secret, constants.LISTENER_CONFIG_KEY), free_port()
+                )
+            except ValueError as exc:
+                raise PodStartError(str(exc)) from None
+            container = upstream_arc.upstream_listener_container(pod) or ""
+            pod_env = await self._container_env(record.namespace, pod, container)
+            account_dir = pod_dir / "serviceaccount"
+            account_dir.mkdir(exist_ok=True)
+            identity = await self._identity_for(record, pod, account_dir)
+            if identity is None or self.kubeconfig is None:
+                raise PodStartError("upstream's listener needs a server that issues tokens")
+            try:
+                host, port, ca = upstream_arc.in_cluster_target(Path(self.kubeconfig))
+            except (OSError, ValueError) as exc:
+                raise PodStartError(f"no in-cluster target: {exc}") from None
+            upstream_arc.write_service_account_files(account_dir, record.namespace, ca)
+        except (PodStartError, KubeApiError) as exc:
+            log.warning("listener pod %s/%s cannot start: %s", record.namespace, record.name, exc)
+            if identity is not None:
+                await identity.stop()
+                self.identities.pop(record.uid, None)
+            await self._finish(record, pod, started, 1, str(exc))
+            return
+        config_path = pod_dir / constants.LISTENER_CONFIG_KEY
+        try:
+            await self._run_listener_process(
+                record,
+                pod,
+                started,
+                pod_dir,
+                config_text,
+                {},
+                command=upstream_arc.listener_command(self.upstream_listener_binary, account_dir),
+                env=upstream_arc.listener_env(pod_env, host, port, config_path),
+            )
+        finally:
+            await identity.stop()
+            self.identities.pop(record.uid, None)
+
     async def _run_listener_process(
         self,
         record: PodRecord,
@@ -758,28 +820,32 @@ class PodRunner:
         pod_dir: Path,
         config_text: str,
         pod_env: Mapping[str, str],
+        *,
+        command: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
-        """Run ``python -m arcflow.listener`` for the pod until it exits or is cancelled.
-        ``pod_env`` (the container's env, and the pod's own kubeconfig if any) wins over the
-        node-level env."""
+        """Run ``python -m arcflow.listener`` (or ``command`` with exactly ``env``) for the
+        pod until it exits or is cancelled. ``pod_env`` (the container's env, and the pod's
+        own kubeconfig if any) wins over the node-level env."""
         config_path = pod_dir / constants.LISTENER_CONFIG_KEY
         fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(config_text)
-        # NATS settings come from the pod spec only (as on a cluster), never from this
-        # process's own environment, so a pod the reconciler built without them fails here too.
-        env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ARCFLOW_NATS_")}
-        env.update(LISTENER_IMAGE_ENV)
-        env.update(self.listener_env)
-        env.update(pod_env)
-        env["LISTENER_CONFIG_PATH"] = str(config_path)
-        env["PYTHONUNBUFFERED"] = "1"
+        if env is None:
+            # NATS settings come from the pod spec only (as on a cluster), never from this
+            # process's own environment, so a pod the reconciler built without them fails
+            # here too.
+            env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ARCFLOW_NATS_")}
+            env.update(LISTENER_IMAGE_ENV)
+            env.update(self.listener_env)
+            env.update(pod_env)
+            env["LISTENER_CONFIG_PATH"] = str(config_path)
+            env["PYTHONUNBUFFERED"] = "1"
+        argv = command or [self.python, "-m", self.listener_module]
         log_path = pod_dir / "listener.log"
         with log_path.open("ab") as log_file:
             process = await asyncio.create_subprocess_exec(
-                self.python,
-                "-m",
-                self.listener_module,
+                *argv,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log_file,

@@ -38,6 +38,7 @@ from arcflow.common.nats import NatsConnection
 from arcflow.common.schedules import utc_now
 from arcflow.common.service.connection import DependencyUnavailableError
 from arcflow.common.telemetry import setup_tracing
+from arcflow.listener.capacity import capacity_board_of
 from arcflow.listener.config import (
     ConfigError,
     ScaleSetTarget,
@@ -55,6 +56,7 @@ from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.metrics import (
     ListenerMetrics,
     ScaleSetRecorder,
+    capacity_metric_specs,
     lease_metric_specs,
     metric_specs_from_config,
     session_metric_specs,
@@ -164,8 +166,12 @@ class Listener:
         specs.update(session_metric_specs())
         if self.replicas.standby:
             specs.update(lease_metric_specs())
+        if config.capacity is not None:
+            specs.update(capacity_metric_specs())
         specs.update(stage_metric_specs())  # ADR 0065
         self.metrics = ListenerMetrics(specs, enabled=bool(config.metrics_addr))
+        #: The set's shared capacity, priorities and drains (ADR 0062); None without them.
+        self.capacity_board = capacity_board_of(config, self.targets)
         self.units: list[ScaleSetUnit] = []
         self.leases: dict[int, ScaleSetLease] = {}
         self._js: JetStreamContext | None = None
@@ -219,6 +225,7 @@ class Listener:
         recorder = self.recorder(target)
         recorder.record_static(target.min_runners, target.max_runners)
         ledger = SessionLedger()
+        board = self.capacity_board
         worker = ScaleSetWorker(
             target,
             js,
@@ -227,6 +234,7 @@ class Listener:
             recorder,
             fetch_timeout=self.options.fetch_timeout,
             ledger=ledger,
+            capacity=board,
             decision_heartbeat=decision_heartbeat(self.options),
             wall_clock=self.options.wall_clock,
         )
@@ -241,6 +249,7 @@ class Listener:
             sessions=sessions,
             host=host,
             lease_held=standby,
+            capacity=board,
             on_session_failure=recorder.record_session_failure,
             on_session=worker.initial_decision,
         )

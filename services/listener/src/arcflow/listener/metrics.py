@@ -98,6 +98,13 @@ HISTOGRAM_EXECUTION = "gha_job_execution_duration_seconds"
 #: arcflow's own, exported only by a standby-mode listener (ADR 0025); not in listenerMetrics.
 GAUGE_LEASE_HELD = "arcflow_listener_lease_held"
 COUNTER_TAKEOVERS = "arcflow_listener_takeovers_total"
+#: Shared capacity (ADR 0062): per scale set its share and its advertised capacity; per
+#: budget key (``runners``, ``cpu``, ...) the set's total and what the shares use of it.
+GAUGE_CAPACITY_SHARE = "arcflow_listener_capacity_share"
+GAUGE_CAPACITY_ADVERTISED = "arcflow_listener_capacity_advertised"
+GAUGE_CAPACITY_TOTAL = "arcflow_listener_capacity_total"
+GAUGE_CAPACITY_USED = "arcflow_listener_capacity_used"
+LABEL_BUDGET_KEY = "budget"
 #: arcflow's own, always exported: failed message session creates by ``reason``.
 COUNTER_SESSION_FAILURES = "arcflow_listener_session_failures_total"
 LABEL_REASON = "reason"
@@ -177,6 +184,17 @@ def lease_metric_specs() -> dict[str, MetricSpec]:
     return {
         GAUGE_LEASE_HELD: MetricSpec(GAUGE_LEASE_HELD, "gauge", SCALE_SET_LABELS),
         COUNTER_TAKEOVERS: MetricSpec(COUNTER_TAKEOVERS, "counter", SCALE_SET_LABELS),
+    }
+
+
+def capacity_metric_specs() -> dict[str, MetricSpec]:
+    """The shared-capacity metrics, added when the set has a capacity (ADR 0062)."""
+    keyed = (*SCALE_SET_LABELS, LABEL_BUDGET_KEY)
+    return {
+        GAUGE_CAPACITY_SHARE: MetricSpec(GAUGE_CAPACITY_SHARE, "gauge", SCALE_SET_LABELS),
+        GAUGE_CAPACITY_ADVERTISED: MetricSpec(GAUGE_CAPACITY_ADVERTISED, "gauge", SCALE_SET_LABELS),
+        GAUGE_CAPACITY_TOTAL: MetricSpec(GAUGE_CAPACITY_TOTAL, "gauge", keyed),
+        GAUGE_CAPACITY_USED: MetricSpec(GAUGE_CAPACITY_USED, "gauge", keyed),
     }
 
 
@@ -439,6 +457,17 @@ class ScaleSetRecorder:
 
     def record_desired(self, desired: int) -> None:
         self._metrics.set_gauge(GAUGE_DESIRED_RUNNERS, desired, self.labels)
+
+    def record_capacity(
+        self, share: int, advertised: int, total: Mapping[str, float], used: Mapping[str, float]
+    ) -> None:
+        m, labels = self._metrics, self.labels
+        m.set_gauge(GAUGE_CAPACITY_SHARE, share, labels)
+        m.set_gauge(GAUGE_CAPACITY_ADVERTISED, advertised, labels)
+        for key, amount in total.items():
+            m.set_gauge(GAUGE_CAPACITY_TOTAL, amount, {**labels, LABEL_BUDGET_KEY: key})
+        for key, amount in used.items():
+            m.set_gauge(GAUGE_CAPACITY_USED, amount, {**labels, LABEL_BUDGET_KEY: key})
 
     def record_lease(self, held: bool, *, taken_over: bool = False) -> None:
         self._metrics.set_gauge(GAUGE_LEASE_HELD, 1 if held else 0, self.labels)

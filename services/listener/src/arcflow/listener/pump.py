@@ -57,6 +57,7 @@ from arcflow.common.events import (
 from arcflow.common.nats import publish_event
 from arcflow.common.subjects import errors_subject
 from arcflow.common.telemetry.redaction import redact_text
+from arcflow.listener.capacity import CapacityBoard
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.sessions import SessionRecord, SessionStore
@@ -253,6 +254,7 @@ class SessionPump:
         sessions: SessionStore | None = None,
         host: str = "",
         lease_held: bool = False,
+        capacity: CapacityBoard | None = None,
         on_session_failure: Callable[[str], None] | None = None,
         on_session: SessionSink | None = None,
     ) -> None:
@@ -281,6 +283,11 @@ class SessionPump:
         #: 0064): ``None`` nothing yet, else "failing". One event per streak, not per retry.
         self._failing: bool | None = None
         self._crash = CrashAfterPublish.from_environ(os.environ)
+        #: The set's shared capacity (ADR 0062); None: the header is the scale set's maxRunners.
+        self._capacity = capacity
+        self.last_capacity: int | None = None
+        #: Long polls abandoned because the capacity grant changed.
+        self.capacity_repolls = 0
 
     def progress(self) -> int:
         """Sessions opened plus polls answered: the supervisor's sign of a healthy run."""
@@ -417,6 +424,7 @@ class SessionPump:
         latest = job_statistics(opened.statistics)
         self._progress += 1
         last_message_id = 0
+        self._observe(latest)
         await self._initial(StatisticsTick(latest, 0, "session", opened.session_id), stop)
         while not stop.is_set():
             try:
@@ -428,6 +436,7 @@ class SessionPump:
                 self._tick(latest, last_message_id, "idle")
                 continue
             batch = jobs_batch(target, message, opened.session_id)
+            self._observe(batch.statistics)
             await self._hand_over(session, message, batch)
             last_message_id = message.message_id
             latest = batch.statistics
@@ -453,25 +462,53 @@ class SessionPump:
         handled.result()
 
     def _tick(self, stats: JobStatistics, last_message_id: int, reason: str) -> None:
+        self._observe(stats)
         if self._on_tick is not None:
             self._on_tick(StatisticsTick(stats, last_message_id, reason, self.session_id or ""))
+
+    def _observe(self, stats: JobStatistics) -> None:
+        if self._capacity is not None:
+            self._capacity.observe(self.target.ephemeral_runner_set_name, stats)
 
     async def _poll(
         self, session: MessageSessionClient, last_message_id: int, stop: asyncio.Event
     ) -> RunnerScaleSetMessage | None:
-        """One long poll that gives up at once (cleanly) when ``stop`` is set."""
-        poll = asyncio.ensure_future(session.get_message(last_message_id, self.target.max_runners))
-        stopper = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait({poll, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopper.cancel()
-        if not poll.done():
+        """One long poll that gives up at once (cleanly) when ``stop`` is set.
+
+        With a shared capacity (ADR 0062) the ``X-ScaleSetMaxCapacity`` is the board's grant,
+        and a poll whose grant changed meanwhile is abandoned and sent again with the new one.
+        """
+        board = self._capacity
+        while True:
+            if board is None:
+                poll_id, capacity = 0, self.target.max_runners
+            else:
+                poll_id, capacity = board.grant(self.target.ephemeral_runner_set_name)
+            self.last_capacity = capacity
+            poll = asyncio.ensure_future(session.get_message(last_message_id, capacity))
+            waiters = {asyncio.ensure_future(stop.wait())}
+            if board is not None:
+                waiters.add(
+                    asyncio.ensure_future(
+                        board.changed(self.target.ephemeral_runner_set_name).wait()
+                    )
+                )
+            try:
+                await asyncio.wait({poll, *waiters}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()
+            if poll.done():
+                result = poll.result()
+                if board is not None:
+                    board.answered(self.target.ephemeral_runner_set_name, poll_id)
+                return result
             poll.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await poll
-            raise _StoppedError
-        return poll.result()
+            if stop.is_set():
+                raise _StoppedError
+            self.capacity_repolls += 1
 
     async def _hand_over(
         self, session: MessageSessionClient, message: RunnerScaleSetMessage, batch: JobsBatch

@@ -70,16 +70,25 @@ class DesiredRunnerScaler:
     def job_completed(self) -> None:
         self.dirty = True
 
-    def desired_count(self, assigned_jobs: int) -> int:
-        """``min(minRunners + totalAssignedJobs, maxRunners)``."""
+    def desired_count(self, assigned_jobs: int, capacity: int | None = None) -> int:
+        """``min(minRunners + totalAssignedJobs, maxRunners)``, and at most ``capacity``: the
+        variant's share of the set's shared capacity (ADR 0062), ``None`` when there is none.
+
+        The minimum and the cap are separate inputs: the minimum is the scaler's own (what
+        the ERS keeps idle), the cap comes from the set's allocation."""
         if assigned_jobs < 0:
             raise ValueError("assigned job count must not be negative")
-        return min(self.min_runners + assigned_jobs, self.max_runners)
+        count = min(self.min_runners + assigned_jobs, self.max_runners)
+        return count if capacity is None else max(0, min(count, capacity))
 
     def decide(
-        self, assigned_jobs: int, *, unchanged_since: tuple[int, int] | None = None
+        self,
+        assigned_jobs: int,
+        *,
+        unchanged_since: tuple[int, int] | None = None,
+        capacity: int | None = None,
     ) -> Decision:
-        target = self.desired_count(assigned_jobs)
+        target = self.desired_count(assigned_jobs, capacity)
         was_dirty = self.dirty
         self.dirty = False
         if unchanged_since is not None and unchanged_since[0] == target:
@@ -104,10 +113,15 @@ class DesiredRunnerScaler:
         )
 
 
-def ers_patch(decision: Decision) -> dict[str, Any]:
-    """The JSON merge patch for the ERS: ``replicas`` 0 is sent as ``null`` (omitempty)."""
+def ers_patch(decision: Decision, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """The JSON merge patch for the ERS: ``replicas`` 0 is sent as ``null`` (omitempty).
+
+    ``annotations`` (the variant's capacity share, ADR 0062) ride in the same write."""
     replicas: int | None = decision.target if decision.target != 0 else None
-    return {"spec": {"patchID": decision.patch_id, "replicas": replicas}}
+    patch: dict[str, Any] = {"spec": {"patchID": decision.patch_id, "replicas": replicas}}
+    if annotations:
+        patch["metadata"] = {"annotations": dict(annotations)}
+    return patch
 
 
 def runner_status_patch(job: JobInfo) -> dict[str, Any]:

@@ -35,6 +35,7 @@ import nats.js.errors
 from nats.js import JetStreamContext
 from opentelemetry import trace
 
+from arcflow.common.constants import ANNOTATION_CAPACITY_SHARE
 from arcflow.common.events import (
     EventBase,
     JobInfo,
@@ -54,6 +55,7 @@ from arcflow.common.nats import (
 )
 from arcflow.common.schedules import effective_minimum, utc_now
 from arcflow.common.service.fetch import bind_pull, fetch_batches
+from arcflow.listener.capacity import CapacityBoard
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.metrics import ScaleSetRecorder
@@ -145,8 +147,14 @@ class ScaleSetWorker:
         restore_wait: float = RESTORE_WAIT,
         decision_heartbeat: float = DECISION_HEARTBEAT,
         wall_clock: Callable[[], datetime] = utc_now,
+        capacity: CapacityBoard | None = None,
     ) -> None:
         self.target = target
+        #: The set's shared capacity (ADR 0062): caps the count, reports the share on the ERS.
+        self._capacity = capacity
+        self._reported_share: str | None = None
+        if capacity is not None:
+            capacity.subscribe(target.ephemeral_runner_set_name, self.nudge)
         self._js = js
         self._kube = kube
         self.scaler = scaler
@@ -201,6 +209,11 @@ class ScaleSetWorker:
         """Latest statistics from the pump; only the newest pending one is applied."""
         self._tick = tick
         self._tick_event.set()
+
+    def nudge(self) -> None:
+        """The share changed: decide again from the newest statistics."""
+        if self._tick is not None:
+            self._tick_event.set()
 
     # --- run --------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -443,14 +456,21 @@ class ScaleSetWorker:
             self._recorder.record_statistics(stats)
         standing = self._standing_request() if may_skip else None
         reason = self._apply_schedule(reason)
-        decision = self.scaler.decide(stats.total_assigned_jobs, unchanged_since=standing)
+        ers = target.ephemeral_runner_set_name
+        cap = None if self._capacity is None else self._capacity.runner_cap(ers)
+        decision = self.scaler.decide(
+            stats.total_assigned_jobs, unchanged_since=standing, capacity=cap
+        )
         if decision.skipped:
             self.unchanged_batches += 1
             reason = f"{reason}; count unchanged, no job completed: ERS not patched"
+            await self._patch_share()
         else:
             await self._patch_ers(decision)
         if self._recorder is not None:
             self._recorder.record_desired(decision.target)
+            if self._capacity is not None:
+                self._record_capacity(self._recorder, self._capacity)
         self.decisions.append(decision)
         del self.decisions[:-100]
         headers = {SCALE_SET_ID_HEADER: str(target.scale_set_id)}
@@ -547,7 +567,8 @@ class ScaleSetWorker:
     async def _patch_ers(self, decision: Decision) -> None:
         """Merge-patch the ERS; the same body again within the window is not re-sent (it
         would change nothing: same patchID, same replicas)."""
-        patch = ers_patch(decision)
+        share = self._share_annotation()
+        patch = ers_patch(decision, share)
         now = self._clock()
         if self._last_patch is not None:
             body, at = self._last_patch
@@ -570,6 +591,42 @@ class ScaleSetWorker:
             return
         self._last_patch = (patch, now)
         self._written = (decision.target, decision.patch_id, now)
+        if share:
+            self._reported_share = share[ANNOTATION_CAPACITY_SHARE]
+
+    def _record_capacity(self, recorder: ScaleSetRecorder, board: CapacityBoard) -> None:
+        ers = self.target.ephemeral_runner_set_name
+        allocation = board.allocation
+        recorder.record_capacity(
+            board.share(ers),
+            board.report(ers).advertised,
+            {k: float(v) for k, v in allocation.total.items()},
+            {k: float(v) for k, v in allocation.used.items()},
+        )
+
+    def _share_annotation(self) -> dict[str, str] | None:
+        if self._capacity is None:
+            return None
+        report = self._capacity.report(self.target.ephemeral_runner_set_name)
+        return {ANNOTATION_CAPACITY_SHARE: report.encode()}
+
+    async def _patch_share(self) -> None:
+        """A skipped decision still reports a changed share (metadata only, no patchID)."""
+        share = self._share_annotation()
+        if not share or share[ANNOTATION_CAPACITY_SHARE] == self._reported_share:
+            return
+        try:
+            await self._kube.patch_merge(
+                "EphemeralRunnerSet",
+                self.target.ephemeral_runner_set_name,
+                {"metadata": {"annotations": share}},
+                namespace=self.target.namespace,
+            )
+        except ForbiddenError:
+            if not self._refused_while_stopping():
+                raise
+            return
+        self._reported_share = share[ANNOTATION_CAPACITY_SHARE]
 
     async def _patch_runners(self, jobs: Sequence[JobInfo]) -> None:
         await asyncio.gather(

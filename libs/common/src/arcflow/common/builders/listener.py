@@ -33,8 +33,10 @@ from arcflow.common.builders.listener_nats import (
 from arcflow.common.builders.proxy import ProxyCredentials, proxy_env, proxy_secret_data
 from arcflow.common.builders.runner_set import ars_labels_for_child
 from arcflow.common.builders.settings import BuildSettings
+from arcflow.common.capacity import CapacityFormatError, SetCapacity
 from arcflow.common.constants import (
     ANNOTATION_INTEGRITY_HASH,
+    ANNOTATION_LISTENER_CAPACITY,
     ANNOTATION_LISTENER_REPLICAS,
     ANNOTATION_LISTENER_SCALE_SETS,
     ANNOTATION_LISTENER_SCHEDULED_OVERRIDES,
@@ -83,6 +85,7 @@ from arcflow.common.naming import (
     listener_name,
     listener_proxy_secret_name,
 )
+from arcflow.common.quantity import QuantityError
 from arcflow.common.schedules import resolved_overrides
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -278,6 +281,9 @@ def build_autoscaling_listener(
     )
     if scale_sets:
         annotations[ANNOTATION_LISTENER_SCALE_SETS] = encode_listener_scale_sets(scale_sets)
+    capacity = _set_capacity(ars)
+    if capacity is not None:
+        annotations[ANNOTATION_LISTENER_CAPACITY] = capacity.encode()
     replicas = listener_replicas_of(ars_doc)
     if replicas > 1:
         annotations[ANNOTATION_LISTENER_REPLICAS] = str(replicas)
@@ -296,6 +302,26 @@ def build_autoscaling_listener(
         },
         "spec": spec,
     }
+
+
+def _set_capacity(ars: AutoscalingRunnerSet) -> SetCapacity | None:
+    from arcflow.common.builders.capacity import set_capacity_of
+
+    try:
+        return set_capacity_of(ars)
+    except QuantityError as exc:
+        raise BuildError(f"capacity: {exc}") from None
+
+
+def listener_capacity_of(al: Mapping[str, Any]) -> SetCapacity | None:
+    """The capacity annotation of a listener, ``None`` when absent (ADR 0062)."""
+    raw = (meta_of(al).get("annotations") or {}).get(ANNOTATION_LISTENER_CAPACITY)
+    if raw is None:
+        return None
+    try:
+        return SetCapacity.decode(str(raw))
+    except CapacityFormatError as exc:
+        raise BuildError(f"{ANNOTATION_LISTENER_CAPACITY}: {exc}") from None
 
 
 # --- RBAC bundle -----------------------------------------------------------------------------
@@ -476,6 +502,7 @@ def build_listener_config(
         metrics_addr=settings.listener_metrics_addr if settings.metrics_enabled else "",
         metrics_endpoint=settings.listener_metrics_endpoint if settings.metrics_enabled else "",
         metrics=spec.get("metrics"),
+        capacity=_config_capacity(al),
         scale_sets=[
             ScaleSetConfig(
                 runner_scale_set_id=t.runner_scale_set_id,
@@ -492,6 +519,11 @@ def build_listener_config(
         scheduled_overrides=None if tuples else schedules.get("") or None,
     )
     return ListenerConfig(**fields)
+
+
+def _config_capacity(al: Mapping[str, Any]) -> dict[str, Any] | None:
+    capacity = listener_capacity_of(al)
+    return None if capacity is None else capacity.to_json_dict()
 
 
 def listener_scheduled_overrides_of(al: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:

@@ -61,6 +61,7 @@ PRINTER_COLUMNS: Final[dict[str, tuple[PrinterColumn, ...]]] = {
         PrinterColumn("Running Runners", ".status.runningEphemeralRunners", "integer"),
         PrinterColumn("Registration", _REGISTRATION),
         PrinterColumn("Sessions", _SESSIONS),
+        PrinterColumn("Drain", ".status.drain"),  # ADR 0062: Draining, then Drained
         PrinterColumn("Scale Set ID", _SCALE_SET_ID, priority=1),
         PrinterColumn("Variant Scale Set IDs", _SCALE_SET_IDS),
     ),

@@ -13,6 +13,7 @@ from arcflow.common.models.autoscaling_runner_set import (
     AutoscalingRunnerSet,
     AutoscalingRunnerSetSpec,
     AutoscalingRunnerSetStatus,
+    CapacitySpec,
     EffectiveMinRunners,
     RecurrenceRule,
     RunnerVariant,
@@ -20,6 +21,7 @@ from arcflow.common.models.autoscaling_runner_set import (
     SetScheduledOverride,
 )
 from arcflow.common.models.base import (
+    Int32,
     Int64,
     InvalidManifestError,
     KubeModel,
@@ -28,6 +30,7 @@ from arcflow.common.models.base import (
     ObjectMeta,
     OwnerReference,
     PodTemplate,
+    Quantity,
     ResourceMeta,
     RunnerCount,
 )
@@ -74,6 +77,7 @@ __all__ = [
     "AutoscalingRunnerSetSpec",
     "AutoscalingRunnerSetStatus",
     "AzureKeyVaultConfig",
+    "CapacitySpec",
     "ConfigMapKeySelector",
     "CounterMetric",
     "EffectiveMinRunners",
@@ -88,6 +92,7 @@ __all__ = [
     "GaugeMetric",
     "GitHubServerTLSConfig",
     "HistogramMetric",
+    "Int32",
     "Int64",
     "InvalidManifestError",
     "KubeModel",
@@ -99,6 +104,7 @@ __all__ = [
     "PodTemplate",
     "ProxyConfig",
     "ProxyServerConfig",
+    "Quantity",
     "RecurrenceRule",
     "ResourceMeta",
     "RunnerCount",

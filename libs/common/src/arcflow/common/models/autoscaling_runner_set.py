@@ -9,7 +9,15 @@ from pydantic import Field
 from pydantic.config import JsonDict
 
 from arcflow.common.constants import KIND_ARS
-from arcflow.common.models.base import KubeModel, KubeObject, PodTemplate, ResourceMeta, RunnerCount
+from arcflow.common.models.base import (
+    Int32,
+    KubeModel,
+    KubeObject,
+    PodTemplate,
+    Quantity,
+    ResourceMeta,
+    RunnerCount,
+)
 from arcflow.common.models.config import (
     GitHubServerTLSConfig,
     MetricsConfig,
@@ -22,6 +30,8 @@ VARIANT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 VARIANT_NAME_MAX_LENGTH = 63
 #: Bounds the CEL uniqueness rule's cost (quadratic in the list length) for the API server.
 MAX_RUNNER_VARIANTS = 256
+#: Resource names in ``capacity.resources``; bounds the CEL rule's cost for the API server.
+MAX_CAPACITY_RESOURCES = 32
 
 if TYPE_CHECKING:
     from arcflow.common.models.variants import EffectiveVariant
@@ -153,6 +163,13 @@ class RunnerVariant(KubeModel):
     """Minimum idle runners; unset inherits the top-level value (0 when that is unset too)."""
     max_runners: RunnerCount | None = None
     """Maximum runners; unset inherits the top-level value (unbounded when that is unset too)."""
+    # --- shared capacity and drain (docs/models.md#capacity, ADR 0062) ---
+    priority: Int32 | None = None
+    """Order in which the set's shared capacity goes to variants when it is short: higher first;
+    equal priorities share in proportion to demand. Unset means 0."""
+    drain: bool | None = None
+    """Take this variant out of service: it advertises a capacity of 0, creates no new runners,
+    lets its running jobs finish and removes its idle runners."""
     scheduled_overrides: list[ScheduledOverride] | None = Field(
         default=None, json_schema_extra=_OVERRIDES_LIST
     )
@@ -172,6 +189,20 @@ class RunnerVariant(KubeModel):
             ],
         }
     }
+
+
+class CapacitySpec(KubeModel):
+    """One budget for all the variants of the set together (docs/models.md#capacity)."""
+
+    max_runners: RunnerCount | None = None
+    """Runner pods at once across every variant of the set; unset means no count limit."""
+    resources: dict[str, Quantity] | None = Field(
+        default=None, json_schema_extra={"maxProperties": MAX_CAPACITY_RESOURCES}
+    )
+    """Resource totals (``cpu: "96"``, ``memory: 384Gi``, ``nvidia.com/gpu: "8"``) that the
+    runner pods of all variants may request together, each pod counted by its effective
+    request (the larger of its largest init container and its containers' sum, plus
+    overhead)."""
 
 
 class AutoscalingRunnerSetSpec(KubeModel):
@@ -223,6 +254,11 @@ class AutoscalingRunnerSetSpec(KubeModel):
         },
     )
     """arcflow extension: several runner pod shapes behind one listener."""
+    # --- shared capacity and drain (docs/models.md#capacity, ADR 0062) ---
+    capacity: CapacitySpec | None = None
+    """arcflow extension: one capacity for all variants together, shared by ``priority``."""
+    drain: bool | None = None
+    """arcflow extension: take the whole set out of service (every variant drains)."""
     scheduled_overrides: list[SetScheduledOverride] | None = Field(
         default=None, json_schema_extra=_OVERRIDES_LIST
     )
@@ -253,6 +289,30 @@ class Condition(KubeModel):
     last_transition_time: str = ""
 
 
+class VariantCapacityStatus(KubeModel):
+    """One variant's part of the shared capacity, as its listener last reported it."""
+
+    name: str = ""
+    """The variant (empty for a set without runnerVariants)."""
+    priority: int | None = None
+    share: int | None = None
+    """Runners (and jobs in ``X-ScaleSetMaxCapacity``) this variant may have now."""
+    advertised: int | None = None
+    """The capacity its listener advertises to GitHub: the share, 0 while it drains."""
+    runners: int | None = None
+    """Its EphemeralRunners now."""
+    drain: bool | None = None
+
+
+class CapacityStatus(KubeModel):
+    """The shared capacity in use (ADR 0062): per budget key the total and what the shares
+    take of it (``runners`` is ``capacity.maxRunners``), and each variant's share."""
+
+    total: dict[str, str] | None = None
+    used: dict[str, str] | None = None
+    variants: list[VariantCapacityStatus] | None = None
+
+
 class AutoscalingRunnerSetStatus(KubeModel):
     """Observed state; upstream always serialises these, arcflow writes only what it sets."""
 
@@ -264,6 +324,11 @@ class AutoscalingRunnerSetStatus(KubeModel):
     failed_ephemeral_runners: int = 0
     conditions: list[Condition] | None = None
     """arcflow's conditions (SpecValid, GitHubCredentialsFound, ...), one per type."""
+    capacity: CapacityStatus | None = None
+    """arcflow: each variant's share of ``spec.capacity`` (ADR 0062)."""
+    drain: str | None = None
+    """arcflow: ``Draining`` or ``Drained`` while the set or a variant drains (the reason of
+    the ``Drained`` condition, for the printer column)."""
     effective_min_runners: list[EffectiveMinRunners] | None = None
     """Per variant, the minimum in force now; written only for a set with scheduledOverrides."""
 

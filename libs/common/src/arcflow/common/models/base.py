@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainValidator,
     PrivateAttr,
     SerializationInfo,
     SerializerFunctionWrapHandler,
@@ -24,6 +25,7 @@ from pydantic import (
     model_serializer,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from arcflow.common.constants import API_VERSION
 
@@ -37,6 +39,45 @@ PodTemplate = Annotated[
 #: A runner count. Negative values parse (so validation can name the field) but the CRD
 #: schema rejects them with ``minimum: 0``.
 RunnerCount = Annotated[int, WithJsonSchema({"type": "integer", "minimum": 0})]
+
+#: A 32-bit integer (a variant's ``priority``): a string or a float is refused by the schema.
+Int32 = Annotated[
+    int,
+    WithJsonSchema(
+        {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 2**31 - 1}
+    ),
+]
+
+
+#: A Kubernetes resource quantity (``96``, ``500m``, ``384Gi``): an int or a string, checked by
+#: ``arcflow.common.quantity`` in validation and by the CRD's CEL rule on the API server.
+def _int_or_string(value: Any) -> int | str:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise PydanticCustomError(
+            "quantity_type",
+            "must be a non-negative quantity such as 96, 500m, 384Gi or 1.5 (an integer or a "
+            "string)",
+        )
+    return value
+
+
+Quantity = Annotated[
+    int | str,
+    PlainValidator(_int_or_string),
+    WithJsonSchema(
+        {
+            "x-kubernetes-int-or-string": True,
+            "maxLength": 64,
+            "x-kubernetes-validations": [
+                {
+                    "rule": "isQuantity(string(self))"
+                    " && !quantity(string(self)).isLessThan(quantity('0'))",
+                    "message": "must be a non-negative quantity such as 96, 500m, 384Gi or 1.5",
+                }
+            ],
+        }
+    ),
+]
 
 #: A 64-bit integer as controller-gen renders Go's ``int64``.
 Int64 = Annotated[int, WithJsonSchema({"type": "integer", "format": "int64"})]

@@ -30,6 +30,10 @@ class _VariantFields(Protocol):
     def min_runners(self) -> int | None: ...
     @property
     def max_runners(self) -> int | None: ...
+    @property
+    def priority(self) -> int | None: ...
+    @property
+    def drain(self) -> bool | None: ...
 
 
 class AutoscalingRunnerSetSpec(Protocol):
@@ -46,6 +50,8 @@ class AutoscalingRunnerSetSpec(Protocol):
     def max_runners(self) -> int | None: ...
     @property
     def runner_variants(self) -> Sequence[_VariantFields] | None: ...
+    @property
+    def drain(self) -> bool | None: ...
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,10 @@ class EffectiveVariant:
     template: dict[str, Any] = field(default_factory=dict)
     min_runners: int = 0
     max_runners: int = UNBOUNDED_MAX_RUNNERS
+    #: Shared-capacity order (ADR 0062): higher first; 0 when unset.
+    priority: int = 0
+    #: Drained by ``drain`` on the variant or on the whole set.
+    drain: bool = False
 
     @property
     def is_default(self) -> bool:
@@ -88,6 +98,7 @@ def effective_variants(spec: AutoscalingRunnerSetSpec) -> list[EffectiveVariant]
                 template=copy.deepcopy(spec.template),
                 min_runners=_min_or_default(top_min),
                 max_runners=_max_or_default(top_max),
+                drain=bool(spec.drain),
             )
         ]
     resolved: list[EffectiveVariant] = []
@@ -109,6 +120,8 @@ def effective_variants(spec: AutoscalingRunnerSetSpec) -> list[EffectiveVariant]
                 max_runners=_max_or_default(
                     variant.max_runners if variant.max_runners is not None else top_max
                 ),
+                priority=variant.priority or 0,
+                drain=bool(spec.drain or variant.drain),
             )
         )
     return resolved

@@ -98,6 +98,7 @@ class ControlRoutes:
             ("PATCH", "/_sim/settings", self.settings),
             ("GET", "/_sim/stats", self.stats),
             ("GET", "/_sim/snapshot", self.snapshot),
+            ("GET", "/_sim/active-peak", self.active_peak),
             ("GET", "/_sim/requests", self.list_requests),
         ]
         for method, path, handler in routes:
@@ -257,6 +258,16 @@ class ControlRoutes:
 
     async def snapshot(self, request: web.Request) -> web.Response:
         return json_response(self.sim.snapshot())
+
+    async def active_peak(self, request: web.Request) -> web.Response:
+        """``?scaleSets=1,2,3`` (or ``1:2,2:0.5``, id:weight): the most jobs those scale sets
+        held together (assigned + running, weighted) at any moment, and now."""
+        weights: dict[int, float] = {}
+        for part in request.query.get("scaleSets", "").split(","):
+            if part.strip():
+                key, _, weight = part.partition(":")
+                weights[int(key)] = float(weight) if weight else 1.0
+        return json_response(self.sim.engine.active_peak(weights))
 
     async def list_requests(self, request: web.Request) -> web.Response:
         records = self.sim.requests_matching(

@@ -18,7 +18,7 @@ import secrets
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -93,6 +93,9 @@ class ActionsEngine:
         self._messages: dict[int, list[Message]] = {}
         self.jobs: dict[str, Job] = {}
         self._open_jobs: dict[str, Job] = {}
+        #: Every change of a scale set's ``assigned + running`` count: (scale set id, +1/-1).
+        self.active_log: list[tuple[int, int]] = []
+        self._active_now: Counter[int] = Counter()
         self.runners: dict[int, Runner] = {}
         self._group_ids = itertools.count(2)
         self._scale_set_ids = itertools.count(1)
@@ -497,9 +500,28 @@ class ActionsEngine:
             job_message(kind, job, acquire_url=acquire_url, runner_request_id=request_id, **extra)
         )
 
+    def _record_active(self, scale_set_id: int, delta: int) -> None:
+        """One change of a scale set's ``assigned + running`` count, for :meth:`active_peak`."""
+        self._active_now[scale_set_id] += delta
+        self.active_log.append((scale_set_id, delta))
+
+    def active_peak(self, weights: Mapping[int, float]) -> dict[str, float]:
+        """The largest weighted sum of ``assigned + running`` jobs that the scale sets of
+        ``weights`` (id -> weight: 1 counts jobs, a pod's CPU counts CPU) held together at any
+        moment of the recorded history, the sum now, and the number of changes recorded."""
+        total = peak = 0.0
+        for scale_set_id, delta in self.active_log:
+            weight = weights.get(scale_set_id)
+            if weight is not None:
+                total += delta * weight
+                peak = max(peak, total)
+        now = sum(self._active_now[i] * w for i, w in weights.items())
+        return {"peak": peak, "now": now, "changes": len(self.active_log)}
+
     def _assign(self, job: Job, scale_set: ScaleSet) -> None:
         job.state = JobState.ASSIGNED
         job.scale_set_id = scale_set.id
+        self._record_active(scale_set.id, 1)
         job.scale_set_assign_time = utcnow()
         self._emit(scale_set.id, "JobAssigned", job)
         if self.assign_timeout is not None:
@@ -519,6 +541,7 @@ class ActionsEngine:
         assert scale_set_id is not None
         job.finish_time = utcnow()
         self._emit(scale_set_id, "JobCompleted", job, result="canceled")
+        self._record_active(scale_set_id, -1)
         if job.attempt >= MAX_JOB_ATTEMPTS:
             job.state = JobState.COMPLETED
             job.final_result = "canceled"
@@ -568,6 +591,7 @@ class ActionsEngine:
         job.finish_time = utcnow()
         job.final_result = result
         if job.scale_set_id is not None and job.state in _ACTIVE:
+            self._record_active(job.scale_set_id, -1)
             self._emit(
                 job.scale_set_id,
                 "JobCompleted",

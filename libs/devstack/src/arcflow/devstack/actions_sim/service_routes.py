@@ -20,6 +20,7 @@ from arcflow.devstack.actions_sim.model import (
 from arcflow.devstack.actions_sim.wire import (
     bearer_token,
     empty_response,
+    github_credential,
     github_error_response,
     json_response,
     query_int,
@@ -114,7 +115,7 @@ class ServiceRoutes:
         return json_response({"token": value, "expires_at": _iso(expires)}, 201)
 
     async def reg_token(self, request: web.Request) -> web.Response:
-        token = bearer_token(request)
+        token = github_credential(request)
         principal = None if token is None else self.tokens.github_principal(token)
         if principal is None:
             return github_error_response(401, "Bad credentials")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -61,6 +63,24 @@ def bearer_token(request: web.Request, scheme: str = "bearer") -> str | None:
     if kind.lower() in accepted and value.strip():
         return value.strip()
     return None
+
+
+def github_credential(request: web.Request) -> str | None:
+    """The credential of a GitHub REST call: a ``Bearer``/``token`` value, or the password of
+    HTTP ``Basic`` auth (GitHub takes a token as the password, with any user name;
+    docs/upstream-behaviour.md#github-rest-takes-a-token-over-basic-auth)."""
+    token = bearer_token(request)
+    if token is not None:
+        return token
+    kind, _, value = request.headers.get("Authorization", "").partition(" ")
+    if kind.lower() != "basic" or not value.strip():
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode()
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return None
+    _user, sep, password = decoded.partition(":")
+    return password if sep and password else None
 
 
 async def read_json(request: web.Request, *, allow_empty: bool = False) -> Any:

@@ -44,6 +44,8 @@ from arcflow.reconciler.controllers.ars_spec import (
     set_spec_condition,
 )
 from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.capacity_rules import capacity_status, drain_state
+from arcflow.reconciler.controllers.conditions import report_drain
 from arcflow.reconciler.controllers.controller_namespace import (
     NAMESPACE_RECHECK_SECONDS,
     is_missing_namespace,
@@ -157,9 +159,15 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
 
     counts = sum_status(live)
     phase = PHASE_RUNNING if settled and listener_ready else PHASE_PENDING
-    held = await _patch_status(ctx, ars, scope, phase=phase, counts=counts)
+    drain = drain_state(ars, live)
+    ars = await report_drain(ctx, ars, scope, drain)
+    held = await _patch_status(
+        ctx, ars, scope, phase=phase, counts=counts, capacity=capacity_status(ars, live)
+    )
     boundary = await report_effective_minimums(ctx, ars, scope)  # ADR 0063
     if waiting or draining or not listener_ready:
+        return Result.again(WAIT_SECONDS)
+    if drain is not None and not drain.drained:
         return Result.again(WAIT_SECONDS)
     later = [s for s in (held, boundary) if s]
     return Result.again(min(later)) if later else Result.done()
@@ -172,6 +180,7 @@ async def _patch_status(
     *,
     phase: str,
     counts: dict[str, int] | None,
+    capacity: dict[str, Any] | None = None,
 ) -> float:
     """Phase and summed counts; a counts-only change waits for ``status_interval`` (the
     seconds left are returned, 0 when written or unchanged)."""
@@ -185,6 +194,8 @@ async def _patch_status(
             runningEphemeralRunners=counts["running"],
             failedEphemeralRunners=counts["failed"],
         )
+    if capacity is not None or status.get("capacity") is not None:
+        wanted["capacity"] = capacity  # ADR 0062; None removes it
     if all(status.get(k) == v for k, v in wanted.items()):
         return 0.0
     wait = ctx.status_wait("ars", scope.namespace, scope.ars)

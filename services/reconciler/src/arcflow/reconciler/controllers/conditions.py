@@ -12,6 +12,7 @@ from arcflow.common.kube import AUTOSCALING_RUNNER_SET, build_event
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.capacity_rules import CONDITION_DRAINED, DrainState
 from arcflow.reconciler.controllers.manifest import Manifest, meta
 
 
@@ -63,5 +64,65 @@ async def turn_ars_condition(
         {"conditions": [*others, condition]},
         scope,
         summary,
+    )
+    return AutoscalingRunnerSet.from_observed(written)
+
+
+async def report_drain(
+    ctx: Context, ars: AutoscalingRunnerSet, scope: Scope, state: DrainState | None
+) -> AutoscalingRunnerSet:
+    """The ``Drained`` condition (ADR 0062): ``False``/``Draining`` while a drained variant
+    still has runners or its listener has not applied the drain, ``True``/``Drained`` after;
+    ``status.drain`` repeats the reason for the printer column. A Normal Event when it turns.
+    Without a drain, an earlier condition is removed. Writes only what changes."""
+    doc = ars.manifest
+    status = doc.get("status") or {}
+    current = condition_of(doc, CONDITION_DRAINED)
+    if state is None:
+        if current is None and status.get("drain") is None:
+            return ars
+        others = [c for c in conditions_of(doc) if c.get("type") != CONDITION_DRAINED]
+        written = await ctx.writer.patch_status(
+            AUTOSCALING_RUNNER_SET.kind,
+            scope.ars,
+            scope.namespace,
+            {"conditions": others, "drain": None},
+            scope,
+            "status: drain ended, Drained condition removed",
+        )
+        return AutoscalingRunnerSet.from_observed(written)
+    want_status = "True" if state.drained else "False"
+    if (
+        current is not None
+        and current.get("status") == want_status
+        and current.get("message") == state.message
+        and status.get("drain") == state.reason
+    ):
+        return ars
+    turned = current is None or current.get("status") != want_status
+    if turned:
+        event = build_event(doc, state.reason, state.message, component="arcflow-reconciler")
+        created = await ctx.kube.create(event)
+        await ctx.writer.audit("created", created, scope, "Kubernetes Event about the drain")
+    condition: dict[str, Any] = {
+        "type": CONDITION_DRAINED,
+        "status": want_status,
+        "reason": state.reason,
+        "message": state.message,
+        "observedGeneration": meta(doc).get("generation"),
+        "lastTransitionTime": (
+            utc_now().strftime("%Y-%m-%dT%H:%M:%SZ")
+            if turned or current is None
+            else current.get("lastTransitionTime", "")
+        ),
+    }
+    others = [c for c in conditions_of(doc) if c.get("type") != CONDITION_DRAINED]
+    written = await ctx.writer.patch_status(
+        AUTOSCALING_RUNNER_SET.kind,
+        scope.ars,
+        scope.namespace,
+        {"conditions": [*others, condition], "drain": state.reason},
+        scope,
+        f"status: {state.reason}",
     )
     return AutoscalingRunnerSet.from_observed(written)

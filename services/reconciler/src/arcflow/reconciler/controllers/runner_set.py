@@ -57,6 +57,7 @@ from arcflow.reconciler.controllers.runner_claims import (
     parse_runner_claim,
     runner_name,
 )
+from arcflow.reconciler.controllers.runner_set_capacity import creatable_runners
 from arcflow.reconciler.controllers.runner_set_rules import (
     bucket_runners,
     has_job,
@@ -80,6 +81,10 @@ def scope_of(obj: KubeObject) -> Scope:
         labels.get(LABEL_SCALE_SET_NAME, ""),
         labels.get(LABEL_RUNNER_VARIANT, ""),
     )
+
+
+#: How soon a set whose runners the shared capacity held back looks again (ADR 0062).
+CAPACITY_RECHECK_SECONDS = 0.5
 
 
 async def runners_of(ctx: Context, ers: EphemeralRunnerSet) -> list[Manifest]:
@@ -163,12 +168,19 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
             # holder that died is taken over then). Not remembered as served.
             wait = await _update_status(ctx, ers, scope, buckets)
             return Result.again(max(wait, claim.until - now + WAIT_SECONDS))
+        short = False
         if total + in_flight < replicas:
-            await _create_runners(
-                ctx, ers, scope, claim, replicas - total - in_flight, replicas, patch_id
-            )
+            # The set's shared capacity (ADR 0062) bounds the pods of all variants together.
+            missing = replicas - total - in_flight
+            count = await creatable_runners(ctx, ers, missing, in_flight)
+            short = count < missing
+            if count:
+                await _create_runners(ctx, ers, scope, claim, count, replicas, patch_id)
         elif patch_id == 0 and total > replicas:
             await _remove_idle(ctx, scope, buckets, total - replicas)
+        if short:  # not served: the rest is created once finished runners are gone
+            wait = await _update_status(ctx, ers, scope, bucket_runners(await runners_of(ctx, ers)))
+            return Result.again(max(wait, CAPACITY_RECHECK_SECONDS))
         # Remembered only once the request's writes went through: a failed pass retries it.
         ctx.scaled_for[ers_uid] = (patch_id, replicas)
     wait = await _update_status(ctx, ers, scope, bucket_runners(await runners_of(ctx, ers)))

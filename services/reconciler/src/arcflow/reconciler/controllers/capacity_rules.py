@@ -1,0 +1,157 @@
+"""Pure: the ARS status of the shared capacity and the drain (ADR 0062).
+
+The listener reports each variant's share in the ``arcflow.io/capacity-share`` annotation of
+that variant's EphemeralRunnerSet, in the replica patch it sends anyway; the reconciler owns
+the ARS status and lifts the reports into ``status.capacity``. A variant is drained when its
+listener has applied the drain (its report says so) and its EphemeralRunnerSet has no runner
+left; the set is ``Drained`` when every draining variant is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from arcflow.common.capacity import ShareReport
+from arcflow.common.constants import ANNOTATION_CAPACITY_SHARE
+from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.naming import ephemeral_runner_set_name
+from arcflow.common.quantity import QuantityError, non_negative_quantity, pod_request
+from arcflow.reconciler.controllers.manifest import Manifest, annotations_of, meta
+
+CONDITION_DRAINED = "Drained"
+REASON_DRAINING = "Draining"
+REASON_DRAINED = "Drained"
+
+
+@dataclass(frozen=True)
+class DrainState:
+    """``reason`` is ``Draining`` or ``Drained``; ``message`` names the variants."""
+
+    reason: str
+    message: str
+
+    @property
+    def drained(self) -> bool:
+        return self.reason == REASON_DRAINED
+
+
+def _by_name(runner_sets: list[Manifest]) -> dict[str, Manifest]:
+    return {str(meta(ers).get("name")): ers for ers in runner_sets}
+
+
+def _report(ers: Manifest | None) -> ShareReport | None:
+    raw = annotations_of(ers).get(ANNOTATION_CAPACITY_SHARE) if ers is not None else None
+    return ShareReport.decode(raw) if raw else None
+
+
+def _runners(ers: Manifest | None) -> int:
+    if ers is None:
+        return 0
+    status = ers.get("status") or {}
+    return int(status.get("currentReplicas") or 0)
+
+
+def _label(name: str) -> str:
+    return f"variant {name}" if name else "the set"
+
+
+def capacity_status(
+    ars: AutoscalingRunnerSet, runner_sets: list[Manifest]
+) -> dict[str, Any] | None:
+    """``status.capacity`` from the listener's reports; ``None`` for a set without capacity."""
+    spec = ars.spec
+    uses = (
+        spec.capacity is not None
+        or spec.drain
+        or any(v.priority is not None or v.drain for v in spec.runner_variants or [])
+    )
+    if not uses:
+        return None
+    by_name = _by_name(runner_sets)
+    variants: list[dict[str, Any]] = []
+    totals: dict[str, str] = {}
+    used: dict[str, str] = {}
+    for variant in spec.effective_variants():
+        ers = by_name.get(ephemeral_runner_set_name(ars.name, variant.name))
+        report = _report(ers)
+        entry: dict[str, Any] = {
+            "name": variant.name,
+            "priority": variant.priority,
+            "runners": _runners(ers),
+            "drain": variant.drain,
+        }
+        if report is not None:
+            entry.update(share=report.share, advertised=report.advertised)
+            totals = totals or report.total
+            used = used or report.used
+        variants.append(entry)
+    out: dict[str, Any] = {"variants": variants}
+    if totals:
+        out["total"] = totals
+    if used:
+        out["used"] = used
+    return out
+
+
+def drain_state(ars: AutoscalingRunnerSet, runner_sets: list[Manifest]) -> DrainState | None:
+    """The drain of the set, ``None`` when nothing drains."""
+    draining = [v for v in ars.spec.effective_variants() if v.drain]
+    if not draining:
+        return None
+    by_name = _by_name(runner_sets)
+    waiting: list[str] = []
+    for variant in draining:
+        ers = by_name.get(ephemeral_runner_set_name(ars.name, variant.name))
+        report = _report(ers)
+        left = _runners(ers)
+        if ers is not None and (report is None or not report.drain):
+            waiting.append(f"{_label(variant.name)}: the listener has not applied the drain yet")
+        elif left:
+            waiting.append(f"{_label(variant.name)}: {left} runner(s) left")
+    names = ", ".join(v.name or "(default)" for v in draining)
+    if waiting:
+        return DrainState(REASON_DRAINING, "; ".join(waiting))
+    if ars.spec.drain:
+        return DrainState(REASON_DRAINED, "the set is drained: no runner left, no new job taken")
+    return DrainState(REASON_DRAINED, f"drained, no runner left, no new job taken: {names}")
+
+
+def runners_creatable(
+    ars: AutoscalingRunnerSet, ers_name: str, existing: Mapping[str, int], wanted: int
+) -> int:
+    """How many of ``wanted`` new runners of the set's EphemeralRunnerSet ``ers_name`` fit in
+    ``spec.capacity`` given the runners that exist in every variant (``existing``: ERS name ->
+    runners, finished ones included: their pods may not be gone yet). The listener keeps the
+    *jobs* within the budget; this keeps the *pods* within it while finished ones linger."""
+    capacity = ars.spec.capacity
+    if capacity is None or wanted <= 0:
+        return max(0, wanted)
+    try:
+        totals = {k: non_negative_quantity(v) for k, v in (capacity.resources or {}).items()}
+        costs: dict[str, dict[str, Fraction]] = {}
+        for variant in ars.spec.effective_variants():
+            request = pod_request(variant.template) if totals else {}
+            costs[ephemeral_runner_set_name(ars.name, variant.name)] = {
+                k: request.get(k, Fraction(0)) for k in totals
+            }
+    except QuantityError:
+        return wanted  # an invalid spec: its SpecValid condition says why
+    if capacity.max_runners is not None:
+        totals["runners"] = Fraction(capacity.max_runners)
+        for cost in costs.values():
+            cost["runners"] = Fraction(1)
+    mine = costs.get(ers_name)
+    if mine is None:
+        return wanted
+    left = dict(totals)
+    for name, count in existing.items():
+        for key, amount in costs.get(name, {}).items():
+            left[key] -= amount * count
+    fits = wanted
+    for key, amount in mine.items():
+        if amount > 0:
+            fits = min(fits, int(max(left[key], Fraction(0)) // amount))
+    return max(0, fits)

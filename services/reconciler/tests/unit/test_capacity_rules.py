@@ -1,0 +1,89 @@
+"""The ARS status of the shared capacity, the drain state and the runner gate (ADR 0062)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arcflow.common.capacity import ShareReport
+from arcflow.common.constants import ANNOTATION_CAPACITY_SHARE
+from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.reconciler.controllers.capacity_rules import (
+    REASON_DRAINED,
+    REASON_DRAINING,
+    capacity_status,
+    drain_state,
+    runners_creatable,
+)
+
+
+def ars(capacity: dict[str, Any] | None = None, **variants: dict[str, Any]) -> AutoscalingRunnerSet:
+    spec: dict[str, Any] = {
+        "githubConfigUrl": "https://github.com/o",
+        "githubConfigSecret": "s",
+        "template": {"spec": {"containers": [{"name": "runner"}]}},
+        "runnerVariants": [{"name": n, **v} for n, v in variants.items()],
+    }
+    if capacity is not None:
+        spec["capacity"] = capacity
+    return AutoscalingRunnerSet.model_validate(
+        {"metadata": {"name": "set", "namespace": "ns"}, "spec": spec}
+    )
+
+
+def ers(variant: str, runners: int, report: ShareReport | None) -> dict[str, Any]:
+    annotations = {ANNOTATION_CAPACITY_SHARE: report.encode()} if report else {}
+    return {
+        "metadata": {"name": f"set-{variant}", "annotations": annotations},
+        "status": {"currentReplicas": runners},
+    }
+
+
+def test_status_lifts_the_reports() -> None:
+    report = ShareReport(share=4, advertised=4, used={"runners": "6"}, total={"runners": "6"})
+    status = capacity_status(
+        ars({"maxRunners": 6}, a={"priority": 2}, b={}),
+        [ers("a", 3, report), ers("b", 1, None)],
+    )
+    assert status == {
+        "variants": [
+            {"name": "a", "priority": 2, "runners": 3, "drain": False, "share": 4, "advertised": 4},
+            {"name": "b", "priority": 0, "runners": 1, "drain": False},
+        ],
+        "total": {"runners": "6"},
+        "used": {"runners": "6"},
+    }
+
+
+def test_no_status_without_capacity_fields() -> None:
+    assert capacity_status(ars(None, a={}), [ers("a", 1, None)]) is None
+    assert drain_state(ars(None, a={}), [ers("a", 1, None)]) is None
+
+
+def test_draining_until_the_listener_applied_it_and_no_runner_is_left() -> None:
+    spec = ars(None, a={"drain": True}, b={})
+    applied = ShareReport(share=1, advertised=0, drain=True)
+    state = drain_state(spec, [ers("a", 1, ShareReport(share=3, advertised=3))])
+    assert state is not None
+    assert state.reason == REASON_DRAINING
+    assert "not applied" in state.message
+    state = drain_state(spec, [ers("a", 1, applied)])
+    assert state is not None
+    assert (state.reason, state.message) == (REASON_DRAINING, "variant a: 1 runner(s) left")
+    state = drain_state(spec, [ers("a", 0, applied)])
+    assert state is not None
+    assert state.reason == REASON_DRAINED
+
+
+def test_the_gate_counts_every_existing_runner() -> None:
+    spec = ars({"maxRunners": 6}, a={}, b={})
+    assert runners_creatable(spec, "set-a", {"set-a": 2, "set-b": 3}, 5) == 1
+    assert runners_creatable(spec, "set-a", {"set-a": 2, "set-b": 4}, 5) == 0
+    assert runners_creatable(ars(None, a={}), "set-a", {"set-a": 100}, 5) == 5
+
+
+def test_the_gate_counts_resources_by_pod_request() -> None:
+    big = {"spec": {"containers": [{"name": "runner", "resources": {"requests": {"cpu": "3"}}}]}}
+    spec = ars({"resources": {"cpu": "8"}}, a={"template": big}, b={})
+    # b's pods request no cpu: only a's count; two of a's exist (6 cpu), 2 cpu are left.
+    assert runners_creatable(spec, "set-a", {"set-a": 2, "set-b": 9}, 3) == 0
+    assert runners_creatable(spec, "set-b", {"set-a": 2, "set-b": 9}, 3) == 3
