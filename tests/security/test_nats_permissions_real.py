@@ -23,6 +23,7 @@ from arcflow.common.events import (
     ObjectWritten,
     ScaleDecision,
     ScaleSetAssigned,
+    SessionFailed,
     parse_event,
 )
 from arcflow.common.nats import (
@@ -203,6 +204,9 @@ async def test_each_service_does_its_job_with_its_own_user(secured: SecuredNats)
     await publish_event(listener, subjects.scale_subject(NS, ARS), decision)
     last = await listener.get_last_msg(STREAM_SCALE.name, subjects.scale_subject(NS, ARS))
     assert isinstance(parse_event(last.data or b""), ScaleDecision)
+    # ... and a session failure on arc.errors for the ARS's condition (ADR 0064, amendment)
+    failed = SessionFailed(source="listener", variant="", scale_set_id=7, reason="conflict")
+    await publish_event(listener, subjects.errors_subject(NS, ARS), failed)
 
     # auditor: `arcflow audit` over every stream, with the auditor user
     seen: list[Received] = []
@@ -251,6 +255,10 @@ async def test_listener_cannot_publish_changes_nor_call_the_registrar(
         await RegistrarRpcClient(listener_nc, timeout=0.5).generate_jit_config("x", "y", 1, "r")
     await secured.denied("listener", "arc.rpc.registrar.jitconfig")
     assert requests == []
+    # arc.errors is publish-only for the listener: it cannot read the reconciler's durable.
+    pull = "$JS.API.CONSUMER.MSG.NEXT.ARC_ERRORS.reconciler-errors"
+    await listener_nc.publish(pull, b"{}")
+    assert pull.lower() in (await secured.denied("listener", pull)).lower()
 
 
 async def test_auditor_is_read_only_and_never_sees_rpc(secured: SecuredNats) -> None:
