@@ -62,7 +62,8 @@ async def test_the_budget_follows_the_namespace_quota(stack: Stack) -> None:
         return await _capacity(stack, "plain")
 
     plain = await eventually(plain_listener, what="listener of the set without the flag")
-    assert plain.get("maxRunners") == 5 and "resources" not in plain
+    assert plain.get("maxRunners") == 5
+    assert "resources" not in plain
 
     # The quota changes: only the watch tells the reconciler (no ARS change is published).
     await stack.kube.patch_merge(

@@ -123,7 +123,12 @@ SERVICE_ACCOUNT: Final = Resource(
     "", "v1", "serviceaccounts", "ServiceAccount", singular="serviceaccount", short_names=("sa",)
 )
 RESOURCE_QUOTA: Final = Resource(
-    "", "v1", "resourcequotas", "ResourceQuota", has_status=True, singular="resourcequota",
+    "",
+    "v1",
+    "resourcequotas",
+    "ResourceQuota",
+    has_status=True,
+    singular="resourcequota",
     short_names=("quota",),
 )
 CONFIG_MAP: Final = Resource(
