@@ -4,6 +4,7 @@ without the flag is not touched by a quota."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -36,14 +37,26 @@ async def _capacity(stack: Stack, ars: str) -> dict[str, Any] | None:
     return None
 
 
+async def _configs(stack: Stack) -> list[dict[str, Any]]:
+    """The ``capacity`` key of every listener ``config.json`` in the controller namespace."""
+    found = []
+    for secret in await stack.list("Secret", stack.controller_namespace):
+        raw = (secret.get("data") or {}).get("config.json")
+        if raw:
+            found.append(json.loads(base64.b64decode(raw)).get("capacity") or {})
+    return found
+
+
 async def _budget_is(stack: Stack, ars: str, cpu: str, max_runners: int) -> None:
-    async def check() -> bool:
-        capacity = await _capacity(stack, ars)
+    def wanted(capacity: dict[str, Any] | None) -> bool:
         return (
             capacity is not None
             and capacity.get("resources") == {"cpu": cpu}
             and capacity.get("maxRunners") == max_runners
         )
+
+    async def check() -> bool:  # the annotation and the listener's config.json
+        return wanted(await _capacity(stack, ars)) and any(map(wanted, await _configs(stack)))
 
     await eventually(check, within=30, what=f"listener capacity of {ars}: cpu {cpu}, {max_runners}")
 
