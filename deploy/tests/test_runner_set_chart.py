@@ -523,6 +523,19 @@ def test_listener_replicas_renders_the_standby_annotation(helm: Helm) -> None:
     assert "listenerReplicas" in bad.stderr
 
 
+def test_capacity_from_resource_quota_renders_and_is_typed(helm: Helm) -> None:
+    """ADR 0062: ``capacity.fromResourceQuota`` is written unchanged; a non-boolean is refused."""
+    base = load_values("runner-set/minimal.yaml")
+    capacity = {"fromResourceQuota": True, "maxRunners": 4}
+    ars = _check_rendered(helm.render(CHART, values={**base, "capacity": capacity}))
+    assert ars.spec.capacity is not None
+    assert ars.spec.capacity.from_resource_quota is True
+    assert ars.spec.capacity.max_runners == 4
+    bad = helm.template(CHART, values={**base, "capacity": {"fromResourceQuota": "yes"}})
+    assert bad.returncode != 0
+    assert "fromResourceQuota" in bad.stderr
+
+
 # --- containerMode on variants, scheduledOverrides (ADR 0063) --------------------------------
 
 

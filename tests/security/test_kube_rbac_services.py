@@ -27,6 +27,7 @@ from arcflow.common.kube import (
     EPHEMERAL_RUNNER_SET,
     NAMESPACE,
     POD,
+    RESOURCE_QUOTA,
     ROLE,
     ROLE_BINDING,
     SECRET,
@@ -355,6 +356,7 @@ async def test_reconciler_writes_what_it_owns(
         )
         await kube.emit_event(await kube.get(EPHEMERAL_RUNNER_SET, "made", ns), "Made", "by test")
         await kube.get(CONFIG_MAP, "github-ca", ns)
+        await kube.list(RESOURCE_QUOTA, namespace=ns)  # capacity.fromResourceQuota (ADR 0062)
         await kube.delete(POD, "made", namespace=ns)
         await kube.delete(SECRET, "made-jit", namespace=ns)
     assert (await kube_client.get(EPHEMERAL_RUNNER_SET, "made", ns))["spec"]["replicas"] == 2
@@ -426,6 +428,15 @@ async def test_reconciler_cannot_escalate_or_go_cluster_wide(
             )
         with pytest.raises(ForbiddenError):
             await kube.list(CONFIG_MAP, namespace=ns)
+        with pytest.raises(ForbiddenError):  # quotas are read, never written
+            await kube.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"hard": {"pods": "1"}},
+                }
+            )
         for verb in ("bind", "escalate"):
             assert not await access_allowed(kube, verb, ROLE, namespace=ns)
     for resource in (CLUSTER_ROLE, CLUSTER_ROLE_BINDING):
@@ -453,6 +464,9 @@ async def test_scoped_reconciler_writes_only_where_it_manages(
             await kube.create(_pod("made", scoped.elsewhere))
         with pytest.raises(ForbiddenError):
             await kube.list(SECRET)
+        await kube.list(RESOURCE_QUOTA, namespace=scoped.runners)
+        with pytest.raises(ForbiddenError):
+            await kube.list(RESOURCE_QUOTA, namespace=scoped.elsewhere)
     await kube_client.get(SECRET, "made", scoped.runners)
     await kube_client.get(SECRET, "made", scoped.namespace)
     with pytest.raises(NotFoundError):

@@ -41,6 +41,7 @@ def test_each_kind_is_watched_where_it_lives() -> None:
         "EphemeralRunner": managed,
         "Role": managed,
         "RoleBinding": managed,
+        "ResourceQuota": managed,  # capacity.fromResourceQuota reads the set's namespace
         # listeners and their ServiceAccounts: the controller namespace
         "AutoscalingListener": ("arc-sys",),
         "ServiceAccount": ("arc-sys",),
@@ -82,5 +83,6 @@ def test_the_scoped_cache_has_one_informer_per_kind_and_namespace() -> None:
             "ServiceAccount/arc-sys",
             "Role/team-a",
             "RoleBinding/team-a",
+            "ResourceQuota/team-a",
         ]
     )

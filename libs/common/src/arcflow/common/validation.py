@@ -398,8 +398,8 @@ def _check_capacity(ars: AutoscalingRunnerSet) -> list[FieldError]:
             non_negative_quantity(value)
         except QuantityError:
             errors.append(FieldError(f"spec.capacity.resources[{name}]", QUANTITY_MESSAGE))
-    if not capacity.resources:
-        return errors
+    if not capacity.resources and not capacity.from_resource_quota:
+        return errors  # with fromResourceQuota a quota may add resources at any time
     templates: list[tuple[str, Any]] = [("spec.template", ars.spec.template)]
     for index, variant in enumerate(ars.spec.runner_variants or []):
         if variant.template is not None:

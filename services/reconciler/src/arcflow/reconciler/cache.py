@@ -21,6 +21,7 @@ from arcflow.common.kube import (
     EPHEMERAL_RUNNER,
     EPHEMERAL_RUNNER_SET,
     POD,
+    RESOURCE_QUOTA,
     ROLE,
     ROLE_BINDING,
     SECRET,
@@ -28,7 +29,7 @@ from arcflow.common.kube import (
     KubeClient,
 )
 from arcflow.reconciler.keys import Key
-from arcflow.reconciler.routing import keys_for_object
+from arcflow.reconciler.routing import keys_for_object, keys_for_quota
 
 # Runner pods and JIT Secrets carry this label (the builders put it there); Secrets without it
 # (the GitHub credentials a user created) are read from the API server when needed.
@@ -46,6 +47,8 @@ CACHED_KINDS = (
     CachedKind(SERVICE_ACCOUNT, OWNED_SELECTOR),
     CachedKind(ROLE, OWNED_SELECTOR),
     CachedKind(ROLE_BINDING, OWNED_SELECTOR),
+    # capacity.fromResourceQuota (ADR 0062): a quota change re-queues the sets that use it.
+    CachedKind(RESOURCE_QUOTA),
 )
 
 #: Where each kind lives, in a namespace-scoped install (``namespaces`` set): the sets, runners
@@ -63,6 +66,7 @@ _SCOPE_OF_KIND = {
     SERVICE_ACCOUNT.kind: _CONTROLLER,
     ROLE.kind: _MANAGED,
     ROLE_BINDING.kind: _MANAGED,
+    RESOURCE_QUOTA.kind: _MANAGED,
 }
 
 
@@ -105,16 +109,23 @@ def build_cache(
         if on_object is not None and change.type != "DELETED":
             on_object(change.kind, change.obj)
         resource = _RESOURCE_OF_KIND.get(change.kind, "")
+        if resource == RESOURCE_QUOTA.plural:
+            namespace = str((change.obj.get("metadata") or {}).get("namespace") or "")
+            sets = cache.list(AUTOSCALING_RUNNER_SET, namespace, shared=True)
+            for key in keys_for_quota(namespace, sets):
+                enqueue(key)
+            return
         for key in keys_for_object(resource, change.obj, controller_namespace):
             enqueue(key)
 
-    return ObjectCache(
+    cache = ObjectCache(
         kube,
         cached_kinds(namespaces, controller_namespace),
         on_change=on_change,
         relist_seconds=relist_seconds,
         delay_seconds=delay_seconds,
     )
+    return cache
 
 
 def cached_keys(cache: ObjectCache) -> list[Key]:

@@ -7,7 +7,7 @@ test checks each is watched, by the watcher (events) or by the reconciler's own 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from arcflow.common.constants import (
@@ -41,6 +41,7 @@ ROUTED_RESOURCES: Final = frozenset(
         "autoscalinglisteners",
         "roles",
         "rolebindings",
+        "resourcequotas",
         *_OWNED_RESOURCES,
     }
 )
@@ -118,3 +119,16 @@ def _keys(
         if kind is not None and resource in _OWNED_RESOURCES:
             keys.append(Key(kind, namespace, owner_name))  # type: ignore[arg-type]
     return list(dict.fromkeys(keys))
+
+
+def keys_for_quota(namespace: str, sets: Iterable[Mapping[str, Any]]) -> list[Key]:
+    """A ResourceQuota change in ``namespace``: the sets there (``sets``, from the cache) that
+    take their budget from it (``spec.capacity.fromResourceQuota``, ADR 0062)."""
+    keys: list[Key] = []
+    for ars in sets:
+        capacity = (ars.get("spec") or {}).get("capacity")
+        if isinstance(capacity, Mapping) and capacity.get("fromResourceQuota") is True:
+            name = str((ars.get("metadata") or {}).get("name") or "")
+            if name:
+                keys.append(Key("ars", namespace, name))
+    return keys

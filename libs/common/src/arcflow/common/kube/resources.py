@@ -122,6 +122,15 @@ SECRET: Final = Resource("", "v1", "secrets", "Secret", singular="secret")
 SERVICE_ACCOUNT: Final = Resource(
     "", "v1", "serviceaccounts", "ServiceAccount", singular="serviceaccount", short_names=("sa",)
 )
+RESOURCE_QUOTA: Final = Resource(
+    "",
+    "v1",
+    "resourcequotas",
+    "ResourceQuota",
+    has_status=True,
+    singular="resourcequota",
+    short_names=("quota",),
+)
 CONFIG_MAP: Final = Resource(
     "", "v1", "configmaps", "ConfigMap", singular="configmap", short_names=("cm",)
 )
@@ -168,6 +177,7 @@ DEFAULT_RESOURCES: Final = (
     CONFIG_MAP,
     EVENT,
     NAMESPACE,
+    RESOURCE_QUOTA,
     ROLE,
     ROLE_BINDING,
     CUSTOM_RESOURCE_DEFINITION,

@@ -203,6 +203,10 @@ class CapacitySpec(KubeModel):
     runner pods of all variants may request together, each pod counted by its effective
     request (the larger of its largest init container and its containers' sum, plus
     overhead)."""
+    from_resource_quota: bool | None = None
+    """Also take the budget from the ResourceQuotas of the set's namespace: each quota's hard
+    ``pods`` bounds the runner count and its ``requests.*`` (or bare ``cpu``/``memory``) the
+    resource totals, the tightest quota and explicit value winning (docs/models.md#capacity)."""
 
 
 class AutoscalingRunnerSetSpec(KubeModel):

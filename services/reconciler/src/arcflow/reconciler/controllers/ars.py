@@ -21,7 +21,7 @@ from arcflow.common.builders import (
     listener_scale_sets,
 )
 from arcflow.common.constants import FINALIZER_ARS, LABEL_VERSION
-from arcflow.common.kube import AUTOSCALING_RUNNER_SET, NotFoundError
+from arcflow.common.kube import AUTOSCALING_RUNNER_SET, RESOURCE_QUOTA, NotFoundError
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.validation import summarize, validate_parsed
 from arcflow.reconciler.audit import Scope
@@ -43,7 +43,7 @@ from arcflow.reconciler.controllers.ars_spec import (
     refuse_invalid,
     set_spec_condition,
 )
-from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.base import Context, read_list
 from arcflow.reconciler.controllers.capacity_rules import capacity_status, drain_state
 from arcflow.reconciler.controllers.conditions import report_drain
 from arcflow.reconciler.controllers.controller_namespace import (
@@ -53,6 +53,7 @@ from arcflow.reconciler.controllers.controller_namespace import (
     report_controller_namespace,
 )
 from arcflow.reconciler.controllers.manifest import finalizer_patch
+from arcflow.reconciler.controllers.quota_rules import uses_resource_quota, with_quota_budget
 from arcflow.reconciler.controllers.registration import check_registration
 from arcflow.reconciler.controllers.server_tls import check_server_tls
 from arcflow.reconciler.controllers.sessions_condition import check_sessions
@@ -135,7 +136,10 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     try:
         desired = desired_runner_sets(ars, ids, ctx.build)
         tuples = listener_scale_sets(ars, ids)
-        desired_al = build_autoscaling_listener(ars, desired[0], ctx.build, tuples)
+        budgeted = ars
+        if uses_resource_quota(ars):  # ADR 0062: the quotas come from the watch-fed cache
+            budgeted = with_quota_budget(ars, await read_list(ctx, RESOURCE_QUOTA, ars.namespace))
+        desired_al = build_autoscaling_listener(budgeted, desired[0], ctx.build, tuples)
     except BuildError as exc:
         await refuse_invalid(ctx, ars.manifest, scope, str(exc))
 

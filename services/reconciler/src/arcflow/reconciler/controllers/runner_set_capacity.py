@@ -5,11 +5,17 @@ variant that still exists (from the watch-fed cache)."""
 from __future__ import annotations
 
 from arcflow.common.constants import LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE
-from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from arcflow.common.kube import (
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+    RESOURCE_QUOTA,
+)
 from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet, InvalidManifestError
 from arcflow.reconciler.controllers.base import Context, read_list, read_observed
 from arcflow.reconciler.controllers.capacity_rules import runners_creatable
 from arcflow.reconciler.controllers.manifest import meta
+from arcflow.reconciler.controllers.quota_rules import uses_resource_quota, with_quota_budget
 
 
 async def creatable_runners(
@@ -27,6 +33,8 @@ async def creatable_runners(
         ars = AutoscalingRunnerSet.from_observed(doc)
     except InvalidManifestError:
         return wanted
+    if uses_resource_quota(ars):
+        ars = with_quota_budget(ars, await read_list(ctx, RESOURCE_QUOTA, namespace))
     existing: dict[str, int] = {}
     siblings = await read_list(
         ctx,
