@@ -30,7 +30,9 @@ if [ "$(id -u)" = 0 ] && [ -z "${ARCFLOW_NO_IMAGES:-}" ]; then
   bash scripts/build-images.sh
 fi
 set +e
-uv run --frozen pytest "$@"
+# Two pytest workers (pytest-xdist), one test file at a time each: the tests mostly wait on servers,
+# so two workers on two cores halve the wall time. ARCFLOW_TEST_WORKERS=0 runs them in this process.
+uv run --frozen pytest -n "${ARCFLOW_TEST_WORKERS:-2}" --dist loadfile "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
