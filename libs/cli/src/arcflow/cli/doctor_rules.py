@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from arcflow.common.constants import LABEL_RUNNER_VARIANT, LABEL_SCALE_SET_NAME
+from arcflow.common.timestamps import parse_kube_time
 
 Manifest = Mapping[str, Any]
 
@@ -129,23 +130,13 @@ class Finding:
         return data
 
 
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
 def _meta(obj: Manifest) -> Mapping[str, Any]:
     value = obj.get("metadata")
     return value if isinstance(value, Mapping) else {}
 
 
 def _created(obj: Manifest) -> datetime | None:
-    return parse_time(_meta(obj).get("creationTimestamp"))
+    return parse_kube_time(_meta(obj).get("creationTimestamp"))
 
 
 def _labels(obj: Manifest) -> Mapping[str, str]:
@@ -197,7 +188,7 @@ def _set_findings(info: SetInfo, snap: Snapshot) -> list[Finding]:
         found.append(Finding(ns, ars, variant, check, what, since, why, fix))
 
     if _meta(info.manifest).get("deletionTimestamp"):
-        deleting_since = parse_time(_meta(info.manifest).get("deletionTimestamp"))
+        deleting_since = parse_kube_time(_meta(info.manifest).get("deletionTimestamp"))
         if _old_enough(deleting_since, snap.now):
             add(
                 None,
@@ -222,7 +213,7 @@ def _set_findings(info: SetInfo, snap: Snapshot) -> list[Finding]:
             None,
             "condition",
             f"{condition.get('type')}=False ({reason})",
-            parse_time(condition.get("lastTransitionTime")),
+            parse_kube_time(condition.get("lastTransitionTime")),
             str(condition.get("message") or ""),
             _fix(reason, info),
         )

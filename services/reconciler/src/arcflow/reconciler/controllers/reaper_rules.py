@@ -31,10 +31,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Any, Final, Literal
 
 from arcflow.common.constants import RUNNER_CONTAINER
+from arcflow.common.timestamps import parse_kube_time
 
 Stage = Literal["Pending", "ImagePull", "Init", "ContainerCreating", "NodeLost"]
 ANNOTATION_DEADLINES: Final = "arcflow.dev/runner-deadlines"
@@ -133,12 +133,8 @@ class Stuck:
 
 
 def _time(value: Any) -> float | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    parsed = parse_kube_time(value)
+    return None if parsed is None else parsed.timestamp()
 
 
 def _condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:

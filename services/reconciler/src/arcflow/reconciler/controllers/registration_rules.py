@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
+
+from arcflow.common.timestamps import parse_kube_time
 
 CONDITION_REGISTERED: Final = "ScaleSetsRegistered"
 REASON_REGISTERED: Final = "Registered"
@@ -44,16 +46,6 @@ class Verdict:
     reason: str
     message: str
     since: datetime
-
-
-def parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def failure_message(failure: Failure) -> str:
@@ -93,7 +85,7 @@ def decide(
         return None
     if not wanted or any(v not in written for v in wanted):
         return None
-    since = parse_time(current.get("lastTransitionTime"))
+    since = parse_kube_time(current.get("lastTransitionTime"))
     newest = max(written.values())
     if since is not None and newest < since:
         return None

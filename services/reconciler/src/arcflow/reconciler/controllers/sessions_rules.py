@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from arcflow.reconciler.controllers.registration_rules import Verdict, parse_time
+from arcflow.common.timestamps import parse_kube_time
+from arcflow.reconciler.controllers.registration_rules import Verdict
 
 CONDITION_SESSIONS: Final = "ListenerSessionsOpen"
 REASON_OPEN: Final = "SessionsOpen"
@@ -75,12 +76,12 @@ def decide(
             return None
         since = min(s.occurred_at for s in failing)
         if current is not None and current.get("status") == "False":
-            since = parse_time(current.get("lastTransitionTime")) or since  # still failing
+            since = parse_kube_time(current.get("lastTransitionTime")) or since  # still failing
         return Verdict(False, reason, message, min(since, now))
     if current is None or current.get("status") != "False" or not states:
         return None
     newest = max(s.occurred_at for s in states.values())
-    turned = parse_time(current.get("lastTransitionTime"))
+    turned = parse_kube_time(current.get("lastTransitionTime"))
     if turned is not None and newest < turned:
         return None
     return Verdict(
