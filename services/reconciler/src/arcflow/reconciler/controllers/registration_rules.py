@@ -48,6 +48,16 @@ class Verdict:
     since: datetime
 
 
+def says_false(current: Mapping[str, Any] | None, reason: str, message: str) -> bool:
+    """The condition the ARS has is already False with this reason and message."""
+    return (
+        current is not None
+        and current.get("status") == "False"
+        and current.get("reason") == reason
+        and current.get("message") == message
+    )
+
+
 def failure_message(failure: Failure) -> str:
     where = f"variant {failure.variant}: " if failure.variant else ""
     return f"{where}{failure.reason}"
@@ -73,12 +83,7 @@ def decide(
     if failure is not None and is_current(failure, written):
         reason = REASONS.get(failure.kind, REASON_FAILED)
         message = failure_message(failure)
-        if (
-            current is not None
-            and current.get("status") == "False"
-            and current.get("reason") == reason
-            and current.get("message") == message
-        ):
+        if says_false(current, reason, message):
             return None
         return Verdict(False, reason, message, failure.occurred_at)
     if current is None or current.get("status") != "False":

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from arcflow.common.timestamps import parse_kube_time
-from arcflow.reconciler.controllers.registration_rules import Verdict
+from arcflow.reconciler.controllers.registration_rules import Verdict, says_false
 
 CONDITION_SESSIONS: Final = "ListenerSessionsOpen"
 REASON_OPEN: Final = "SessionsOpen"
@@ -67,12 +67,7 @@ def decide(
     if failing:
         reason = REASONS.get(failing[0].reason, REASON_OTHER)
         message = failure_message(failing)
-        if (
-            current is not None
-            and current.get("status") == "False"
-            and current.get("reason") == reason
-            and current.get("message") == message
-        ):
+        if says_false(current, reason, message):
             return None
         since = min(s.occurred_at for s in failing)
         if current is not None and current.get("status") == "False":
