@@ -130,6 +130,43 @@ def chart_values(
     return values
 
 
+def run_helm_template(
+    chart: Path,
+    release: str,
+    namespace: str,
+    values: Mapping[str, Any],
+    folder: Path,
+    *,
+    helm_home: Path,
+    extra_args: Sequence[str] = (),
+) -> subprocess.CompletedProcess[str]:
+    """``helm template`` of ``chart`` with ``values`` (written to ``folder`` readable by the owner
+    only, since values may hold a token, and removed afterwards), helm's own state kept under
+    ``helm_home``. The caller reads ``returncode``, ``stdout`` and ``stderr``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    values_file = folder / f"values-{release}.json"
+    values_file.write_text(json.dumps(values))
+    values_file.chmod(0o600)
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(helm_home / "cache"),
+        "HELM_CONFIG_HOME": str(helm_home / "config"),
+        "HELM_DATA_HOME": str(helm_home / "data"),
+    }
+    args = [str(helm_binary()), "template", release, str(chart), "--namespace", namespace]
+    try:
+        return subprocess.run(
+            [*args, *extra_args, "--values", str(values_file)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        values_file.unlink(missing_ok=True)
+
+
 def render_identities(
     *,
     release: str,
@@ -144,24 +181,8 @@ def render_identities(
         if REPO_ROOT is None:
             raise IdentityError("no checkout to find deploy/helm/arcflow in: pass chart=...")
         chart = REPO_ROOT / UMBRELLA_CHART
-    folder.mkdir(parents=True, exist_ok=True)
-    values_file = folder / f"values-{release}.json"
-    values_file.write_text(json.dumps(values))
-    helm_home = (REPO_ROOT or folder) / ".helm"
-    env = {
-        **os.environ,
-        "HELM_CACHE_HOME": str(helm_home / "cache"),
-        "HELM_CONFIG_HOME": str(helm_home / "config"),
-        "HELM_DATA_HOME": str(helm_home / "data"),
-    }
-    args = [str(helm_binary()), "template", release, str(chart), "--namespace", namespace]
-    done = subprocess.run(
-        [*args, "--values", str(values_file)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
+    done = run_helm_template(
+        chart, release, namespace, values, folder, helm_home=(REPO_ROOT or folder) / ".helm"
     )
     if done.returncode != 0:
         raise IdentityError(f"helm template {chart.name} failed: {done.stderr.strip()}")

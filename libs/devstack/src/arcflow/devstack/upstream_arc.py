@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from arcflow.devstack.control_plane import ControlPlane, repo_root
-from arcflow.devstack.identities import KubeIdentities, helm_binary
+from arcflow.devstack.identities import KubeIdentities, run_helm_template
 
 MODULE: Final = "github.com/actions/actions-runner-controller"
 BUILD_SCRIPT: Final = Path("scripts") / "arc.sh"
@@ -134,29 +134,15 @@ def helm_template(
     include_crds: bool = False,
 ) -> list[dict[str, Any]]:
     """``helm template`` of a chart with ``values``: its documents, in order."""
-    folder.mkdir(parents=True, exist_ok=True)
-    values_file = folder / f"values-{release}.json"
-    values_file.write_text(json.dumps(values))
-    values_file.chmod(0o600)  # may hold a token
-    home = folder / ".helm"
-    env = {
-        **os.environ,
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-    args = [str(helm_binary()), "template", release, str(chart), "--namespace", namespace]
-    if include_crds:
-        args.append("--include-crds")
-    done = subprocess.run(
-        [*args, "--values", str(values_file)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
+    done = run_helm_template(
+        chart,
+        release,
+        namespace,
+        values,
+        folder,
+        helm_home=folder / ".helm",
+        extra_args=["--include-crds"] if include_crds else [],
     )
-    values_file.unlink(missing_ok=True)
     if done.returncode != 0:
         raise ArcPeerError(f"helm template {chart.name} failed: {done.stderr.strip()[:500]}")
     return [d for d in yaml.safe_load_all(done.stdout) if d]
