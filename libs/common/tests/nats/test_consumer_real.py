@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import nats
 import pytest
@@ -16,6 +16,7 @@ from opentelemetry import trace
 
 from arcflow.common import subjects
 from arcflow.common.events import (
+    EVENT_REGISTRY,
     DeadLetter,
     EventBase,
     JobsBatch,
@@ -26,7 +27,6 @@ from arcflow.common.events import (
 from arcflow.common.nats import (
     ConsumerSpec,
     Delivery,
-    EventConsumer,
     NatsSettings,
     PermanentEventError,
     ensure_jetstream,
@@ -34,7 +34,8 @@ from arcflow.common.nats import (
     make_broker,
     publish_event,
 )
-from arcflow.common.service.subscribers import attach_consumer
+from arcflow.common.service import Subscription
+from arcflow.common.service.subscribers import attach_subscription
 from arcflow.common.telemetry import setup_tracing
 from arcflow.devstack.nats_server import NatsServer
 
@@ -66,6 +67,25 @@ async def _dead_letters(js: JetStreamContext, expected: int) -> list[DeadLetter]
     return letters
 
 
+def attach_consumer(
+    broker: NatsBroker,
+    spec: ConsumerSpec,
+    handle: Callable[[EventBase, Delivery], Awaitable[None]],
+    *,
+    event_types: tuple[type[EventBase], ...] = tuple(EVENT_REGISTRY.values()),
+    fetch_timeout: float = 1.0,
+) -> None:
+    """``handle`` as a one-subscription service's handler, on ``broker``."""
+
+    async def handler(_state: object, event: EventBase, delivery: Delivery) -> None:
+        await handle(event, delivery)
+
+    subscription = Subscription(spec, event_types, handler)
+    attach_subscription(
+        broker, subscription, None, None, service="test", fetch_timeout=fetch_timeout
+    )
+
+
 def _batch(message_id: int) -> JobsBatch:
     return JobsBatch(
         source="listener",
@@ -92,11 +112,7 @@ async def test_typed_event_round_trip_with_trace(broker: NatsBroker) -> None:
         seen.append((event, delivery, trace.get_current_span().get_span_context().trace_id))
 
     spec = ConsumerSpec("t-k8s", "ARC_K8S", subjects.k8s_filter("autoscalingrunnersets"))
-    attach_consumer(
-        broker,
-        EventConsumer(spec, handle, service="test", event_types=(K8sObjectChanged,)),
-        fetch_timeout=0.2,
-    )
+    attach_consumer(broker, spec, handle, event_types=(K8sObjectChanged,), fetch_timeout=0.2)
     await broker.start()
     subject = subjects.k8s_subject("autoscalingrunnersets", "arc", "big.one")
     event = K8sObjectChanged(
@@ -160,7 +176,7 @@ async def test_malformed_and_failing_messages_are_dead_lettered_and_consuming_go
         retry_delay_seconds=0.05,
         retry_delay_cap_seconds=0.1,
     )
-    attach_consumer(broker, EventConsumer(spec, handle, service="test"), fetch_timeout=0.2)
+    attach_consumer(broker, spec, handle, fetch_timeout=0.2)
     await broker.start()
     js = jetstream_of(broker)
     subject = subjects.jobs_subject("arc", "big", "gpu")
@@ -233,7 +249,7 @@ async def test_delivery_beyond_max_deliver_after_a_crash_is_dead_lettered(
     async def handle(event: EventBase, delivery: Delivery) -> None:
         called.append(event)
 
-    attach_consumer(broker, EventConsumer(spec, handle, service="test"), fetch_timeout=0.2)
+    attach_consumer(broker, spec, handle, fetch_timeout=0.2)
     await broker.start()
     [letter] = await _dead_letters(js, 1)
     assert letter.delivery_count == 2

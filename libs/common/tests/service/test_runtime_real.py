@@ -15,7 +15,7 @@ from nats.js import JetStreamContext
 from pydantic_settings import BaseSettings
 
 from arcflow.common import subjects
-from arcflow.common.events import EventBase, K8sObjectChanged
+from arcflow.common.events import K8sObjectChanged
 from arcflow.common.nats import NatsSettings, publish_event
 from arcflow.common.nats.consume import Delivery
 from arcflow.common.nats.jetstream import STREAM_DLQ, STREAM_K8S, ConsumerSpec, ensure_stream
@@ -43,8 +43,7 @@ class State:
         self.attempts: dict[str, int] = {}
 
 
-async def handle(state: State, event: EventBase, delivery: Delivery) -> None:
-    assert isinstance(event, K8sObjectChanged)
+async def handle(state: State, event: K8sObjectChanged, delivery: Delivery) -> None:
     state.attempts[event.name] = state.attempts.get(event.name, 0) + 1
     if event.name == "stuck" and state.attempts[event.name] == 1:
         await asyncio.Event().wait()  # hangs until the runtime abandons it
@@ -133,8 +132,7 @@ async def test_a_hung_handler_is_abandoned_retried_and_blocks_nothing(
 SLACK_CONSUMER = ConsumerSpec("test-slack", STREAM_K8S.name, "arc.k8s.>", ack_wait_seconds=2.0)
 
 
-async def handle_slowly(state: State, event: EventBase, delivery: Delivery) -> None:
-    assert isinstance(event, K8sObjectChanged)
+async def handle_slowly(state: State, event: K8sObjectChanged, delivery: Delivery) -> None:
     state.attempts[event.name] = delivery.delivery_count
     await asyncio.sleep(1.3)  # within the 1.8 s deadline, but two in a row outlast the ack wait
     state.done.append(event.name)
@@ -185,8 +183,7 @@ class Gate:
         self.done: list[str] = []
 
 
-async def handle_when_open(state: Gate, event: EventBase, delivery: Delivery) -> None:
-    assert isinstance(event, K8sObjectChanged)
+async def handle_when_open(state: Gate, event: K8sObjectChanged, delivery: Delivery) -> None:
     await state.open.wait()
     state.done.append(event.name)
 

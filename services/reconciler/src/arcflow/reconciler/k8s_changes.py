@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from arcflow.common.events import EventBase
+from arcflow.common.events import K8sObjectChanged
 from arcflow.common.nats.consume import Delivery
 from arcflow.common.nats.jetstream import CONSUMER_RECONCILER_K8S
 
@@ -14,5 +14,7 @@ if TYPE_CHECKING:
 CONSUMER = CONSUMER_RECONCILER_K8S
 
 
-async def on_k8s_change(state: ReconcilerState, event: EventBase, delivery: Delivery) -> None:
+async def on_k8s_change(
+    state: ReconcilerState, event: K8sObjectChanged, delivery: Delivery
+) -> None:
     await state.on_event(event, delivery)

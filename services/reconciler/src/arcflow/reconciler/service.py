@@ -37,6 +37,7 @@ SERVICE: ServiceSpec[state.ReconcilerState] = ServiceSpec(
             (K8sObjectChanged,),
             k8s_changes.on_k8s_change,
             batch=128,
+            concurrency=32,  # handlers only enqueue keys: order does not matter
             tune=_tune,
         ),
         Subscription(
@@ -44,12 +45,14 @@ SERVICE: ServiceSpec[state.ReconcilerState] = ServiceSpec(
             (ScaleSetAssigned, ScaleSetDeleted),
             scaleset_changes.on_scaleset_change,
             batch=128,
+            concurrency=32,  # handlers only enqueue keys: order does not matter
             tune=_tune,
         ),
         Subscription(
             errors_changes.CONSUMER,
             (RegistrationFailed, SessionFailed, SessionOpened),
             errors_changes.on_registration_error,
+            concurrency=16,  # newest per ARS/variant by occurred_at: order does not matter
             tune=_tune,
         ),
     ),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 from arcflow.common import subjects
 from arcflow.common.constants import LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE
-from arcflow.common.events import EventBase, K8sObjectChanged
+from arcflow.common.events import K8sObjectChanged
 from arcflow.common.kube.resources import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET
 from arcflow.common.nats.consume import Delivery
 from arcflow.common.nats.jetstream import CONSUMER_REGISTRAR_ARS, STREAM_K8S, ConsumerSpec
@@ -41,9 +41,8 @@ def ars_of_event(event: K8sObjectChanged) -> tuple[str, str] | None:
     return None
 
 
-async def on_k8s_change(state: RegistrarState, event: EventBase, delivery: Delivery) -> None:
+async def on_k8s_change(state: RegistrarState, event: K8sObjectChanged, delivery: Delivery) -> None:
     """Converge the ARS the change is about (under the runtime's deadline)."""
-    assert isinstance(event, K8sObjectChanged)
     target = ars_of_event(event)
     if target is None:
         return
