@@ -152,6 +152,15 @@ async def test_typed_event_round_trip_with_trace(broker: NatsBroker) -> None:
     assert info.num_pending == 0
     assert info.ack_floor.stream_seq == 1
 
+    # a valid event of a type the subscription does not declare: acked and skipped
+    await publish_event(broker, subject, _batch(5))
+    while (info.ack_floor.stream_seq, info.num_ack_pending) != (2, 0):
+        assert time.monotonic() < deadline + 5, "the undeclared event was not acked"
+        await asyncio.sleep(0.02)
+        info = await js.consumer_info("ARC_K8S", "t-k8s")
+    assert len(seen) == 1
+    assert (await js.stream_info("ARC_DLQ")).state.messages == 0
+
 
 async def test_malformed_and_failing_messages_are_dead_lettered_and_consuming_goes_on(
     broker: NatsBroker, caplog: pytest.LogCaptureFixture

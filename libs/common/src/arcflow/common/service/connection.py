@@ -109,7 +109,7 @@ async def connect_plain(
 ) -> NatsClient:
     """A plain nats-py connection as ``identity`` (its inbox prefix) with the same state logs
     as the broker's: for a service without subscriptions, which needs no FastStream (the
-    watcher, the listener; ADR 0016, ADR 0045) and for short-lived clients
+    watcher, the listener; ADR 0016, ADR 0070) and for short-lived clients
     (:mod:`arcflow.common.service.client`, ADR 0034).
 
     ``quiet``: no state lines at all, for a command at a terminal that reports the failure

@@ -6,7 +6,7 @@ state -> components -> health server -> subscribers -> periodic tasks; :meth:`st
 in reverse. Used by :func:`arcflow.common.service.main` (a process) and by
 :mod:`arcflow.common.service.inprocess` (tests: several services in one event loop).
 
-The spec picks the light path (ADR 0045): without subscriptions the connection is plain
+The spec picks the light path (ADR 0070): without subscriptions the connection is plain
 nats-py (no FastStream imported), ``streams`` narrows the layout, ``runtime_servers=False``
 starts neither the metrics nor the health server.
 """

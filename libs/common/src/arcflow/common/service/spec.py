@@ -137,7 +137,7 @@ class ServiceSpec(Generic[StateT]):
       it (``None``: no client);
     * ``ready(state)`` adds a service-specific readiness condition.
 
-    What the spec declares also picks the light path of the runtime (ADR 0045): a spec with no
+    What the spec declares also picks the light path of the runtime (ADR 0070): a spec with no
     ``subscriptions`` connects with plain nats-py (no FastStream broker); ``streams`` narrows the
     JetStream layout to those streams; ``runtime_servers=False`` leaves ``/metrics`` and health
     to the service's components. ``settings`` is a pydantic-settings class or any loader

@@ -29,11 +29,12 @@ never redelivers a message whose handler is within its deadline.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import typing
 from typing import TYPE_CHECKING, Any
 
-from arcflow.common.nats.consume import Outcome, SettlePolicy, delivery_of
+from arcflow.common.nats.consume import Delivery, Outcome, SettlePolicy, delivery_of
 
 if TYPE_CHECKING:
     from faststream.nats import NatsBroker
@@ -50,8 +51,10 @@ __all__ = [
     "effective_consumer",
 ]
 
-_POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
-_KEYWORD = inspect.Parameter.KEYWORD_ONLY
+#: The message the decoder admitted and its delivery facts, for the handler call that follows
+#: in the same task (FastStream's ``message`` context injection would resolve it through a
+#: worker thread on every call).
+_CURRENT: contextvars.ContextVar[tuple[Any, Delivery]] = contextvars.ContextVar("arcflow_delivery")
 
 #: Share of the consumer's ack wait a handler call may use before it is abandoned.
 DEADLINE_SHARE_OF_ACK_WAIT = 0.8
@@ -96,7 +99,7 @@ def attach_subscription(
     (None: FastStream's default)."""
     from faststream import AckPolicy
     from faststream.exceptions import AckMessage, NackMessage, RejectMessage
-    from faststream.nats import JStream, NatsMessage, PullSub
+    from faststream.nats import JStream, PullSub
 
     spec = effective_consumer(subscription, settings)
     policy = SettlePolicy(
@@ -118,17 +121,18 @@ def attach_subscription(
             return NackMessage(delay=delay)
         return RejectMessage()  # dead-lettered (or a dead letter dropped): term the original
 
-    async def decode(message: NatsMessage) -> Any:
+    async def decode(message: Any) -> Any:
         raw = message.raw_message
         delivery = delivery_of(raw)
         admitted = await policy.admit(raw, delivery)
         if isinstance(admitted, Outcome):
             raise settle(admitted, policy.retry_delay(delivery))
+        _CURRENT.set((message, delivery))
         return admitted
 
-    async def on_event(event: Any, message: Any) -> None:
+    async def on_event(event: Any) -> None:
+        message, delivery = _CURRENT.get()
         raw = message.raw_message
-        delivery = delivery_of(raw)
         if workers > 1:
             await message.in_progress()  # the wait for a worker spent some of the ack wait
         outcome: Outcome | None = None
@@ -145,13 +149,14 @@ def attach_subscription(
         if outcome is not None:
             raise settle(outcome, policy.retry_delay(delivery))
 
-    # FastStream validates ``event`` against the declared classes and injects ``message``
+    # FastStream validates ``event`` against the declared classes (pydantic)
     event_union: Any = typing.Union[subscription.event_types]  # noqa: UP007 - built at run time
-    on_event.__annotations__ = {"event": event_union, "message": NatsMessage, "return": None}
+    on_event.__annotations__ = {"event": event_union, "return": None}
     on_event.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
-            inspect.Parameter("event", _POSITIONAL, annotation=event_union),
-            inspect.Parameter("message", _KEYWORD, annotation=NatsMessage),
+            inspect.Parameter(
+                "event", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=event_union
+            )
         ],
         return_annotation=None,
     )
