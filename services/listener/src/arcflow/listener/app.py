@@ -13,6 +13,7 @@ and worker on its own with capped backoff, so one failing scale set never stops 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -45,6 +46,7 @@ from arcflow.listener.config import (
     hostname,
     scale_set_targets,
 )
+from arcflow.listener.housekeeping import FREEZE_AFTER, HOUSEKEEPING_EVERY, housekeeping
 from arcflow.listener.lease import (
     LeaseConfigError,
     LeaseStore,
@@ -96,6 +98,10 @@ class ListenerOptions:
     decision_heartbeat: float | None = None
     #: The time scheduledOverrides are evaluated at (ADR 0063); tests may move it.
     wall_clock: Callable[[], datetime] = utc_now
+    #: ADR 0074: source lines dropped this often; start-up objects frozen this long after
+    #: serving starts (None: never).
+    housekeeping_every: float = HOUSEKEEPING_EVERY
+    freeze_after: float | None = FREEZE_AFTER
 
 
 DECISION_HEARTBEAT_ENV = "ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS"
@@ -304,7 +310,23 @@ class Listener:
             await kube.close()
 
     async def serve(self, stop: asyncio.Event) -> None:
-        """Run every scale set (or contend for them, standby mode) until ``stop`` is set."""
+        """Run every scale set (or contend for them, standby mode) until ``stop`` is set,
+        with the process's :func:`housekeeping` beside them."""
+        if self._js is None or self._kube is None or self._client is None:
+            raise RuntimeError("Listener.serve before Listener.open")
+        keeper = asyncio.ensure_future(
+            housekeeping(
+                stop, every=self.options.housekeeping_every, freeze_after=self.options.freeze_after
+            )
+        )
+        try:
+            await self._serve(stop)
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         js, kube, client, sessions = self._js, self._kube, self._client, self._sessions
         if js is None or kube is None or client is None:
             raise RuntimeError("Listener.serve before Listener.open")
