@@ -20,7 +20,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -39,7 +39,6 @@ from arcflow.common.nats import NatsConnection
 from arcflow.common.schedules import utc_now
 from arcflow.common.service.connection import DependencyUnavailableError
 from arcflow.common.telemetry import setup_tracing
-from arcflow.listener.capacity import capacity_board_of
 from arcflow.listener.config import (
     ConfigError,
     ScaleSetTarget,
@@ -67,10 +66,12 @@ from arcflow.listener.metrics import (
 from arcflow.listener.pump import AfterPublish, SessionPump
 from arcflow.listener.scaler import DesiredRunnerScaler
 from arcflow.listener.sessions import SessionStore
-from arcflow.listener.standby import run_standby
 from arcflow.listener.supervisor import Backoff
 from arcflow.listener.unit import ScaleSetUnit
 from arcflow.listener.worker import DECISION_HEARTBEAT, ScaleSetWorker
+
+if TYPE_CHECKING:
+    from arcflow.listener.capacity import CapacityBoard
 
 log = logging.getLogger("arcflow.listener")
 
@@ -177,7 +178,11 @@ class Listener:
         specs.update(stage_metric_specs())  # ADR 0065
         self.metrics = ListenerMetrics(specs, enabled=bool(config.metrics_addr))
         #: The set's shared capacity, priorities and drains (ADR 0062); None without them.
-        self.capacity_board = capacity_board_of(config, self.targets)
+        self.capacity_board: CapacityBoard | None = None
+        if config.capacity is not None:  # the allocation code only where it runs (ADR 0074)
+            from arcflow.listener.capacity import capacity_board_of
+
+            self.capacity_board = capacity_board_of(config, self.targets)
         self.units: list[ScaleSetUnit] = []
         self.leases: dict[int, ScaleSetLease] = {}
         self._js: JetStreamContext | None = None
@@ -337,6 +342,8 @@ class Listener:
                 self.replicas.replicas,
                 len(self.targets),
             )
+            from arcflow.listener.standby import run_standby  # standby only (ADR 0074)
+
             leases = await LeaseStore.open(js)
             await run_standby(
                 self, stop, leases, lambda t: self.build_unit(t, client, js, kube, sessions)

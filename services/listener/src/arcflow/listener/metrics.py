@@ -33,12 +33,13 @@ from arcflow.common.stages import (
     STAGE_LABELS,
     STAGE_METRIC,
 )
-from arcflow.listener.http_endpoint import HttpEndpoint
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, Histogram, _Gauge
     from opentelemetry.sdk.metrics import MeterProvider
     from prometheus_client import CollectorRegistry
+
+    from arcflow.listener.http_endpoint import HttpEndpoint
 
 log = logging.getLogger("arcflow.listener.metrics")
 
@@ -387,6 +388,8 @@ class ListenerMetrics:
         self.endpoint = endpoint or "/metrics"
         if not self.endpoint.startswith("/"):
             self.endpoint = "/" + self.endpoint
+        from arcflow.listener.http_endpoint import HttpEndpoint  # metrics on only (ADR 0074)
+
         server = HttpEndpoint(self.endpoint, self.exposition, CONTENT_TYPE_LATEST)
         await server.start(host, port)
         self._endpoint = server

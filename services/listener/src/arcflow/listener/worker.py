@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import nats.errors
 import nats.js.errors
@@ -55,12 +55,14 @@ from arcflow.common.nats import (
 )
 from arcflow.common.schedules import effective_minimum, utc_now
 from arcflow.common.service.fetch import bind_pull, fetch_batches
-from arcflow.listener.capacity import CapacityBoard
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.metrics import ScaleSetRecorder
 from arcflow.listener.pump import SOURCE, StatisticsTick
 from arcflow.listener.scaler import Decision, DesiredRunnerScaler, ers_patch, runner_status_patch
+
+if TYPE_CHECKING:  # only sets with a shared capacity import it (ADR 0074)
+    from arcflow.listener.capacity import CapacityBoard
 
 log = logging.getLogger("arcflow.listener.worker")
 _tracer = trace.get_tracer("arcflow.listener")
