@@ -169,10 +169,10 @@ class Bench:
         pythonpath = getattr(self.args, "pythonpath", None)
         if pythonpath:
             env["PYTHONPATH"] = os.pathsep.join(pythonpath)
-        env.update(getattr(self.args, "listener_env", None) or {})
-        if getattr(self.args, "no_bytecode_cache", False):
-            return env  # every start compiles (this machine's PYTHONDONTWRITEBYTECODE=1)
-        return with_bytecode(env)
+        if not getattr(self.args, "no_bytecode_cache", False):
+            env = with_bytecode(env)  # else every start compiles (PYTHONDONTWRITEBYTECODE=1)
+        env.update(getattr(self.args, "listener_env", None) or {})  # --env wins
+        return env
 
     @contextlib.asynccontextmanager
     async def world(self, *, history_limit: int = 100) -> AsyncIterator[World]:
