@@ -45,7 +45,7 @@ from arcflow.listener.config import (
     hostname,
     scale_set_targets,
 )
-from arcflow.listener.housekeeping import FREEZE_AFTER, HOUSEKEEPING_EVERY, housekeeping
+from arcflow.listener.housekeeping import HOUSEKEEPING_EVERY, housekeeping
 from arcflow.listener.lease import (
     LeaseConfigError,
     LeaseStore,
@@ -99,10 +99,8 @@ class ListenerOptions:
     decision_heartbeat: float | None = None
     #: The time scheduledOverrides are evaluated at (ADR 0063); tests may move it.
     wall_clock: Callable[[], datetime] = utc_now
-    #: ADR 0074: source lines dropped this often; start-up objects frozen this long after
-    #: serving starts (None: never).
+    #: ADR 0074: cached source lines are dropped this often.
     housekeeping_every: float = HOUSEKEEPING_EVERY
-    freeze_after: float | None = FREEZE_AFTER
 
 
 DECISION_HEARTBEAT_ENV = "ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS"
@@ -319,11 +317,7 @@ class Listener:
         with the process's :func:`housekeeping` beside them."""
         if self._js is None or self._kube is None or self._client is None:
             raise RuntimeError("Listener.serve before Listener.open")
-        keeper = asyncio.ensure_future(
-            housekeeping(
-                stop, every=self.options.housekeeping_every, freeze_after=self.options.freeze_after
-            )
-        )
+        keeper = asyncio.ensure_future(housekeeping(stop, every=self.options.housekeeping_every))
         try:
             await self._serve(stop)
         finally:
