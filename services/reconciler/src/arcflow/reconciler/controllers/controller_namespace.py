@@ -51,11 +51,11 @@ async def report_controller_namespace(
     seen = (
         current.get("status") == "True"
         if current is not None
-        else ctx.controller_namespace_seen.get(key)
+        else ctx.ars_state.controller_namespace_seen.get(key)
     )
     if (seen is None and exists) or seen == exists:
         return ars
-    ctx.controller_namespace_seen[key] = exists
+    ctx.ars_state.controller_namespace_seen[key] = exists
     namespace = ctx.controller_namespace
     return await turn_ars_condition(
         ctx,

@@ -42,8 +42,8 @@ async def set_deadlines(ctx: Context, er: EphemeralRunner, scope: Scope) -> Dead
     deadlines, error = deadlines_for(annotations, scope.variant, ctx.deadlines)
     if error is not None and ars is not None:
         key = (er.namespace, scope.ars, str(meta(ars).get("resourceVersion") or ""))
-        if ctx.deadline_errors_reported.get(key[:2]) != key[2]:
-            ctx.deadline_errors_reported[key[:2]] = key[2]
+        if ctx.ars_state.deadline_errors_reported.get(key[:2]) != key[2]:
+            ctx.ars_state.deadline_errors_reported[key[:2]] = key[2]
             event = build_event(
                 ars, REASON_BAD_DEADLINES, error, type="Warning", component="arcflow-reconciler"
             )
