@@ -9,12 +9,13 @@ from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
 from typing import Any
 
-from arcflow.common.builders import BuildSettings, decode_secret_data
+from arcflow.common.builders import BuildSettings
 from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.cache import ObjectCache
 from arcflow.common.events import RegistrationFailed, SessionFailed, SessionOpened
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
 from arcflow.common.listener_config import GitHubCredentials
+from arcflow.common.models import ProxyConfig, Secret
 from arcflow.common.rpc.registrar import RegistrarRpcClient
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.controllers.manifest import (
@@ -183,10 +184,10 @@ async def read_github_credentials(
 ) -> GitHubCredentials:
     """The credentials the listener's config.json embeds, from the ARS namespace's Secret."""
     try:
-        secret = await kube.get(SECRET, secret_name, namespace)
+        secret = Secret.from_observed(await kube.get(SECRET, secret_name, namespace))
     except NotFoundError:
         raise CredentialsError(f"Secret {namespace}/{secret_name} not found") from None
-    data = decode_secret_data(secret.get("data"))
+    data = secret.decoded_data()
     token = data.get("github_token", "")
     app_id = data.get("github_app_id", "")
     if token:
@@ -212,19 +213,20 @@ async def read_github_credentials(
 
 
 async def read_proxy_credentials(
-    kube: KubeClient, namespace: str, proxy: Mapping[str, Any] | None
+    kube: KubeClient, namespace: str, proxy: ProxyConfig | None
 ) -> dict[str, ProxyCredentials]:
     """``credentialSecretRef`` name -> username/password, read in the ARS namespace."""
     found: dict[str, ProxyCredentials] = {}
-    for field in ("http", "https"):
-        ref = ((proxy or {}).get(field) or {}).get("credentialSecretRef")
+    servers = (proxy.http, proxy.https) if proxy is not None else ()
+    for server in servers:
+        ref = server.credential_secret_ref if server is not None else ""
         if not ref or ref in found:
             continue
         try:
-            secret = await kube.get(SECRET, ref, namespace)
+            secret = Secret.from_observed(await kube.get(SECRET, ref, namespace))
         except NotFoundError:
             raise CredentialsError(f"proxy credential Secret {namespace}/{ref} not found") from None
-        data = decode_secret_data(secret.get("data"))
+        data = secret.decoded_data()
         found[ref] = ProxyCredentials.model_validate(
             {"username": data.get("username", ""), "password": data.get("password", "")}
         )

@@ -398,8 +398,8 @@ async def _update_status(
 
 
 async def _ensure_proxy_secret(ctx: Context, ers: EphemeralRunnerSet, scope: Scope) -> None:
-    proxy = runner_spec_of(ers).get("proxy")
-    if not proxy:
+    proxy = ers.spec.ephemeral_runner_spec.proxy
+    if proxy is None:
         return
     credentials = await read_proxy_credentials(ctx.kube, scope.namespace, proxy)
     want = build_runner_proxy_secret(ers.manifest, credentials)
