@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 RECONCILER = REPO / "services/reconciler"
 CONTROLLERS = RECONCILER / "src/arcflow/reconciler/controllers"
 
-#: ``.get("`` occurrences per file of ``controllers/`` (ADR 0071: 247 before, 133 after).
+#: ``.get("`` occurrences per file of ``controllers/`` (ADR 0071: 247 before, 131 after).
 #: Lower a number when a change removes walks; a file not named here has none.
 GET_CEILINGS: dict[str, int] = {
     "adapter.py": 7,  # the registrar helper's move; keys of an unparsable object
@@ -39,7 +39,7 @@ GET_CEILINGS: dict[str, int] = {
     "registration_rules.py": 5,  # takes the wire-form condition (shared with sessions_rules)
     "runner.py": 7,  # decoded JIT data; the status patch vs the live status
     "runner_claims.py": 6,  # claim annotations' JSON
-    "runner_set.py": 13,  # a set's runners, listed per pass (hot path, kept as documents)
+    "runner_set.py": 11,  # a set's runners, listed per pass (hot path, kept as documents)
     "runner_set_capacity.py": 5,
     "runner_set_rules.py": 7,
     "server_tls.py": 2,  # the TLS block as the registrar and listener config read it

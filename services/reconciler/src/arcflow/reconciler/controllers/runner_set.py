@@ -376,7 +376,8 @@ async def _update_status(
     ctx.metrics.record_runner_counts(name, namespace, ers.labels, counts)
     # Compared key by key with what the status patch would write: the live document.
     status = ers.manifest.get("status") or {}
-    phase = "Outdated" if buckets["outdated"] else (status.get("phase") or "Running")
+    live_phase = ers.status.phase if ers.status is not None else ""
+    phase = "Outdated" if buckets["outdated"] else (live_phase or "Running")
     wanted: dict[str, Any] = {
         "currentReplicas": counts["pending"] + counts["running"] + counts["failed"],
         "pendingEphemeralRunners": counts["pending"],
@@ -387,7 +388,7 @@ async def _update_status(
     if all(status.get(k) == v for k, v in wanted.items()):
         return 0.0
     wait = ctx.status_pacer.wait("ers", namespace, name)
-    if wait > 0 and status.get("phase") == phase:
+    if wait > 0 and live_phase == phase:
         return wait
     await ctx.writer.patch_status(
         EPHEMERAL_RUNNER_SET.kind, name, namespace, wanted, scope, "runner counts changed"
