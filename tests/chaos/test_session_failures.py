@@ -6,11 +6,16 @@ get ars`` shows it in the ``Sessions`` column and ``arcflow doctor`` names it, w
 ARS beside it keeps its sessions, gets no condition and runs jobs. Once the fault is cleared
 the condition turns True (``SessionsOpen``) with a Normal Event.
 
+The condition is level-based (ADR 0073): a reconciler restarted while it is False forgets every
+``session.failed`` it saw, yet keeps it False while a variant has no session (the listener's
+sessions bucket says which are open) and turns it True once every variant's is open.
+
 The fault is scoped to the new ARS's scale sets by path: the simulator numbers scale sets one
 after another, so the two created for the new ARS take the next two ids."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -21,6 +26,7 @@ import pytest
 
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EVENT
 from arcflow.devstack.control_plane import ControlPlane
+from arcflow.devstack.actions_sim import ActionsSimulator
 from tests.chaos.harness import ChaosStack, burst_ars
 from tests.chaos.outcome import Burst
 from tests.chaos.test_unreachable_config_url import doctor, kubectl_get_ars
@@ -45,6 +51,34 @@ def sessionless_ars(config_url: str, namespace: str) -> dict[str, Any]:
         {"name": v, "runnerScaleSetLabels": ["linux", f"{NAME}-{v}"]} for v in VARIANTS
     ]
     return ars
+
+
+def refuse_sessions(sim: ActionsSimulator, scale_set_id: int) -> None:
+    """Answer every session create of ``scale_set_id`` with 409 (a conflicting session)."""
+    sim.inject_status(
+        f"*/runnerscalesets/{scale_set_id}/sessions",
+        409,
+        method="POST",
+        times=100_000,
+        type_name="RunnerScaleSetSessionConflictException",
+    )
+
+
+async def restart_reconciler(stack: ChaosStack, *, then: Any = None) -> float:
+    """SIGKILL the reconciler (its memory of session events goes with it); ``then()`` runs
+    at once, before the new process starts. Returns when the new one is healthy (monotonic)."""
+    service = stack.services["reconciler"]
+    before = service.restarts
+    service.kill()
+    if then is not None:
+        then()
+
+    async def restarted() -> bool:
+        return service.restarts > before and service.alive
+
+    await eventually(restarted, within=30, what="reconciler restarted")
+    await service.wait_healthy(within=60)
+    return time.monotonic()
 
 
 def condition_of(ars: dict[str, Any]) -> dict[str, Any] | None:
@@ -187,3 +221,88 @@ async def test_refused_sessions_show_on_the_set_and_clear(
                     }
                 )
             )
+
+
+async def test_a_restarted_reconciler_follows_the_sessions(
+    tmp_path: Path, chaos_kube: ControlPlane | str
+) -> None:
+    """Both variants refused, the reconciler restarted (every ``session.failed`` it saw is
+    forgotten), then ``right`` opens while ``left`` stays refused: the condition stays False
+    and names only ``left``. Restarted again with every fault cleared while it is down, it
+    turns True from what the sessions are, not from events it remembers."""
+    async with ChaosStack(tmp_path, chaos_kube) as stack:
+        kube, sim = stack.kube, stack.sim
+        assert kube is not None
+        assert sim is not None
+        first = max(int(s["id"]) for s in stack.scale_sets()) + 1
+        ids = {v: first + i for i, v in enumerate(VARIANTS)}
+        for scale_set_id in ids.values():
+            refuse_sessions(sim, scale_set_id)
+        await kube.create(sessionless_ars(sim.config_url(), stack.namespace))
+
+        async def current() -> dict[str, Any]:
+            seen = condition_of(await kube.get(AUTOSCALING_RUNNER_SET, NAME, stack.namespace))
+            assert seen is not None, f"no {CONDITION} condition yet"
+            return seen
+
+        async def both_failing() -> dict[str, Any]:
+            seen = await current()
+            assert seen["status"] == "False", seen
+            assert "also failing: right" in seen["message"], seen
+            return seen
+
+        await eventually(both_failing, within=WITHIN, interval=0.5, what="both variants failing")
+        names = {s["name"]: int(s["id"]) for s in stack.scale_sets()}
+        assert set(ids.values()) <= set(names.values()), names
+        right_name = next(n for n, i in names.items() if i == ids["right"])
+
+        # 1. The memory of both failures is lost; right opens, left is still refused.
+        def only_left_refused() -> None:
+            sim.clear_faults()  # in this process: no create slips between the two calls
+            refuse_sessions(sim, ids["left"])
+
+        await restart_reconciler(stack, then=only_left_refused)
+
+        async def right_open() -> bool:
+            return any(s["name"] == right_name and s.get("session") for s in stack.scale_sets())
+
+        await eventually(right_open, within=RECOVERY_WITHIN, what="a session for right")
+        opened = time.monotonic()
+
+        async def left_only() -> dict[str, Any]:
+            seen = await current()
+            if seen["status"] != "False":
+                pytest.fail(f"{CONDITION} turned {seen['status']} while left has no session: {seen}")
+            assert seen["message"].startswith("variant left: "), seen
+            assert "right" not in seen["message"], seen
+            return seen
+
+        await eventually(left_only, within=RECOVERY_WITHIN, interval=0.5, what="only left failing")
+        left_only_after = time.monotonic() - opened
+        # It stays so: the next passes (a status change, the resync) do not turn it True.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            await left_only()
+            await asyncio.sleep(0.5)
+
+        # 2. Restarted again; the last fault is cleared while no reconciler runs.
+        healthy = await restart_reconciler(stack, then=sim.clear_faults)
+
+        async def recovered() -> dict[str, Any]:
+            seen = await current()
+            assert seen["status"] == "True", seen
+            return seen
+
+        seen = await eventually(
+            recovered, within=RECOVERY_WITHIN, interval=0.5, what=f"{CONDITION}=True"
+        )
+        converged_after = time.monotonic() - healthy
+        assert seen["reason"] == "SessionsOpen", seen
+        print(
+            json.dumps(
+                {
+                    "left only after right opened": round(left_only_after, 2),
+                    "true after the restarted reconciler was healthy": round(converged_after, 2),
+                }
+            )
+        )
