@@ -25,8 +25,9 @@ import httpx
 import pytest
 
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EVENT
-from arcflow.devstack.control_plane import ControlPlane
 from arcflow.devstack.actions_sim import ActionsSimulator
+from arcflow.devstack.control_plane import ControlPlane
+from arcflow.devstack.demo import variant_targets
 from tests.chaos.harness import ChaosStack, burst_ars
 from tests.chaos.outcome import Burst
 from tests.chaos.test_unreachable_config_url import doctor, kubectl_get_ars
@@ -235,10 +236,10 @@ async def test_a_restarted_reconciler_follows_the_sessions(
         assert kube is not None
         assert sim is not None
         first = max(int(s["id"]) for s in stack.scale_sets()) + 1
-        ids = {v: first + i for i, v in enumerate(VARIANTS)}
-        for scale_set_id in ids.values():
+        for scale_set_id in range(first, first + len(VARIANTS)):
             refuse_sessions(sim, scale_set_id)
-        await kube.create(sessionless_ars(sim.config_url(), stack.namespace))
+        ars = sessionless_ars(sim.config_url(), stack.namespace)
+        await kube.create(ars)
 
         async def current() -> dict[str, Any]:
             seen = condition_of(await kube.get(AUTOSCALING_RUNNER_SET, NAME, stack.namespace))
@@ -252,9 +253,10 @@ async def test_a_restarted_reconciler_follows_the_sessions(
             return seen
 
         await eventually(both_failing, within=WITHIN, interval=0.5, what="both variants failing")
+        # Which of the two ids each variant got depends on the registration order.
         names = {s["name"]: int(s["id"]) for s in stack.scale_sets()}
-        assert set(ids.values()) <= set(names.values()), names
-        right_name = next(n for n, i in names.items() if i == ids["right"])
+        ids = {t.variant: names[t.scale_set_name] for t in variant_targets(ars)}
+        assert set(ids.values()) == {first, first + 1}, (ids, names)
 
         # 1. The memory of both failures is lost; right opens, left is still refused.
         def only_left_refused() -> None:
@@ -264,7 +266,8 @@ async def test_a_restarted_reconciler_follows_the_sessions(
         await restart_reconciler(stack, then=only_left_refused)
 
         async def right_open() -> bool:
-            return any(s["name"] == right_name and s.get("session") for s in stack.scale_sets())
+            sets = stack.scale_sets()
+            return any(int(s["id"]) == ids["right"] and s.get("session") for s in sets)
 
         await eventually(right_open, within=RECOVERY_WITHIN, what="a session for right")
         opened = time.monotonic()
@@ -272,7 +275,7 @@ async def test_a_restarted_reconciler_follows_the_sessions(
         async def left_only() -> dict[str, Any]:
             seen = await current()
             if seen["status"] != "False":
-                pytest.fail(f"{CONDITION} turned {seen['status']} while left has no session: {seen}")
+                pytest.fail(f"{CONDITION} is {seen['status']} while left has no session: {seen}")
             assert seen["message"].startswith("variant left: "), seen
             assert "right" not in seen["message"], seen
             return seen

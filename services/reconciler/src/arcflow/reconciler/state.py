@@ -32,6 +32,7 @@ from arcflow.reconciler.controllers.orphans import scan_orphans
 from arcflow.reconciler.controllers.reaper_rules import Deadlines, parse_deadlines
 from arcflow.reconciler.controllers.registry import CONTROLLERS
 from arcflow.reconciler.keys import Key, Result
+from arcflow.reconciler.listener_sessions import ListenerSessions
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.routing import keys_for
 from arcflow.reconciler.scalesets import ScaleSetIds
@@ -163,6 +164,7 @@ class ReconcilerState:
 async def build(ctx: ServiceContext) -> ReconcilerState:
     state = ReconcilerState(ctx, tracer_provider=ctx.overrides.get("tracer_provider"))
     state.context.ids = ScaleSetIds(await ctx.js.key_value(KV_SCALESETS.bucket))
+    state.context.listener_sessions = ListenerSessions(ctx.js)
     return state
 
 

@@ -23,6 +23,7 @@ from arcflow.reconciler.controllers.manifest import (
 )
 from arcflow.reconciler.controllers.reaper_rules import Deadlines
 from arcflow.reconciler.keys import Key
+from arcflow.reconciler.listener_sessions import ListenerSessions
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.stages import StageClock
@@ -86,6 +87,9 @@ class Context:
     session_states: dict[tuple[str, str], dict[str, SessionFailed | SessionOpened]] = (
         dataclass_field(default_factory=dict)
     )
+    #: Which listener sessions are open now (the listener's sessions bucket, read-only; ADR
+    #: 0073); ``None``: the sessions condition follows the events alone.
+    listener_sessions: ListenerSessions | None = None
     #: ARS namespace/name -> the status.effectiveMinRunners last written (ADR 0063).
     effective_minimums_written: dict[str, Any] = dataclass_field(default_factory=dict)
     #: The runner stage breakdown (ADR 0065).
