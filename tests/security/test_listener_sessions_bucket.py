@@ -76,3 +76,19 @@ async def test_the_reconciler_reads_session_records_and_changes_none(
     assert await store.get(9) == SessionRecord("s-9", "pod-9", "pod")
     assert await sessions.open_among([9]) == {9}
     assert secured.violations("listener") == []
+
+
+async def test_without_the_grant_the_reconciler_does_not_wait_on_every_pass(
+    secured: SecuredNats,
+) -> None:
+    """An identity without the read grant (an installation from before ADR 0073): the read
+    is refused, reported as unknown (``None``), and not tried again within the back-off."""
+    listener = (await secured.connect("listener")).jetstream()
+    await (await SessionStore.open(listener)).remember(5, SessionRecord("s-5", "pod-5", "pod"))
+    nc = await secured.connect("watcher")
+    sessions = ListenerSessions(nc.jetstream(timeout=0.5))
+    assert await sessions.open_among([5]) is None
+    await secured.denied("watcher", f"KV_{LISTENER_SESSIONS_BUCKET}")
+    before = len(secured.violations("watcher"))
+    assert await sessions.open_among([5]) is None
+    assert len(secured.violations("watcher")) == before
