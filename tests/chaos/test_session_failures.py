@@ -22,9 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
 import pytest
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EVENT
+from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EVENT, POD
+from arcflow.common.nats.jetstream import STREAM_ERRORS
+from arcflow.common.subjects import errors_subject
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.control_plane import ControlPlane
 from arcflow.devstack.demo import variant_targets
@@ -80,6 +85,27 @@ async def restart_reconciler(stack: ChaosStack, *, then: Any = None) -> float:
     await eventually(restarted, within=30, what="reconciler restarted")
     await service.wait_healthy(within=60)
     return time.monotonic()
+
+
+async def sessions_said(stack: ChaosStack, ars: str) -> list[dict[str, Any]]:
+    """Every ``session.failed``/``session.opened`` stored for ``ars`` on ``ARC_ERRORS``."""
+    nc = await nats.connect(stack.nats_url)
+    try:
+        js = nc.jetstream(timeout=10)
+        config = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
+        sub = await js.pull_subscribe(
+            errors_subject(stack.namespace, ars), stream=STREAM_ERRORS.name, config=config
+        )
+        found: list[dict[str, Any]] = []
+        while True:
+            try:
+                batch = await sub.fetch(100, timeout=1)
+            except (NatsTimeoutError, TimeoutError):
+                break
+            found += [json.loads(m.data) for m in batch]
+        return [e for e in found if str(e.get("type", "")).startswith("session.")]
+    finally:
+        await nc.close()
 
 
 def condition_of(ars: dict[str, Any]) -> dict[str, Any] | None:
@@ -230,7 +256,8 @@ async def test_a_restarted_reconciler_follows_the_sessions(
     """Both variants refused, the reconciler restarted (every ``session.failed`` it saw is
     forgotten), then ``right`` opens while ``left`` stays refused: the condition stays False
     and names only ``left``. Restarted again with every fault cleared while it is down, it
-    turns True from what the sessions are, not from events it remembers."""
+    turns True from what the sessions are, not from events it remembers. A recreated listener
+    pod says ``session.opened`` for every variant again."""
     async with ChaosStack(tmp_path, chaos_kube) as stack:
         kube, sim = stack.kube, stack.sim
         assert kube is not None
@@ -300,6 +327,37 @@ async def test_a_restarted_reconciler_follows_the_sessions(
             recovered, within=RECOVERY_WITHIN, interval=0.5, what=f"{CONDITION}=True"
         )
         converged_after = time.monotonic() - healthy
+        assert seen["reason"] == "SessionsOpen", seen
+
+        # 3. The listener's pod is deleted and made again: the new process's pumps say
+        # session.opened for every variant (each pump starts with nothing said), and the
+        # condition stays True.
+        before = await sessions_said(stack, NAME)
+        controller = f"{stack.namespace}-systems" if stack.on_real_server else "arc-systems"
+        pods = [
+            p
+            for p in (await kube.list(POD, namespace=controller)).items
+            if NAME in p["metadata"]["name"]
+        ]
+        assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+        old_uid = pods[0]["metadata"]["uid"]
+        await kube.delete(POD, pods[0]["metadata"]["name"], namespace=controller)
+
+        async def said_again() -> list[dict[str, Any]]:
+            new = (await sessions_said(stack, NAME))[len(before) :]
+            opened = {e.get("scale_set_id") for e in new if e.get("type") == "session.opened"}
+            assert opened >= set(ids.values()), (opened, new)
+            return new
+
+        new = await eventually(said_again, within=90, interval=1, what="session.opened again")
+        assert not [e for e in new if e.get("type") == "session.failed"], new
+        recreated = [
+            p
+            for p in (await kube.list(POD, namespace=controller)).items
+            if NAME in p["metadata"]["name"]
+        ]
+        assert [p["metadata"]["uid"] for p in recreated] != [old_uid], recreated
+        seen = await recovered()
         assert seen["reason"] == "SessionsOpen", seen
         print(
             json.dumps(
