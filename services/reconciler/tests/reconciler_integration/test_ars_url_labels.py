@@ -50,7 +50,6 @@ async def test_ars_gets_url_labels_with_its_ids_once(stack: Stack) -> None:
 
     # Level-triggered passes over an unchanged ARS write its metadata no second time.
     await stack.app.queue.wait_idle()
-    await stack.publish_change("autoscalingrunnersets", "repo-set")
     await stack.app.queue.wait_idle()
     assert await _metadata_writes(stack, "repo-set") == 1
 
@@ -61,7 +60,6 @@ async def test_ars_gets_url_labels_with_its_ids_once(stack: Stack) -> None:
         {"metadata": {"labels": {LABEL_REPOSITORY: "other", LABEL_ENTERPRISE: "stray"}}},
         namespace=stack.namespace,
     )
-    await stack.publish_change("autoscalingrunnersets", "repo-set")
 
     async def restored() -> bool:
         ars = await stack.kube.get("AutoscalingRunnerSet", "repo-set", stack.namespace)

@@ -58,7 +58,6 @@ async def test_a_missing_then_invalid_then_fixed_ca_is_explained(stack: Stack) -
             "data": {"ca.crt": "not a certificate"},
         }
     )
-    await stack.publish_change("autoscalingrunnersets", "ghes")
 
     async def invalid() -> bool:
         condition = await _condition(stack, "ghes")
@@ -72,7 +71,6 @@ async def test_a_missing_then_invalid_then_fixed_ca_is_explained(stack: Stack) -
     await stack.kube.patch_merge(
         "ConfigMap", "ghes-ca", {"data": {"ca.crt": pem}}, namespace=stack.namespace
     )
-    await stack.publish_change("autoscalingrunnersets", "ghes")
 
     async def fixed() -> bool:
         condition = await _condition(stack, "ghes")
