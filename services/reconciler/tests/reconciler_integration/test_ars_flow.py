@@ -182,7 +182,8 @@ async def test_invalid_ars_gets_condition_and_event_and_no_children(
     ars = await stack.kube.get("AutoscalingRunnerSet", "bad", stack.namespace)
     assert FINALIZER_ARS not in (ars["metadata"].get("finalizers") or [])
 
-    # a second pass over the same invalid spec emits no second Event
+    # a second pass over the same invalid spec (the resync's) emits no second Event
+    await stack.app.resync()
     await stack.app.queue.wait_idle()
     again = [e for e in await stack.list("Event") if e["reason"] == "InvalidSpec"]
     assert len(again) == 1

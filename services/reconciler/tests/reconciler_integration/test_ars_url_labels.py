@@ -48,8 +48,10 @@ async def test_ars_gets_url_labels_with_its_ids_once(stack: Stack) -> None:
     assert LABEL_ENTERPRISE not in labels
     assert labels["team"] == "builds"  # the user's own labels stay
 
-    # Level-triggered passes over an unchanged ARS write its metadata no second time.
+    # Level-triggered passes over an unchanged ARS (the resync's) write its metadata no second
+    # time.
     await stack.app.queue.wait_idle()
+    await stack.app.resync()
     await stack.app.queue.wait_idle()
     assert await _metadata_writes(stack, "repo-set") == 1
 
