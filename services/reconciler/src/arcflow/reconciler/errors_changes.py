@@ -24,13 +24,13 @@ async def on_registration_error(
 ) -> None:
     if isinstance(event, RegistrationFailed) and event.keys.namespace and event.keys.ars:
         key = (event.keys.namespace, event.keys.ars)
-        known = state.context.registration_failures.get(key)
+        known = state.context.ars_state.registration_failures.get(key)
         if known is None or known.occurred_at <= event.occurred_at:
-            state.context.registration_failures[key] = event
+            state.context.ars_state.registration_failures[key] = event
     elif (
         isinstance(event, SessionFailed | SessionOpened) and event.keys.namespace and event.keys.ars
     ):
-        variants = state.context.session_states.setdefault(
+        variants = state.context.ars_state.session_states.setdefault(
             (event.keys.namespace, event.keys.ars), {}
         )
         seen = variants.get(event.variant)

@@ -26,7 +26,7 @@ async def check_sessions(
 ) -> AutoscalingRunnerSet:
     """Keep the condition current; a status write and an Event only when it turns or its
     reason or message changes. Returns the ARS as written (itself when nothing was)."""
-    events = ctx.session_states.get((scope.namespace, scope.ars), {})
+    events = ctx.ars_state.session_states.get((scope.namespace, scope.ars), {})
     states = {
         variant: SessionState(
             variant,
