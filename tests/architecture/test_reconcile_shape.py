@@ -43,7 +43,7 @@ GET_CEILINGS: dict[str, int] = {
     "runner_set_capacity.py": 5,
     "runner_set_rules.py": 7,
     "server_tls.py": 2,  # the TLS block as the registrar and listener config read it
-    "sessions_rules.py": 4,
+    "sessions_rules.py": 6,  # the wire-form condition, as registration_rules (ADR 0073)
 }
 
 _BUILT = "a manifest a builder made (the desired object): created, or compared with the live one"

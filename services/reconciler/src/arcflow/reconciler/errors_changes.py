@@ -2,8 +2,10 @@
 the newest per ARS and re-reconcile it, so the ARS shows the failure as its
 ``ScaleSetsRegistered`` condition and a Warning Event (ADR 0064). The listener's
 ``session.failed``/``session.opened`` are kept the same way, newest per variant, for the
-``ListenerSessionsOpen`` condition (ADR 0064, amendment). ``spec.invalid`` needs nothing here:
-the reconciler validates the spec itself."""
+``ListenerSessionsOpen`` condition (ADR 0064, amendment). That memory gives the reasons; what
+is open now comes from the listener's sessions bucket, so losing it (a restart) never turns the
+condition True while a session is missing (ADR 0073). ``spec.invalid`` needs nothing here: the
+reconciler validates the spec itself."""
 
 from __future__ import annotations
 

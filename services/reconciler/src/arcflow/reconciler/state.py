@@ -33,6 +33,7 @@ from arcflow.reconciler.controllers.orphans import scan_orphans
 from arcflow.reconciler.controllers.reaper_rules import Deadlines, parse_deadlines
 from arcflow.reconciler.controllers.registry import CONTROLLERS
 from arcflow.reconciler.keys import Key, Result
+from arcflow.reconciler.listener_sessions import ListenerSessions
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.routing import keys_for_event
 from arcflow.reconciler.scalesets import ScaleSetIds
@@ -53,6 +54,7 @@ class ReconcilerState:
         ctx: ServiceContext,
         *,
         ids: ScaleSetIds | None = None,
+        listener_sessions: ListenerSessions | None = None,
         tracer_provider: TracerProvider | None = None,
     ) -> None:
         settings: ReconcilerSettings = ctx.settings
@@ -86,6 +88,7 @@ class ReconcilerState:
             writer=Writer(self.kube, ctx.js, self.metrics, cache=self.cache),
             build=settings.build_settings(),
             ids=ids,
+            listener_sessions=listener_sessions,
             registrar=RegistrarRpcClient(ctx.nc, timeout=settings.rpc_timeout_seconds),
             metrics=self.metrics,
             enqueue=self.queue.add,
@@ -167,7 +170,12 @@ class ReconcilerState:
 
 async def build(ctx: ServiceContext) -> ReconcilerState:
     ids = ScaleSetIds(await ctx.js.key_value(KV_SCALESETS.bucket))
-    return ReconcilerState(ctx, ids=ids, tracer_provider=ctx.overrides.get("tracer_provider"))
+    return ReconcilerState(
+        ctx,
+        ids=ids,
+        listener_sessions=ListenerSessions(ctx.js),
+        tracer_provider=ctx.overrides.get("tracer_provider"),
+    )
 
 
 def components(ctx: ServiceContext, state: ReconcilerState) -> Sequence[Component]:

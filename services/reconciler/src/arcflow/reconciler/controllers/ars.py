@@ -132,7 +132,7 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
         ars = AutoscalingRunnerSet.from_observed(patched)
 
     ids = {v: assignments[v].scale_set_id for v in variants}
-    ars = await check_sessions(ctx, ars, scope, variants)
+    ars = await check_sessions(ctx, ars, scope, ids)
     try:
         desired = desired_runner_sets(ars, ids, ctx.build)
         tuples = listener_scale_sets(ars, ids)

@@ -24,6 +24,7 @@ from arcflow.reconciler.controllers.manifest import (
 )
 from arcflow.reconciler.controllers.reaper_rules import Deadlines
 from arcflow.reconciler.keys import Key
+from arcflow.reconciler.listener_sessions import ListenerSessions
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.stages import StageClock
@@ -112,6 +113,9 @@ class Context:
     instance: str = "reconciler"
     # The watch-fed cache (ADR 0010); ``None`` reads everything from the API server.
     cache: ObjectCache | None = None
+    #: Which listener sessions are open now (the listener's sessions bucket, read-only; ADR
+    #: 0073); ``None``: the sessions condition follows the events alone.
+    listener_sessions: ListenerSessions | None = None
     # Injectable for tests: the wall clock and the pod failure backoff table.
     clock: Callable[[], datetime] = utc_clock
     failure_backoff: tuple[float, ...] = dataclass_field(default=FAILURE_BACKOFF_SECONDS)
