@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from arcflow.common.stages import RECONCILER_STAGES
 from arcflow.reconciler.stages import StageClock, pod_moments
 
@@ -135,3 +137,62 @@ def test_a_pod_seen_before_its_create_returned_is_observed_once() -> None:
     stages.pod_created("ns", "r")
     stages.observe("ns", "r", _pod(node=True, state="running", ready=True), has_job=False)
     assert seen.count("containers_running") == 1
+
+
+def _ers(patch_id: int, stamp: str | None = None) -> dict[str, Any]:
+    annotations = {} if stamp is None else {"arcflow.io/scale-requested-at": stamp}
+    return {
+        "metadata": {"uid": "u", "name": "set", "annotations": annotations},
+        "spec": {"patchID": patch_id},
+    }
+
+
+def _er(name: str, patch_id: int | None) -> dict[str, Any]:
+    annotations = {} if patch_id is None else {"actions.github.com/patch-id": str(patch_id)}
+    return {"metadata": {"name": name, "namespace": "ns", "annotations": annotations}}
+
+
+def test_runner_created_starts_at_the_listeners_stamp_of_its_patch() -> None:
+    """The ERS patch's way to this cache is inside ``runner_created`` (ADR 0065)."""
+    clock = Clock()
+    seen: dict[str, float] = {}
+    stages = StageClock(lambda s, attrs: seen.__setitem__(attrs["stage"], s), clock)
+    stages.observe_object("EphemeralRunnerSet", _ers(4, f"4@{clock.now - 0.4:.3f}"))
+    clock.now += 0.25
+    stages.runner_created(_er("r", 4), "u", {}, "set")
+    assert seen["runner_created"] == pytest.approx(0.65)
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    ["4@9999999999.000", "4@1.000", "3@999.900", "garbage", None],
+    ids=["future", "implausibly-old", "another-patch", "not-a-stamp", "none"],
+)
+def test_an_implausible_stamp_starts_runner_created_when_the_patch_was_seen(
+    stamp: str | None,
+) -> None:
+    clock = Clock()
+    seen: dict[str, float] = {}
+    stages = StageClock(lambda s, attrs: seen.__setitem__(attrs["stage"], s), clock)
+    stages.observe_object("EphemeralRunnerSet", _ers(4, stamp))
+    clock.now += 0.25
+    stages.runner_created(_er("r", 4), "u", {}, "set")
+    assert seen["runner_created"] == pytest.approx(0.25)
+
+
+def test_a_runner_starts_at_the_request_it_was_created_for() -> None:
+    """A later request seen while a pass for an earlier one still creates runners does not
+    shorten those runners' ``runner_created``; a later metadata-only change (same patchID,
+    new annotations) starts nothing again."""
+    clock = Clock()
+    seen: dict[str, list[float]] = {}
+    stages = StageClock(lambda s, attrs: seen.setdefault(attrs["stage"], []).append(s), clock)
+    stages.observe_object("EphemeralRunnerSet", _ers(4, f"4@{clock.now - 0.1:.3f}"))
+    clock.now += 1.0
+    stages.observe_object("EphemeralRunnerSet", _ers(5, f"5@{clock.now - 0.1:.3f}"))
+    stages.observe_object("EphemeralRunnerSet", _ers(5, f"5@{clock.now:.3f}"))
+    clock.now += 0.5
+    stages.runner_created(_er("a", 4), "u", {}, "set")
+    stages.runner_created(_er("b", 5), "u", {}, "set")
+    stages.runner_created(_er("c", None), "u", {}, "set")  # no annotation: the newest request
+    assert seen["runner_created"] == pytest.approx([1.6, 0.6, 0.6])

@@ -55,6 +55,7 @@ from arcflow.common.nats import (
 )
 from arcflow.common.schedules import effective_minimum, utc_now
 from arcflow.common.service.fetch import bind_pull, fetch_batches
+from arcflow.common.stages import ANNOTATION_SCALE_REQUESTED_AT, request_stamp
 from arcflow.listener.capacity import CapacityBoard
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
@@ -176,6 +177,8 @@ class ScaleSetWorker:
         self._last_patch: tuple[dict[str, Any], float] | None = None
         #: The request the ERS holds from this worker: (replicas, patchID, when written).
         self._written: tuple[int, int, float] | None = None
+        #: Wall-clock second the last decision's ERS patch was sent (its stamp), else None.
+        self._requested_at: float | None = None
         #: Highest jobs-stream sequence fully handled (JetStream's number, not a publisher's).
         self.handled_seq = 0
         #: Per GitHub session: the highest message id fully handled in it.
@@ -396,7 +399,7 @@ class ScaleSetWorker:
             if self._recorder is not None:
                 for job in batch.jobs:  # the ERS patch for them is written (ADR 0065)
                     if job.message_type == "JobAssigned":
-                        self._recorder.record_job_assigned(job)
+                        self._recorder.record_job_assigned(job, self._requested_at)
                 for job in started:
                     self._recorder.record_job_started(job)
                 for job in completed:
@@ -461,6 +464,7 @@ class ScaleSetWorker:
         decision = self.scaler.decide(
             stats.total_assigned_jobs, unchanged_since=standing, capacity=cap
         )
+        self._requested_at = None
         if decision.skipped:
             self.unchanged_batches += 1
             reason = f"{reason}; count unchanged, no job completed: ERS not patched"
@@ -566,7 +570,8 @@ class ScaleSetWorker:
 
     async def _patch_ers(self, decision: Decision) -> None:
         """Merge-patch the ERS; the same body again within the window is not re-sent (it
-        would change nothing: same patchID, same replicas)."""
+        would change nothing: same patchID, same replicas). A new request (patchID not 0)
+        carries its send time in the same patch (ADR 0065: the stage chain's hand-over)."""
         share = self._share_annotation()
         patch = ers_patch(decision, share)
         now = self._clock()
@@ -578,11 +583,16 @@ class ScaleSetWorker:
         # Unknown until the write answers: a failed write may or may not have landed.
         self._last_patch = None
         self._written = None
+        sent = patch
+        requested_at = round(self._wall_clock().timestamp(), 3)
+        if decision.patch_id:
+            stamp = {ANNOTATION_SCALE_REQUESTED_AT: request_stamp(decision.patch_id, requested_at)}
+            sent = ers_patch(decision, {**(share or {}), **stamp})
         try:
             await self._kube.patch_merge(
                 "EphemeralRunnerSet",
                 self.target.ephemeral_runner_set_name,
-                patch,
+                sent,
                 namespace=self.target.namespace,
             )
         except ForbiddenError:
@@ -591,6 +601,7 @@ class ScaleSetWorker:
             return
         self._last_patch = (patch, now)
         self._written = (decision.target, decision.patch_id, now)
+        self._requested_at = requested_at if decision.patch_id else None
         if share:
             self._reported_share = share[ANNOTATION_CAPACITY_SHARE]
 

@@ -9,6 +9,14 @@ the write or its cache received the change (an object's timestamps have whole-se
 resolution and most of these stages take less); each stage is observed once per runner, into
 ``arcflow_runner_stage_seconds``.
 
+A scale request starts when the listener sent it: its ERS patch carries that moment for its
+patchID (``arcflow.io/scale-requested-at``, :func:`arcflow.common.stages.request_start`
+checks it against the moment this replica first saw the patchID and falls back to that), and
+a runner's ``runner_created`` starts at the request named by its own ``patch-id`` annotation
+(the request it was created for, though a later one arrived while its pass ran). So the
+patch's way through the API server and the watch is inside ``runner_created`` and the
+stages from ``queued`` to ``job_started`` are contiguous.
+
 Marks live in memory per runner and go when the runner is released; a replica that did not
 see a stage's start (another replica created the runner, or a restart) observes nothing for
 it. Bounded: at most ``limit`` runners are followed at once (the oldest dropped).
@@ -22,8 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from arcflow.common.constants import LABEL_EPHEMERAL_RUNNER, RUNNER_CONTAINER
-from arcflow.common.stages import LABEL_STAGE
+from arcflow.common.constants import ANNOTATION_PATCH_ID, LABEL_EPHEMERAL_RUNNER, RUNNER_CONTAINER
+from arcflow.common.stages import ANNOTATION_SCALE_REQUESTED_AT, LABEL_STAGE, request_start
 from arcflow.reconciler.metrics import variant_labels
 
 Manifest = Mapping[str, Any]
@@ -84,14 +92,21 @@ class StageClock:
     record: Record | None = None
     clock: Callable[[], float] = time.time
     limit: int = 20_000
-    #: ERS uid -> (patchID, when this replica first saw that scale request).
-    requests: dict[str, tuple[int, float]] = field(default_factory=dict)
+    #: ERS uid -> patchID -> when that scale request began (the newest ``history`` kept).
+    requests: dict[str, OrderedDict[int, float]] = field(default_factory=dict)
     runners: OrderedDict[tuple[str, str], _Runner] = field(default_factory=OrderedDict)
+    history: int = 32
 
-    def request_seen(self, ers_uid: str, patch_id: int) -> None:
-        known = self.requests.get(ers_uid)
-        if known is None or known[0] != patch_id:
-            self.requests[ers_uid] = (patch_id, self.clock())
+    def request_seen(self, ers_uid: str, patch_id: int, stamp: object = None) -> None:
+        """The set's scale request ``patch_id`` as this replica sees it; ``stamp`` is the
+        set's ``scale-requested-at`` annotation (the first sighting of a patchID counts)."""
+        known = self.requests.setdefault(ers_uid, OrderedDict())
+        if patch_id in known:
+            known.move_to_end(patch_id)
+            return
+        known[patch_id] = request_start(stamp, patch_id, self.clock())
+        while len(known) > self.history:
+            known.popitem(last=False)
 
     def runner_created(
         self, er: Manifest, ers_uid: str, labels: Mapping[str, str], ers_name: str
@@ -100,9 +115,14 @@ class StageClock:
         meta = er.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         runner = _Runner(self._labels(key[0], ers_name, labels))
-        request = self.requests.get(ers_uid)
-        if request is not None:
-            runner.at["requested"] = request[1]
+        known = self.requests.get(ers_uid) or OrderedDict()
+        try:
+            patch_id: int | None = int((meta.get("annotations") or {})[ANNOTATION_PATCH_ID])
+        except (KeyError, TypeError, ValueError):
+            patch_id = next(reversed(known), None)  # no annotation: the newest request
+        start = known.get(patch_id) if patch_id is not None else None
+        if start is not None:
+            runner.at["requested"] = start
         self.runners[key] = runner
         self.runners.move_to_end(key)
         while len(self.runners) > self.limit:
@@ -154,7 +174,8 @@ class StageClock:
                 self.observe(namespace, name, None, has_job=True)
         elif kind == "EphemeralRunnerSet":
             patch_id = int((obj.get("spec") or {}).get("patchID") or 0)
-            self.request_seen(str(meta.get("uid") or ""), patch_id)
+            stamp = (meta.get("annotations") or {}).get(ANNOTATION_SCALE_REQUESTED_AT)
+            self.request_seen(str(meta.get("uid") or ""), patch_id, stamp)
 
     def runner_gone(self, namespace: str, name: str) -> None:
         """The runner was released (its finalizers removed): ``runner_gone``, then forget it."""
