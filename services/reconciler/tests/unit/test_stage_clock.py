@@ -139,11 +139,11 @@ def test_a_pod_seen_before_its_create_returned_is_observed_once() -> None:
     assert seen.count("containers_running") == 1
 
 
-def _ers(patch_id: int, stamp: str | None = None) -> dict[str, Any]:
+def _ers(patch_id: int, stamp: str | None = None, replicas: int | None = None) -> dict[str, Any]:
     annotations = {} if stamp is None else {"arcflow.io/scale-requested-at": stamp}
     return {
         "metadata": {"uid": "u", "name": "set", "annotations": annotations},
-        "spec": {"patchID": patch_id},
+        "spec": {"patchID": patch_id, "replicas": replicas},
     }
 
 
@@ -189,10 +189,92 @@ def test_a_runner_starts_at_the_request_it_was_created_for() -> None:
     stages = StageClock(lambda s, attrs: seen.setdefault(attrs["stage"], []).append(s), clock)
     stages.observe_object("EphemeralRunnerSet", _ers(4, f"4@{clock.now - 0.1:.3f}"))
     clock.now += 1.0
-    stages.observe_object("EphemeralRunnerSet", _ers(5, f"5@{clock.now - 0.1:.3f}"))
-    stages.observe_object("EphemeralRunnerSet", _ers(5, f"5@{clock.now:.3f}"))
-    clock.now += 0.5
+    five = _ers(5, f"5@{clock.now - 0.1:.3f}")
+    stages.observe_object("EphemeralRunnerSet", five)
+    clock.now += 0.2
+    five["metadata"]["annotations"]["arcflow.io/capacity-share"] = "changed"
+    stages.observe_object("EphemeralRunnerSet", five)
+    clock.now += 0.3
     stages.runner_created(_er("a", 4), "u", {}, "set")
     stages.runner_created(_er("b", 5), "u", {}, "set")
     stages.runner_created(_er("c", None), "u", {}, "set")  # no annotation: the newest request
     assert seen["runner_created"] == pytest.approx([1.6, 0.6, 0.6])
+
+
+def test_a_patch_id_that_comes_back_is_a_new_request() -> None:
+    """patchID 0 again (the idle patch, or the first request of a restarted listener) starts
+    anew; the same patchID seen again (a later event) does not."""
+    clock = Clock()
+    seen: dict[str, float] = {}
+    stages = StageClock(lambda s, attrs: seen.__setitem__(attrs["stage"], s), clock)
+    stages.observe_object("EphemeralRunnerSet", _ers(0))
+    clock.now += 10.0
+    stages.observe_object("EphemeralRunnerSet", _ers(1))
+    clock.now += 10.0
+    stages.observe_object("EphemeralRunnerSet", _ers(0))
+    clock.now += 1.0
+    stages.observe_object("EphemeralRunnerSet", _ers(0))
+    clock.now += 1.0
+    stages.runner_created(_er("r", 0), "u", {}, "set")
+    assert seen["runner_created"] == pytest.approx(2.0)
+
+
+def _runner_created_starts(requests: list[tuple[float, int, int]], created: list[float]) -> list:
+    """Requests (at, patchID, replicas) seen, runners created at ``created`` (each for the
+    newest request seen by then): each runner's start (its ``runner_created`` subtracted)."""
+    clock = Clock()
+    starts: list[float] = []
+    stages = StageClock(
+        lambda s, attrs: (
+            starts.append(clock.now - s) if attrs["stage"] == "runner_created" else None
+        ),
+        clock,
+    )
+    events = [(at, "request", patch, replicas) for at, patch, replicas in requests]
+    events += [(at, "create", None, None) for at in created]
+    newest = 0
+    for index, (at, what, patch, replicas) in enumerate(sorted(events, key=lambda e: e[0])):
+        clock.now = at
+        if what == "request":
+            newest = int(patch or 0)
+            stages.observe_object("EphemeralRunnerSet", _ers(newest, replicas=replicas))
+        else:
+            stages.runner_created(_er(f"r{index}", newest), "u", {}, "set")
+    return starts
+
+
+def test_a_runner_starts_at_the_request_that_first_asked_for_it() -> None:
+    """The request at 2.0 raised the set to two runners, but its pass created none (the
+    finished runner still counted); the runner made at 9.0 (a later request, the same count)
+    starts at 2.0: the wait is inside runner_created, not in no stage."""
+    starts = _runner_created_starts(
+        [(1.0, 1, 1), (2.0, 2, 2), (3.0, 3, 1), (9.0, 4, 1)], created=[1.1, 9.1]
+    )
+    assert starts == pytest.approx([1.0, 2.0])
+
+
+def test_runners_take_the_requests_first_in_first_out() -> None:
+    starts = _runner_created_starts([(1.0, 1, 3), (2.0, 2, 5)], created=[2.5, 2.6, 2.7, 2.8, 2.9])
+    assert starts == pytest.approx([1.0, 1.0, 1.0, 2.0, 2.0])
+
+
+def test_fewer_replicas_leave_only_as_many_waiting_and_the_rest_fall_back() -> None:
+    """Asked for 3, then for 1 before any was made: one runner waits (the oldest entry
+    goes first); a runner made beyond it starts at its own request (its patch-id)."""
+    starts = _runner_created_starts([(1.0, 1, 3), (2.0, 2, 1)], created=[3.0, 4.0])
+    assert starts == pytest.approx([1.0, 2.0])
+
+
+def test_the_first_request_with_the_sets_initial_patch_id_is_new() -> None:
+    """A new ERS holds patchID 0; the listener's first request is patchID 0 too (with its
+    stamp): it is a new request, and the runner starts at its stamp."""
+    clock = Clock()
+    seen: dict[str, float] = {}
+    stages = StageClock(lambda s, attrs: seen.__setitem__(attrs["stage"], s), clock)
+    stages.observe_object("EphemeralRunnerSet", _ers(0, replicas=None))
+    clock.now += 30.0
+    stages.observe_object("EphemeralRunnerSet", _ers(0, f"0@{clock.now - 0.2:.3f}", replicas=1))
+    stages.request_seen("u", 0)  # the controller's pass: no stamp known to it, the same request
+    clock.now += 0.3
+    stages.runner_created(_er("r", 0), "u", {}, "set")
+    assert seen["runner_created"] == pytest.approx(0.5)

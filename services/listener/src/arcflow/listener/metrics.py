@@ -500,13 +500,14 @@ class ScaleSetRecorder:
     def record_job_assigned(self, job: JobInfo, requested_at: float | None = None) -> None:
         """A ``JobAssigned`` whose batch the worker just scaled for: ``queued`` (GitHub's queue
         time to its assignment) and ``scale_requested`` (assignment to ``requested_at``, the
-        stamp the ERS patch carried, where the reconciler's ``runner_created`` starts; now
-        when no stamped patch was sent. GitHub's clock against this host's,
-        docs/operations.md#runner-stages)."""
+        stamp of the ERS patch that holds the job's runner, where the reconciler's
+        ``runner_created`` starts; now when there is none, or it is older than the
+        assignment. GitHub's clock against this host's, docs/operations.md#runner-stages)."""
         assigned = _exact(job.scale_set_assign_time)
         self._stage("queued", _between(_exact(job.queue_time), assigned))
         if assigned is not None:
-            end = requested_at if requested_at is not None else self._clock()
+            stamped = requested_at is not None and requested_at >= assigned
+            end = requested_at if stamped and requested_at is not None else self._clock()
             self._stage("scale_requested", end - assigned)
 
     def record_job_started(self, job: JobInfo) -> None:

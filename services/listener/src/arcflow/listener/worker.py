@@ -177,7 +177,8 @@ class ScaleSetWorker:
         self._last_patch: tuple[dict[str, Any], float] | None = None
         #: The request the ERS holds from this worker: (replicas, patchID, when written).
         self._written: tuple[int, int, float] | None = None
-        #: Wall-clock second the last decision's ERS patch was sent (its stamp), else None.
+        #: The stamp (wall-clock send time) of the request the ERS holds from this worker: a
+        #: skipped decision's jobs were asked for by it (ADR 0065). None after a failed write.
         self._requested_at: float | None = None
         #: Highest jobs-stream sequence fully handled (JetStream's number, not a publisher's).
         self.handled_seq = 0
@@ -464,7 +465,6 @@ class ScaleSetWorker:
         decision = self.scaler.decide(
             stats.total_assigned_jobs, unchanged_since=standing, capacity=cap
         )
-        self._requested_at = None
         if decision.skipped:
             self.unchanged_batches += 1
             reason = f"{reason}; count unchanged, no job completed: ERS not patched"
@@ -570,8 +570,9 @@ class ScaleSetWorker:
 
     async def _patch_ers(self, decision: Decision) -> None:
         """Merge-patch the ERS; the same body again within the window is not re-sent (it
-        would change nothing: same patchID, same replicas). A new request (patchID not 0)
-        carries its send time in the same patch (ADR 0065: the stage chain's hand-over)."""
+        would change nothing: same patchID, same replicas; the comparison leaves the stamp
+        out). The patch carries its send time for its patchID (ADR 0065: where the stage
+        chain passes from the listener to the reconciler)."""
         share = self._share_annotation()
         patch = ers_patch(decision, share)
         now = self._clock()
@@ -583,11 +584,10 @@ class ScaleSetWorker:
         # Unknown until the write answers: a failed write may or may not have landed.
         self._last_patch = None
         self._written = None
-        sent = patch
+        self._requested_at = None
         requested_at = round(self._wall_clock().timestamp(), 3)
-        if decision.patch_id:
-            stamp = {ANNOTATION_SCALE_REQUESTED_AT: request_stamp(decision.patch_id, requested_at)}
-            sent = ers_patch(decision, {**(share or {}), **stamp})
+        stamp = {ANNOTATION_SCALE_REQUESTED_AT: request_stamp(decision.patch_id, requested_at)}
+        sent = ers_patch(decision, {**(share or {}), **stamp})
         try:
             await self._kube.patch_merge(
                 "EphemeralRunnerSet",
@@ -601,7 +601,7 @@ class ScaleSetWorker:
             return
         self._last_patch = (patch, now)
         self._written = (decision.target, decision.patch_id, now)
-        self._requested_at = requested_at if decision.patch_id else None
+        self._requested_at = requested_at
         if share:
             self._reported_share = share[ANNOTATION_CAPACITY_SHARE]
 

@@ -10,12 +10,17 @@ resolution and most of these stages take less); each stage is observed once per 
 ``arcflow_runner_stage_seconds``.
 
 A scale request starts when the listener sent it: its ERS patch carries that moment for its
-patchID (``arcflow.io/scale-requested-at``, :func:`arcflow.common.stages.request_start`
-checks it against the moment this replica first saw the patchID and falls back to that), and
-a runner's ``runner_created`` starts at the request named by its own ``patch-id`` annotation
-(the request it was created for, though a later one arrived while its pass ran). So the
-patch's way through the API server and the watch is inside ``runner_created`` and the
-stages from ``queued`` to ``job_started`` are contiguous.
+patchID (``arcflow.io/scale-requested-at``; :func:`arcflow.common.stages.request_start`
+checks it against the moment this replica first saw the patchID and falls back to that). A
+runner's ``runner_created`` starts at the request that first asked for it: each request that
+raises ``replicas`` by n adds n entries with its start to its set's unserved demand, and each
+runner created takes the oldest entry (first in, first out). A runner asked for by one
+request but created only at a later one (the earlier pass created nothing because a
+finished runner still counted, or a capacity cap held it back) so shows that wait in its
+``runner_created`` instead of in no stage. A runner with no entry (a replacement, a
+restarted replica) starts at the request named by its own ``patch-id`` annotation. So the
+patch's way through the API server and the watch is inside ``runner_created`` and the stages
+from ``queued`` to ``job_started`` are contiguous.
 
 Marks live in memory per runner and go when the runner is released; a replica that did not
 see a stage's start (another replica created the runner, or a restart) observes nothing for
@@ -25,7 +30,7 @@ it. Bounded: at most ``limit`` runners are followed at once (the oldest dropped)
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,6 +91,24 @@ class _Runner:
 
 
 @dataclass
+class _Demand:
+    """A set's scale requests as runners: the last request's replicas, and the start of each
+    runner asked for and not created yet, oldest first."""
+
+    replicas: int = 0
+    unserved: deque[float] = field(default_factory=deque)
+
+    def request(self, replicas: int, start: float, limit: int) -> None:
+        if replicas > self.replicas:
+            self.unserved.extend([start] * min(replicas - self.replicas, limit))
+        self.replicas = replicas
+        # No more runners can be waiting than the set asks for (fewer jobs, or cancelled):
+        # the oldest entries go.
+        while len(self.unserved) > min(replicas, limit):
+            self.unserved.popleft()
+
+
+@dataclass
 class StageClock:
     """Per runner: when each moment was first seen; a stage observed once both ends are."""
 
@@ -96,31 +119,50 @@ class StageClock:
     requests: dict[str, OrderedDict[int, float]] = field(default_factory=dict)
     runners: OrderedDict[tuple[str, str], _Runner] = field(default_factory=OrderedDict)
     history: int = 32
+    #: ERS uid -> (patchID, stamp) of the request the set holds, as last seen.
+    latest: dict[str, tuple[int, object]] = field(default_factory=dict)
+    #: ERS uid -> its unserved demand (from the requests' replicas, as the cache sees them).
+    demand: dict[str, _Demand] = field(default_factory=dict)
 
-    def request_seen(self, ers_uid: str, patch_id: int, stamp: object = None) -> None:
-        """The set's scale request ``patch_id`` as this replica sees it; ``stamp`` is the
-        set's ``scale-requested-at`` annotation (the first sighting of a patchID counts)."""
-        known = self.requests.setdefault(ers_uid, OrderedDict())
-        if patch_id in known:
-            known.move_to_end(patch_id)
+    def request_seen(
+        self, ers_uid: str, patch_id: int, stamp: object = None, replicas: int | None = None
+    ) -> None:
+        """The set's scale request as this replica sees it: ``patch_id``, the set's
+        ``scale-requested-at`` annotation ``stamp`` and its ``replicas`` (``None``: not
+        known to the caller). A request is new when its patchID or its stamp changed (every
+        listener send has a new stamp: patchID 0 again at idle, or the first request of a
+        restarted listener, is new too); a change of anything else is the same request."""
+        latest = self.latest.get(ers_uid)
+        if latest is not None and latest[0] == patch_id and stamp in (None, latest[1]):
             return
-        known[patch_id] = request_start(stamp, patch_id, self.clock())
+        self.latest[ers_uid] = (patch_id, stamp)
+        known = self.requests.setdefault(ers_uid, OrderedDict())
+        known.pop(patch_id, None)
+        start = known[patch_id] = request_start(stamp, patch_id, self.clock())
         while len(known) > self.history:
             known.popitem(last=False)
+        if replicas is not None:
+            self.demand.setdefault(ers_uid, _Demand()).request(replicas, start, self.limit)
 
     def runner_created(
         self, er: Manifest, ers_uid: str, labels: Mapping[str, str], ers_name: str
     ) -> None:
-        """The reconciler created ``er`` for its set's current scale request."""
+        """The reconciler created ``er`` for its set: it starts at the oldest unserved
+        request, else at the request its ``patch-id`` annotation names."""
         meta = er.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         runner = _Runner(self._labels(key[0], ers_name, labels))
-        known = self.requests.get(ers_uid) or OrderedDict()
-        try:
-            patch_id: int | None = int((meta.get("annotations") or {})[ANNOTATION_PATCH_ID])
-        except (KeyError, TypeError, ValueError):
-            patch_id = next(reversed(known), None)  # no annotation: the newest request
-        start = known.get(patch_id) if patch_id is not None else None
+        demand = self.demand.get(ers_uid)
+        start: float | None = None
+        if demand is not None and demand.unserved:
+            start = demand.unserved.popleft()
+        else:
+            known = self.requests.get(ers_uid) or OrderedDict()
+            try:
+                patch_id: int | None = int((meta.get("annotations") or {})[ANNOTATION_PATCH_ID])
+            except (KeyError, TypeError, ValueError):
+                patch_id = next(reversed(known), None)  # no annotation: the newest request
+            start = known.get(patch_id) if patch_id is not None else None
         if start is not None:
             runner.at["requested"] = start
         self.runners[key] = runner
@@ -175,7 +217,8 @@ class StageClock:
         elif kind == "EphemeralRunnerSet":
             patch_id = int((obj.get("spec") or {}).get("patchID") or 0)
             stamp = (meta.get("annotations") or {}).get(ANNOTATION_SCALE_REQUESTED_AT)
-            self.request_seen(str(meta.get("uid") or ""), patch_id, stamp)
+            replicas = int((obj.get("spec") or {}).get("replicas") or 0)
+            self.request_seen(str(meta.get("uid") or ""), patch_id, stamp, replicas)
 
     def runner_gone(self, namespace: str, name: str) -> None:
         """The runner was released (its finalizers removed): ``runner_gone``, then forget it."""
