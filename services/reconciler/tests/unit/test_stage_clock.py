@@ -219,50 +219,117 @@ def test_a_patch_id_that_comes_back_is_a_new_request() -> None:
     assert seen["runner_created"] == pytest.approx(2.0)
 
 
-def _runner_created_starts(requests: list[tuple[float, int, int]], created: list[float]) -> list:
-    """Requests (at, patchID, replicas) seen, runners created at ``created`` (each for the
-    newest request seen by then): each runner's start (its ``runner_created`` subtracted)."""
+Event = tuple[float, str, Any]
+
+
+def _runner_created_starts(events: list[Event]) -> list[float]:
+    """Events in time order: ``(at, "request", (patchID, replicas))``, ``(at, "create",
+    name)`` (for the newest request seen by then), ``(at, "finish", name)`` (its pod seen
+    terminated), ``(at, "cache", er)`` (an EphemeralRunner as the cache shows it). Returns
+    each created runner's start (its ``runner_created`` subtracted from the create time)."""
     clock = Clock()
     starts: list[float] = []
-    stages = StageClock(
-        lambda s, attrs: (
-            starts.append(clock.now - s) if attrs["stage"] == "runner_created" else None
-        ),
-        clock,
-    )
-    events = [(at, "request", patch, replicas) for at, patch, replicas in requests]
-    events += [(at, "create", None, None) for at in created]
+
+    def record(seconds: float, attrs: dict[str, str]) -> None:
+        if attrs["stage"] == "runner_created":
+            starts.append(clock.now - seconds)
+
+    stages = StageClock(record, clock)
     newest = 0
-    for index, (at, what, patch, replicas) in enumerate(sorted(events, key=lambda e: e[0])):
+    for at, what, value in events:
         clock.now = at
         if what == "request":
-            newest = int(patch or 0)
-            stages.observe_object("EphemeralRunnerSet", _ers(newest, replicas=replicas))
+            newest = value[0]
+            stages.observe_object("EphemeralRunnerSet", _ers(newest, replicas=value[1]))
+        elif what == "create":
+            stages.runner_created(_er(value, newest), "u", {}, "set")
+        elif what == "finish":
+            pod = _pod(node=True, state="terminated")
+            pod["metadata"] = {
+                "name": value,
+                "namespace": "ns",
+                "labels": {"actions-ephemeral-runner": "True"},
+            }
+            stages.observe_object("Pod", pod)
         else:
-            stages.runner_created(_er(f"r{index}", newest), "u", {}, "set")
+            stages.observe_object("EphemeralRunner", value)
     return starts
 
 
+def _cached_er(name: str, **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "ownerReferences": [{"kind": "EphemeralRunnerSet", "uid": "u", "name": "set"}],
+        },
+        "status": status,
+    }
+
+
 def test_a_runner_starts_at_the_request_that_first_asked_for_it() -> None:
-    """The request at 2.0 raised the set to two runners, but its pass created none (the
-    finished runner still counted); the runner made at 9.0 (a later request, the same count)
-    starts at 2.0: the wait is inside runner_created, not in no stage."""
+    """Job A's runner finished; the request at 5.2 (A completed, B assigned: the same count)
+    needs a new runner but its pass made none; the runner made at 9.1, after a later request
+    with the same count, starts at 5.2: the wait is inside runner_created, not in no stage.
+    A late status event of the finished runner does not count it again."""
     starts = _runner_created_starts(
-        [(1.0, 1, 1), (2.0, 2, 2), (3.0, 3, 1), (9.0, 4, 1)], created=[1.1, 9.1]
+        [
+            (1.0, "request", (1, 1)),
+            (1.1, "create", "a"),
+            (5.0, "finish", "a"),
+            (5.1, "cache", _cached_er("a", jobId="job-a")),
+            (5.2, "request", (2, 1)),
+            (9.0, "request", (3, 1)),
+            (9.1, "create", "b"),
+        ]
     )
-    assert starts == pytest.approx([1.0, 2.0])
+    assert starts == pytest.approx([1.0, 5.2])
 
 
 def test_runners_take_the_requests_first_in_first_out() -> None:
-    starts = _runner_created_starts([(1.0, 1, 3), (2.0, 2, 5)], created=[2.5, 2.6, 2.7, 2.8, 2.9])
+    creates: list[Event] = [(2.5 + i / 10, "create", f"r{i}") for i in range(5)]
+    starts = _runner_created_starts([(1.0, "request", (1, 3)), (2.0, "request", (2, 5)), *creates])
     assert starts == pytest.approx([1.0, 1.0, 1.0, 2.0, 2.0])
 
 
 def test_fewer_replicas_leave_only_as_many_waiting_and_the_rest_fall_back() -> None:
-    """Asked for 3, then for 1 before any was made: one runner waits (the oldest entry
-    goes first); a runner made beyond it starts at its own request (its patch-id)."""
-    starts = _runner_created_starts([(1.0, 1, 3), (2.0, 2, 1)], created=[3.0, 4.0])
+    """Asked for 3, then for 1 before any was made: one runner waits; a runner made beyond
+    it starts at its own request (its patch-id)."""
+    starts = _runner_created_starts(
+        [
+            (1.0, "request", (1, 3)),
+            (2.0, "request", (2, 1)),
+            (3.0, "create", "a"),
+            (4.0, "create", "b"),
+        ]
+    )
     assert starts == pytest.approx([1.0, 2.0])
+
+
+def test_runners_the_cache_shows_count_unless_done() -> None:
+    """A runner another replica made (seen in the cache, running) leaves no room for a
+    waiting one; a done one (phase Succeeded) or one being deleted does."""
+    starts = _runner_created_starts(
+        [
+            (0.5, "cache", _cached_er("other", phase="Running")),
+            (1.0, "request", (1, 1)),
+            (1.5, "request", (2, 1)),
+            (2.0, "create", "a"),  # a replacement: no request waited for it
+        ]
+    )
+    assert starts == pytest.approx([1.5])  # its own request (patch-id), not the one at 1.0
+    done = {"name": "gone", "namespace": "ns", "deletionTimestamp": "2026-12-01T00:00:00Z"}
+    starts = _runner_created_starts(
+        [
+            (0.5, "cache", _cached_er("other", phase="Succeeded")),
+            (0.6, "cache", {**_cached_er("gone"), "metadata": {**done}}),
+            (1.0, "request", (1, 2)),
+            (3.0, "request", (2, 2)),
+            (4.0, "create", "a"),
+            (4.1, "create", "b"),
+        ]
+    )
+    assert starts == pytest.approx([1.0, 1.0])
 
 
 def test_the_first_request_with_the_sets_initial_patch_id_is_new() -> None:

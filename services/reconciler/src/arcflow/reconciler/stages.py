@@ -12,12 +12,16 @@ resolution and most of these stages take less); each stage is observed once per 
 A scale request starts when the listener sent it: its ERS patch carries that moment for its
 patchID (``arcflow.io/scale-requested-at``; :func:`arcflow.common.stages.request_start`
 checks it against the moment this replica first saw the patchID and falls back to that). A
-runner's ``runner_created`` starts at the request that first asked for it: each request that
-raises ``replicas`` by n adds n entries with its start to its set's unserved demand, and each
-runner created takes the oldest entry (first in, first out). A runner asked for by one
+runner's ``runner_created`` starts at the request that first asked for it: a request whose
+``replicas`` exceed the set's unfinished runners (as this replica knows them: the ones it
+created and the ones its cache showed, less those seen terminated, done or deleting) plus the
+runners already waiting adds the difference, with its start, to the set's waiting runners,
+and each runner created takes the oldest (first in, first out). A runner asked for by one
 request but created only at a later one (the earlier pass created nothing because a
 finished runner still counted, or a capacity cap held it back) so shows that wait in its
-``runner_created`` instead of in no stage. A runner with no entry (a replacement, a
+``runner_created`` instead of in no stage. A runner whose end this replica did not see stays
+counted, so that error makes starts later (the fallback below), never earlier. A runner with
+no entry (a replacement, a
 restarted replica) starts at the request named by its own ``patch-id`` annotation. So the
 patch's way through the API server and the watch is inside ``runner_created`` and the stages
 from ``queued`` to ``job_started`` are contiguous.
@@ -92,20 +96,20 @@ class _Runner:
 
 @dataclass
 class _Demand:
-    """A set's scale requests as runners: the last request's replicas, and the start of each
+    """A set's runners as this replica knows them: the unfinished ones, and the start of each
     runner asked for and not created yet, oldest first."""
 
-    replicas: int = 0
-    unserved: deque[float] = field(default_factory=deque)
+    unfinished: set[tuple[str, str]] = field(default_factory=set)
+    waiting: deque[float] = field(default_factory=deque)
 
     def request(self, replicas: int, start: float, limit: int) -> None:
-        if replicas > self.replicas:
-            self.unserved.extend([start] * min(replicas - self.replicas, limit))
-        self.replicas = replicas
-        # No more runners can be waiting than the set asks for (fewer jobs, or cancelled):
+        room = max(0, min(replicas, limit) - len(self.unfinished))
+        if room > len(self.waiting):
+            self.waiting.extend([start] * (room - len(self.waiting)))
+        # No more runners can be waiting than the set lacks (fewer jobs, cancelled ones):
         # the oldest entries go.
-        while len(self.unserved) > min(replicas, limit):
-            self.unserved.popleft()
+        while len(self.waiting) > room:
+            self.waiting.popleft()
 
 
 @dataclass
@@ -121,8 +125,10 @@ class StageClock:
     history: int = 32
     #: ERS uid -> (patchID, stamp) of the request the set holds, as last seen.
     latest: dict[str, tuple[int, object]] = field(default_factory=dict)
-    #: ERS uid -> its unserved demand (from the requests' replicas, as the cache sees them).
+    #: ERS uid -> its runners and waiting requests (from the cache's sets and runners).
     demand: dict[str, _Demand] = field(default_factory=dict)
+    #: (namespace, runner name) -> (its ERS uid, finished), the newest ``limit`` runners.
+    member_of: OrderedDict[tuple[str, str], tuple[str, bool]] = field(default_factory=OrderedDict)
 
     def request_seen(
         self, ers_uid: str, patch_id: int, stamp: object = None, replicas: int | None = None
@@ -152,10 +158,10 @@ class StageClock:
         meta = er.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         runner = _Runner(self._labels(key[0], ers_name, labels))
-        demand = self.demand.get(ers_uid)
+        demand = self.demand.setdefault(ers_uid, _Demand())
         start: float | None = None
-        if demand is not None and demand.unserved:
-            start = demand.unserved.popleft()
+        if demand.waiting:
+            start = demand.waiting.popleft()
         else:
             known = self.requests.get(ers_uid) or OrderedDict()
             try:
@@ -165,6 +171,7 @@ class StageClock:
             start = known.get(patch_id) if patch_id is not None else None
         if start is not None:
             runner.at["requested"] = start
+        self._member(ers_uid, key)
         self.runners[key] = runner
         self.runners.move_to_end(key)
         while len(self.runners) > self.limit:
@@ -201,6 +208,7 @@ class StageClock:
             self._mark(runner, "job_started")
         if "terminated" in moments and "terminated" not in runner.at:
             runner.at["terminated"] = self.clock()
+            self._finished((namespace, name))
 
     def observe_object(self, kind: str, obj: Manifest) -> None:
         """A change as the cache receives it (before any reconcile pass, so a busy work queue
@@ -209,11 +217,25 @@ class StageClock:
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         if kind == "Pod":
             if (meta.get("labels") or {}).get(LABEL_EPHEMERAL_RUNNER) == "True":
+                if "terminated" in pod_moments(obj):
+                    self._finished((namespace, name))
                 self.observe(namespace, name, obj, has_job=False)
         elif kind == "EphemeralRunner":
             status = obj.get("status") or {}
             if status.get("jobId") or status.get("jobRequestId"):
                 self.observe(namespace, name, None, has_job=True)
+            owner = next(
+                (
+                    str(ref.get("uid") or "")
+                    for ref in meta.get("ownerReferences") or []
+                    if ref.get("kind") == "EphemeralRunnerSet"
+                ),
+                "",
+            )
+            if meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
+                self._finished((namespace, name))
+            elif owner and (namespace, name) not in self.member_of:
+                self._member(owner, (namespace, name))
         elif kind == "EphemeralRunnerSet":
             patch_id = int((obj.get("spec") or {}).get("patchID") or 0)
             stamp = (meta.get("annotations") or {}).get(ANNOTATION_SCALE_REQUESTED_AT)
@@ -222,12 +244,34 @@ class StageClock:
 
     def runner_gone(self, namespace: str, name: str) -> None:
         """The runner was released (its finalizers removed): ``runner_gone``, then forget it."""
+        self._finished((namespace, name))
         runner = self.runners.pop((namespace, name), None)
         if runner is None:
             return
         ended = runner.at.get("terminated")
         if ended is not None:
             self._observe(runner, "runner_gone", self.clock() - ended)
+
+    def _member(self, ers_uid: str, key: tuple[str, str]) -> None:
+        """An unfinished runner of the set (once: a finished one stays finished)."""
+        if key in self.member_of:
+            return
+        self.demand.setdefault(ers_uid, _Demand()).unfinished.add(key)
+        self.member_of[key] = (ers_uid, False)
+        while len(self.member_of) > self.limit:
+            self._forget(*self.member_of.popitem(last=False))
+
+    def _finished(self, key: tuple[str, str]) -> None:
+        uid, _ = self.member_of.pop(key, ("", True))
+        self._forget(key, (uid, False))
+        self.member_of[key] = (uid, True)
+        while len(self.member_of) > self.limit:
+            self._forget(*self.member_of.popitem(last=False))
+
+    def _forget(self, key: tuple[str, str], entry: tuple[str, bool]) -> None:
+        uid, finished = entry
+        if not finished and uid in self.demand:
+            self.demand[uid].unfinished.discard(key)
 
     def _mark(self, runner: _Runner, moment: str) -> None:
         if moment in runner.at:
