@@ -345,3 +345,26 @@ def test_the_first_request_with_the_sets_initial_patch_id_is_new() -> None:
     clock.now += 0.3
     stages.runner_created(_er("r", 0), "u", {}, "set")
     assert seen["runner_created"] == pytest.approx(0.5)
+
+
+def test_a_job_seen_before_the_pods_ready_ends_the_pod_stages_then() -> None:
+    """The runner's status names its job before the cache shows the pod Ready: the pod's
+    remaining stages end at that moment (zero long), so job_started is still observed and
+    the chain adds up."""
+    clock = Clock()
+    seen: dict[str, float] = {}
+    stages = StageClock(lambda s, attrs: seen.__setitem__(attrs["stage"], s), clock)
+    stages.runner_created(_er("r", None), "u", {}, "set")
+    clock.now += 0.1
+    stages.pod_created("ns", "r")
+    clock.now += 0.2
+    stages.observe("ns", "r", _pod(node=True), has_job=False)
+    clock.now += 0.4
+    stages.observe("ns", "r", None, has_job=True)
+    clock.now += 0.1
+    stages.observe("ns", "r", _pod(node=True, state="running", ready=True), has_job=True)
+    assert seen["containers_running"] == pytest.approx(0.4)
+    assert seen["runner_registered"] == 0
+    assert seen["job_started"] == 0
+    chain = ("pod_scheduled", "containers_running", "runner_registered", "job_started")
+    assert sum(seen[s] for s in chain) == pytest.approx(0.6)  # pod created -> job named

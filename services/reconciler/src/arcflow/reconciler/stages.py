@@ -205,6 +205,12 @@ class StageClock:
             if moment in moments:
                 self._mark(runner, moment)
         if has_job:
+            if created:
+                # A runner that took a job was bound, ran and registered: what the cache
+                # has not shown yet (the pod's status lagging the job) ends no later than now,
+                # so the chain to ``job_started`` has no hole.
+                for moment in ("pod_scheduled", "containers_running", "runner_registered"):
+                    self._mark(runner, moment)
             self._mark(runner, "job_started")
         if "terminated" in moments and "terminated" not in runner.at:
             runner.at["terminated"] = self.clock()
