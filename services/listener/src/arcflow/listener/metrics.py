@@ -506,8 +506,9 @@ class ScaleSetRecorder:
         assigned = _exact(job.scale_set_assign_time)
         self._stage("queued", _between(_exact(job.queue_time), assigned))
         if assigned is not None:
-            stamped = requested_at is not None and requested_at >= assigned
-            end = requested_at if stamped and requested_at is not None else self._clock()
+            end = self._clock()
+            if requested_at is not None and requested_at >= assigned:
+                end = requested_at
             self._stage("scale_requested", end - assigned)
 
     def record_job_started(self, job: JobInfo) -> None:
