@@ -368,3 +368,35 @@ def test_a_job_seen_before_the_pods_ready_ends_the_pod_stages_then() -> None:
     assert seen["job_started"] == 0
     chain = ("pod_scheduled", "containers_running", "runner_registered", "job_started")
     assert sum(seen[s] for s in chain) == pytest.approx(0.6)  # pod created -> job named
+
+
+def test_a_runner_whose_pod_is_made_again_counts_as_unfinished() -> None:
+    """Its first pod failed (terminated), the runner makes a new one: no room for a waiting
+    runner opens, so a later runner starts at its own request."""
+    clock = Clock()
+    starts: list[float] = []
+
+    def record(seconds: float, attrs: dict[str, str]) -> None:
+        if attrs["stage"] == "runner_created":
+            starts.append(clock.now - seconds)
+
+    stages = StageClock(record, clock)
+    stages.observe_object("EphemeralRunnerSet", _ers(1, replicas=1))
+    stages.runner_created(_er("a", 1), "u", {}, "set")
+    stages.pod_created("ns", "a")
+    pod = _pod(node=True, state="terminated")
+    pod["metadata"] = {
+        "name": "a",
+        "namespace": "ns",
+        "labels": {"actions-ephemeral-runner": "True"},
+    }
+    clock.now += 1.0
+    stages.observe_object("Pod", pod)
+    stages.pod_created("ns", "a")
+    clock.now += 1.0
+    stages.observe_object("EphemeralRunnerSet", _ers(2, replicas=1))
+    clock.now += 1.0
+    stages.observe_object("EphemeralRunnerSet", _ers(3, replicas=1))
+    clock.now += 1.0
+    stages.runner_created(_er("b", 3), "u", {}, "set")  # not waited for: its own request
+    assert starts == pytest.approx([1000.0, 1003.0])

@@ -190,6 +190,10 @@ class StageClock:
             return
         for moment in ("pod_scheduled", "containers_running", "runner_registered", "terminated"):
             runner.at.pop(moment, None)
+        uid, finished = self.member_of.get((namespace, name), ("", False))
+        if finished and uid:  # its pod failed and is made again: the runner is not done
+            self.member_of[(namespace, name)] = (uid, False)
+            self.demand.setdefault(uid, _Demand()).unfinished.add((namespace, name))
         runner.at.pop("pod_created", None)
         self._mark(runner, "pod_created")
 
