@@ -77,7 +77,10 @@ async def test_health_and_readiness(
     private_nats_server: NatsServer, kube_client: KubeClient
 ) -> None:
     runtime = reconciler_runtime(
-        private_nats_server.url, kube_client, reconciler_test_settings(), serve_health=True
+        private_nats_server.url,
+        kube_client,
+        reconciler_test_settings(health_port=0, metrics_port=0),
+        serve_health=True,
     )
     try:
         await runtime.start()
