@@ -117,7 +117,6 @@ async def test_the_scale_patch_carries_its_stamp_and_the_reconciler_keeps_it(
         sent_after = time.time()
         await worker.handle_batch(jobs_batch(target, "session-1", 1, 1, job))
         returned = time.time()
-        await stack.publish_change("ephemeralrunnersets", "solo")  # the watcher's event
 
         # One write: the scale request and its stamp together.
         assert _ers_writes(kube_proxy) == writes + 1
@@ -144,8 +143,7 @@ async def test_the_scale_patch_carries_its_stamp_and_the_reconciler_keeps_it(
         assert sent_after - 0.001 <= created <= observed
 
         # Not a direct edit of the runner spec, and the reconciler's own ERS writes keep it.
-        await stack.publish_change("autoscalingrunnersets", "solo")
-        await stack.publish_change("ephemeralrunnersets", "solo")
+        await stack.app.resync()  # a pass of the ARS and of its ERS again
         await stack.wait_idle()
         ers = await kube_client.get("EphemeralRunnerSet", "solo", kube_namespace)
         annotations = ers["metadata"]["annotations"]
