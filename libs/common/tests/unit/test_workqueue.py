@@ -37,7 +37,9 @@ async def test_work_queue_serialises_per_key_and_retries() -> None:
             raise RuntimeError("boom")
         return Result.done()
 
-    queue: WorkQueue[Key[str]] = WorkQueue(reconcile, workers=4, retry_base_seconds=0.01, retry_cap_seconds=0.02)
+    queue: WorkQueue[Key[str]] = WorkQueue(
+        reconcile, workers=4, retry_base_seconds=0.01, retry_cap_seconds=0.02
+    )
     queue.start()
     try:
         queue.add(a)
