@@ -170,7 +170,7 @@ class Stack:
         return len(self.sim.requests_matching("*/_apis/runtime/runnerscalesets", method="POST"))
 
     async def records(self, ars: str) -> dict[str, ScaleSetRecord]:
-        return await state_of(self.apps[0]).registrar.records_by_variant(self.namespace, ars)
+        return await state_of(self.apps[0]).context.records.by_variant(self.namespace, ars)
 
     async def stream_events(self, stream: str) -> list[tuple[str, Any]]:
         return [
