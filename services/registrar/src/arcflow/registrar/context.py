@@ -9,6 +9,9 @@ from typing import Any
 
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Tracer
 
 from arcflow.common.kube import KubeClient
 from arcflow.common.reconcile.keys import Key
@@ -55,6 +58,8 @@ class RegistrarContext:
     queue: WorkQueue[ArsKey] | None = None
     #: Passes that finished (not raised): tests and benchmarks read it.
     handled: int = 0
+    #: Where a pass's span goes (a test's provider, else the global one).
+    tracer: Tracer = field(default_factory=lambda: trace.get_tracer("arcflow.registrar"))
 
     def enqueue(
         self,
@@ -64,9 +69,10 @@ class RegistrarContext:
         trigger: str,
         seen_version: str = "",
         verify: bool = False,
+        parent: Context | None = None,
     ) -> None:
         """Ask for a converge pass of one ARS (coalesced with any pass already waiting)."""
-        self.hints.note((namespace, name), Hint(seen_version, verify, trigger))
+        self.hints.note((namespace, name), Hint(seen_version, verify, trigger, parent))
         assert self.queue is not None, "the converge queue is not built"
         self.queue.add(ars_key(namespace, name))
 

@@ -129,8 +129,15 @@ async def reconcile_ars(ctx: RegistrarContext, key: ArsKey) -> Result:
     ctx.metrics.converges.add(1, {"trigger": hint.trigger})
     started = time.perf_counter()
     try:
-        async with ctx.locks.hold(lock_key(*ident)):
-            result = await ARS_CONTROLLER(ArsPass(ctx, hint), key)
+        # A child of the newest event that queued the key: the events it publishes carry
+        # that trace on (a sweep's or a retry's pass starts a trace of its own).
+        with ctx.tracer.start_as_current_span(
+            "converge ars",
+            context=hint.parent,
+            attributes={"arcflow.key": str(key), "arcflow.trigger": hint.trigger},
+        ):
+            async with ctx.locks.hold(lock_key(*ident)):
+                result = await ARS_CONTROLLER(ArsPass(ctx, hint), key)
     except TerminalError:
         raise  # dropped until a trigger adds it again (with a hint of its own)
     except BaseException:

@@ -4,13 +4,16 @@ The queue holds keys only, so many events for one ARS make one pass (ADR 0042's 
 Two facts of those events still matter to that pass: the newest ARS resourceVersion they saw
 (the pass reads the cached ARS only when the cache holds at least that version, ADR 0031; ""
 means read it over HTTP) and whether a sweep asked for the GitHub check of the scale sets
-(ADR 0064). A pass takes its hint when it starts; events during the pass note one for the
-re-run the queue makes; a pass that fails puts its hint back for its retry.
+(ADR 0064). The pass also continues the trace of the newest event among them. A pass takes
+its hint when it starts; events during the pass note one for the re-run the queue makes; a
+pass that fails puts its hint back for its retry.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from opentelemetry.context import Context
 
 from arcflow.registrar.ars_reads import newest_version
 
@@ -20,6 +23,8 @@ class Hint:
     seen_version: str = ""
     verify: bool = False
     trigger: str = "retry"
+    #: The trace context of the newest event that queued the key (None: a trace of its own).
+    parent: Context | None = None
 
 
 def merge(old: Hint, new: Hint) -> Hint:
@@ -27,6 +32,7 @@ def merge(old: Hint, new: Hint) -> Hint:
         newest_version(old.seen_version, new.seen_version),
         old.verify or new.verify,
         old.trigger,
+        new.parent if new.parent is not None else old.parent,
     )
 
 

@@ -8,6 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
 from arcflow.common.actions.client import ActionsClient
 from arcflow.common.actions.connection import ServerConnection
 from arcflow.common.actions.retry import RetryPolicy
@@ -51,9 +54,18 @@ class RegistrarState:
     events: int = field(default=0)
 
     def enqueue(self, namespace: str, name: str, *, trigger: str, seen_version: str = "") -> None:
-        """What a change event does: ask for a pass of its ARS."""
+        """What a change event does: ask for a pass of its ARS, which continues the event's
+        trace (the handler runs in the consumer span of the message)."""
         self.events += 1
-        self.context.enqueue(namespace, name, trigger=trigger, seen_version=seen_version)
+        current = otel_context.get_current()
+        traced = trace.get_current_span(current).get_span_context().is_valid
+        self.context.enqueue(
+            namespace,
+            name,
+            trigger=trigger,
+            seen_version=seen_version,
+            parent=current if traced else None,
+        )
 
     @property
     def handled(self) -> int:
@@ -82,6 +94,9 @@ async def build(ctx: ServiceContext) -> RegistrarState:
         namespaces=settings.namespaces,
         recheck_seconds=settings.resync_interval_seconds,
     )
+    provider = ctx.overrides.get("tracer_provider")
+    if provider is not None:
+        context.tracer = trace.get_tracer("arcflow.registrar", tracer_provider=provider)
     context.gone.verify_interval = settings.verify_interval_seconds
     # One pass per ARS at a time, 16 ARSs at once, each within its deadline (ADR 0072).
     queue: WorkQueue[ArsKey] = WorkQueue(
