@@ -11,6 +11,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import nats
@@ -116,6 +117,20 @@ class FakeRegistrarRpc:
 
 
 @dataclass
+class TestClock:
+    """The reconciler's wall clock in a test (its Context's ``clock``, fixed when the
+    reconciler is built): real time shifted by ``offset``, or ``frozen`` at one instant."""
+
+    __test__ = False  # not a test class
+
+    offset: timedelta = timedelta(0)
+    frozen: datetime | None = None
+
+    def __call__(self) -> datetime:
+        return self.frozen if self.frozen is not None else datetime.now(UTC) + self.offset
+
+
+@dataclass
 class Stack:
     nc: NatsClient
     kube: KubeClient
@@ -125,6 +140,8 @@ class Stack:
     apps: list[ReconcilerState] = field(default_factory=list)
     #: Where listeners and their config Secrets go (the reconciler's controller_namespace).
     controller_namespace: str = CONTROLLER_NS
+    #: Every replica's wall clock: a test moves time by changing it.
+    clock: TestClock = field(default_factory=TestClock)
 
     async def wait_idle(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
         for app in self.apps or [self.app]:
@@ -351,6 +368,8 @@ async def build_stack(
     await kube.create(pat_secret(SECRET_NAME, namespace, TOKEN))
     rpc = FakeRegistrarRpc(nc)
     await rpc.start()
+    clock = TestClock()
+    overrides["context"] = {"clock": clock, **overrides.get("context", {})}
     runtimes = [
         reconciler_runtime(
             nats_url,
@@ -365,7 +384,7 @@ async def build_stack(
         for runtime in runtimes:
             await runtime.start()
         apps = [runtime.state for runtime in runtimes]
-        yield Stack(nc, kube, namespace, apps[0], rpc, apps, controller_namespace)
+        yield Stack(nc, kube, namespace, apps[0], rpc, apps, controller_namespace, clock)
     finally:
         for runtime in runtimes:
             await runtime.stop()
@@ -381,8 +400,9 @@ def reconciler_runtime(
     meter: Meter | None = None,
     **overrides: Any,
 ) -> ServiceRuntime:
-    """One reconciler replica through the service runtime, with fast test timings."""
-    overrides.setdefault("context", {"job_running_recheck": 0.2})
+    """One reconciler replica through the service runtime, with fast test timings
+    (``overrides["context"]``: values for the controllers' Context fields)."""
+    overrides["context"] = {"job_running_recheck": 0.2, **overrides.get("context", {})}
     return ServiceRuntime(
         SERVICE,
         settings,

@@ -12,6 +12,7 @@ import pytest
 
 from arcflow.common.constants import LABEL_RUNNER_POD
 from arcflow.common.events import RunnerLifecycle
+from arcflow.common.kube import NotFoundError
 from tests.polling import eventually
 
 from .harness import Stack, ars_manifest, runner_template
@@ -116,9 +117,7 @@ async def test_deletion_removes_the_runner_first_and_waits_for_its_job(stack: St
 
 
 async def test_pod_failures_back_off_by_the_table_then_the_runner_goes(stack: Stack) -> None:
-    now = [datetime(2026, 1, 1, tzinfo=UTC)]
-    for app in stack.apps:
-        app.context.clock = lambda: now[0]
+    stack.clock.frozen = datetime(2026, 1, 1, tzinfo=UTC)
     await _solo(stack)
     await stack.scale("solo", 1, 1)
     er = (await _registered(stack, 1))[0]
@@ -143,17 +142,26 @@ async def test_pod_failures_back_off_by_the_table_then_the_runner_goes(stack: St
     await asyncio.sleep(0.5)
     assert await pod_uid() is None  # 5 s backoff after one failure: no new pod yet
 
-    now[0] += timedelta(seconds=5)
+    stack.clock.frozen += timedelta(seconds=5)
     await stack.publish_change("ephemeralrunners", name)
     second = await eventually(pod_uid)
     assert second != first
 
-    # more than 5 failures: the runner is deleted (fast table for the rest)
-    for app in stack.apps:
-        app.context.failure_backoff = (0,)
-    for _ in range(5):
+    # more than 5 failures: the runner is deleted (the clock moves past each backoff)
+    for failed in range(2, 7):
         uid = await eventually(pod_uid)
         await stack.set_pod_status(name, _terminated(1))
+
+        async def recorded(count: int = failed) -> bool:
+            try:
+                live = await stack.kube.get("EphemeralRunner", name, stack.namespace)
+            except NotFoundError:
+                return True  # the sixth failure: the runner went already
+            return len((live.get("status") or {}).get("failures") or {}) >= count
+
+        await eventually(recorded, what=f"{failed} pod failures in the runner's status")
+        stack.clock.frozen += timedelta(seconds=100)  # past the longest backoff (80 s)
+        await stack.publish_change("ephemeralrunners", name)
 
         async def replaced(old: str = uid) -> bool:
             current = await pod_uid()

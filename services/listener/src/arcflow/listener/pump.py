@@ -306,9 +306,10 @@ class SessionPump:
             await self._say_session_state(exc)
             raise
         async with session_client as session:
-            await self._say_session_state(None)
             try:
+                # The record first: the reconciler reads it when session.opened arrives.
                 await self._remember(session.session.session_id)
+                await self._say_session_state(None)
                 await self._pump(session, stop)
             finally:
                 self.ledger.close()

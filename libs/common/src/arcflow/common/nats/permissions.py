@@ -344,6 +344,8 @@ def reconciler_permissions() -> Permissions:
         *ensure_jetstream_publish(durables),
         *REGISTRAR_RPC_SUBJECTS,
         *kv_read(KV_SCALESETS.bucket),
+        # Read-only: which listener sessions are open (ListenerSessionsOpen, ADR 0073).
+        *kv_read(LISTENER_SESSIONS_BUCKET),
     ]
     for stream, durable in durables:
         publish += consumer_pull(stream, durable)
@@ -352,7 +354,8 @@ def reconciler_permissions() -> Permissions:
         publish,
         [inbox_subscription("reconciler")],
         why="consumes reconciler-k8s/reconciler-scalesets/reconciler-errors; publishes "
-        "arc.audit.>; calls arc.rpc.registrar.* (replies on its inbox); reads arcflow_scalesets; "
+        "arc.audit.>; calls arc.rpc.registrar.* (replies on its inbox); reads arcflow_scalesets "
+        "and arcflow_listener_sessions; "
         "declares the layout at start-up",
     )
 
