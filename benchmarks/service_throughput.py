@@ -11,8 +11,9 @@ processes competing for the cores disturb far less:
 * ``registrar``: the ``registrar-ars`` consumer; its real handler (event -> ARS -> converge),
   with the converge replaced by a stub that awaits ``--handler-ms`` (simulated I/O: GitHub and
   Kubernetes calls);
-* ``reconciler``: the ``reconciler-k8s`` consumer; the handler (event -> work-queue keys) is
-  the real one, the work queue is not started (reconciles are not measured).
+* (``reconciler``: the ``reconciler-k8s`` consumer, measured in
+  ``docs/benchmarks/service-skeleton.md``; gone since ADR 0069, the reconciler's Kubernetes
+  trigger is its own watch.)
 
 ``--impl loops`` measures the hand-written fetch loops (before issue 13), ``--impl skeleton``
 the FastStream subscribers of ``arcflow.common.service`` (after). Three runs per case.
@@ -50,7 +51,6 @@ from arcflow.common.nats import (
     publish_event,
 )
 from arcflow.common.nats.jetstream import (
-    CONSUMER_RECONCILER_K8S,
     CONSUMER_REGISTRAR_ARS,
     ConsumerSpec,
 )
@@ -161,35 +161,6 @@ def _stub_registrar_state(handler_s: float, on_event: Callable[[], None]) -> Any
     return SimpleNamespace(enqueue=enqueue)
 
 
-async def _loops_reconciler(
-    url: str, n: int, handler_s: float, on_event: Callable[[], None]
-) -> Callable[[], Awaitable[None]]:
-    real = _reconciler_state()
-
-    async def handle(event: Any, delivery: Any) -> None:
-        await real.on_event(event, delivery)
-        await asyncio.sleep(handler_s)
-        on_event()
-
-    return await _loop(url, CONSUMER_RECONCILER_K8S, handle, batch=32, gather=False)
-
-
-def _reconciler_state() -> Any:
-    """The reconciler's real event -> keys handler with a work queue that is not started."""
-    from arcflow.reconciler.settings import ReconcilerSettings
-    from arcflow.reconciler.state import ReconcilerState
-    from arcflow.reconciler.workqueue import WorkQueue
-
-    async def never(key: Any) -> Any:
-        raise AssertionError("the work queue is not started in this benchmark")
-
-    real = ReconcilerState.__new__(ReconcilerState)
-    real.settings = ReconcilerSettings()
-    real._trace_parents = {}
-    real.queue = WorkQueue(never)
-    return real
-
-
 # --- after: the service skeleton (FastStream subscribers declared by each spec) ------------
 
 
@@ -207,30 +178,12 @@ async def _skeleton_registrar(
     return await _run_spec(url, SERVICE, _stub_registrar_state(handler_s, on_event))
 
 
-async def _skeleton_reconciler(
-    url: str, n: int, handler_s: float, on_event: Callable[[], None]
-) -> Callable[[], Awaitable[None]]:
-    from arcflow.reconciler.service import SERVICE
-
-    real = _reconciler_state()
-
-    class Counted:
-        async def on_event(self, event: Any, delivery: Any) -> None:
-            await real.on_event(event, delivery)
-            await asyncio.sleep(handler_s)
-            on_event()
-
-    return await _run_spec(url, SERVICE, Counted())
-
-
 IMPLS: dict[str, dict[str, tuple[ConsumerSpec, Runner]]] = {
     "loops": {
         "registrar": (CONSUMER_REGISTRAR_ARS, _loops_registrar),
-        "reconciler": (CONSUMER_RECONCILER_K8S, _loops_reconciler),
     },
     "skeleton": {
         "registrar": (CONSUMER_REGISTRAR_ARS, _skeleton_registrar),
-        "reconciler": (CONSUMER_RECONCILER_K8S, _skeleton_reconciler),
     },
 }
 

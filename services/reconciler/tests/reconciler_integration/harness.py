@@ -21,9 +21,9 @@ from opentelemetry.metrics import Meter
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from arcflow.common import subjects
-from arcflow.common.events import K8sObjectChanged, ObjectWritten, OwnerRef, parse_event
+from arcflow.common.events import ObjectWritten, parse_event
 from arcflow.common.kube import ConflictError, ForbiddenError, KubeClient, NotFoundError
-from arcflow.common.nats import KV_SCALESETS, NatsSettings, ensure_jetstream, publish_event
+from arcflow.common.nats import KV_SCALESETS, NatsSettings, ensure_jetstream
 from arcflow.common.scaleset_records import record_key
 from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.reconciler.service import SERVICE
@@ -150,8 +150,8 @@ class Stack:
     async def set_pod_status(
         self, name: str, status: dict[str, Any], namespace: str | None = None
     ) -> None:
-        """Play the kubelet: write a pod's status, then tell the reconciler (as the watcher).
-        Like a kubelet, wait for the pod to exist first (it follows its runner's registration
+        """Play the kubelet: write a pod's status (the reconciler's watch sees it). Like a
+        kubelet, wait for the pod to exist first (it follows its runner's registration
         within the same reconcile, but a test can look in between)."""
         ns = namespace or self.namespace
 
@@ -164,12 +164,10 @@ class Stack:
 
         await eventually(exists, what=f"pod {ns}/{name}")
         await self.kube.patch_status("Pod", name, status, namespace=ns)
-        await self.publish_change("pods", name, namespace)
 
     async def set_runner_status(self, name: str, status: dict[str, Any]) -> None:
         """Play the listener: write an EphemeralRunner's status (e.g. a job id)."""
         await self.kube.patch_status("EphemeralRunner", name, status, namespace=self.namespace)
-        await self.publish_change("ephemeralrunners", name)
 
     async def events(self, reason: str, name: str | None = None) -> list[dict[str, Any]]:
         return [
@@ -185,7 +183,6 @@ class Stack:
             {"spec": {"replicas": replicas or None, "patchID": patch_id}},
             namespace=self.namespace,
         )
-        await self.publish_change("ephemeralrunnersets", ers)
 
     async def all_events(self) -> list[Any]:
         """Every event on the audit subjects (object.written and runner.lifecycle)."""
@@ -222,38 +219,6 @@ class Stack:
         }
         await kv.put(record_key(self.namespace, ars, variant), json.dumps(record).encode())
 
-    async def publish_change(self, resource: str, name: str, namespace: str | None = None) -> None:
-        """What the watcher publishes when an object changes."""
-        ns = namespace or self.namespace
-        try:
-            obj = await self.kube.get(_KINDS[resource], name, ns)
-        except NotFoundError:
-            return  # already acted on and deleted: the reconciler's cache saw the change
-        meta = obj["metadata"]
-        event = K8sObjectChanged(
-            source="test-watcher",
-            api_version=obj["apiVersion"],
-            kind=obj["kind"],
-            resource=resource,
-            namespace=ns,
-            name=name,
-            uid=meta["uid"],
-            change="MODIFIED",
-            resource_version=meta["resourceVersion"],
-            labels=meta.get("labels") or {},
-            owner_references=[
-                OwnerRef(
-                    api_version=ref["apiVersion"],
-                    kind=ref["kind"],
-                    name=ref["name"],
-                    uid=ref["uid"],
-                    controller=bool(ref.get("controller")),
-                )
-                for ref in meta.get("ownerReferences") or []
-            ],
-        )
-        await publish_event(self.js, subjects.k8s_subject(resource, ns, name), event)
-
     async def apply_ars(self, manifest: dict[str, Any]) -> None:
         name = manifest["metadata"]["name"]
         for attempt in range(5):
@@ -276,7 +241,6 @@ class Stack:
                 # read again, as kubectl apply would.
                 if attempt == 4:
                     raise
-        await self.publish_change("autoscalingrunnersets", name)
 
     async def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
         return (await self.kube.list(kind, namespace=namespace or self.namespace)).items
@@ -297,15 +261,6 @@ class Stack:
         finally:
             await sub.unsubscribe()
         return events
-
-
-_KINDS = {
-    "autoscalingrunnersets": "AutoscalingRunnerSet",
-    "ephemeralrunnersets": "EphemeralRunnerSet",
-    "ephemeralrunners": "EphemeralRunner",
-    "autoscalinglisteners": "AutoscalingListener",
-    "pods": "Pod",
-}
 
 
 def reconciler_test_settings(**overrides: Any) -> ReconcilerSettings:

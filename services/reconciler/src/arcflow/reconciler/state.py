@@ -35,7 +35,7 @@ from arcflow.reconciler.controllers.registry import CONTROLLERS
 from arcflow.reconciler.keys import Key, Result
 from arcflow.reconciler.listener_sessions import ListenerSessions
 from arcflow.reconciler.metrics import ReconcilerMetrics
-from arcflow.reconciler.routing import keys_for
+from arcflow.reconciler.routing import keys_for_event
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.settings import ReconcilerSettings
 from arcflow.reconciler.stages import StageClock
@@ -131,10 +131,11 @@ class ReconcilerState:
                 self.metrics.duration.record(time.perf_counter() - started, attrs)
 
     async def on_event(self, event: EventBase, delivery: Delivery) -> None:
-        """Enqueue the keys ``event`` asks for, continuing its trace."""
+        """Enqueue the ARS a registrar or listener event asks for, continuing its trace
+        (Kubernetes changes come from the cache's ``on_change``, ``cache.py``)."""
         parent = extract_trace_context(delivery.headers or trace_headers_of(event.trace))
         has_trace = trace.get_current_span(parent).get_span_context().is_valid
-        for key in keys_for(event, self.settings.controller_namespace):
+        for key in keys_for_event(event):
             if has_trace:
                 self._trace_parents[key] = parent
             self.queue.add(key)
