@@ -151,16 +151,14 @@ async def _loops_registrar(
 
 
 def _stub_registrar_state(handler_s: float, on_event: Callable[[], None]) -> Any:
-    """The registrar's state with a converge that only awaits ``handler_s`` (its I/O)."""
+    """The registrar's state with a work queue that only counts: its handler only enqueues
+    the ARS key since ADR 0072 (the pass runs on the queue), so ``handler_s`` no longer
+    applies to it."""
 
-    class StubRegistrar:
-        async def converge(
-            self, namespace: str, name: str, *, trigger: str, seen_version: str = ""
-        ) -> None:
-            await asyncio.sleep(handler_s)
-            on_event()
+    def enqueue(namespace: str, name: str, *, trigger: str, seen_version: str = "") -> None:
+        on_event()
 
-    return SimpleNamespace(registrar=StubRegistrar(), handled=0)
+    return SimpleNamespace(enqueue=enqueue)
 
 
 # --- after: the service skeleton (FastStream subscribers declared by each spec) ------------
