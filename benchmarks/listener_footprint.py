@@ -8,7 +8,14 @@ single-set, upstream-shaped config) and each of ``--runs`` runs:
   simulator receives the first message long poll of the process, and when every scale set
   has polled; wall seconds for both;
 * **idle RSS**: VmRSS after every session is open and ``--settle`` seconds passed, and VmHWM
-  (the peak).
+  (the peak);
+* with ``--trickle JOBS``, then a trickle: JOBS jobs, one every ``--interval`` s round-robin
+  over the N scale sets, each run by a simulated runner for ``--job-seconds`` (so the listener
+  sees every message a job makes: available, assigned, started, completed), until every job
+  message is acknowledged plus ``--tail`` s: the **largest VmRSS** sampled every 50 ms during
+  the trickle, VmHWM then (the peak over the whole life of the process, start included) and
+  the RSS after it. The listener's own target is measured
+  with ``--n 3 --trickle 20``.
 
 Listener processes use a bytecode cache (``PYTHONPYCACHEPREFIX``) filled by a discarded
 warm-up run: the image compiles bytecode at build, so start-up must not include compiling.
@@ -21,12 +28,14 @@ listener's PYTHONPATH, to measure an older version (``git archive <commit>
 libs/common/src services/listener/src``).
 
     .venv/bin/python benchmarks/listener_footprint.py --n 1,10,100 --runs 3
+    .venv/bin/python benchmarks/listener_footprint.py --n 3 --runs 3 --trickle 20
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -42,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from listener_scale_sets import Bench, proc_usage
 
+from arcflow.common.actions import ActionsClient, PatCredentials, RetryPolicy
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.actions_sim import ActionsSimulator
 
@@ -58,6 +68,11 @@ class Run:
     all_polled_wall_s: float
     idle_rss_mib: float
     peak_rss_mib: float
+    trickle_jobs: int = 0
+    trickle_seconds: float = 0.0
+    trickle_peak_rss_mib: float = 0.0
+    trickle_max_rss_mib: float = 0.0
+    after_trickle_rss_mib: float = 0.0
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -66,6 +81,13 @@ def peak_rss_mib(pid: int) -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+async def sample_rss(pid: int, into: list[float], every: float = 0.05) -> None:
+    """VmRSS of ``pid`` every ``every`` s into ``into`` until cancelled."""
+    while True:
+        into.append(proc_usage(pid)[0])
+        await asyncio.sleep(every)
 
 
 class Footprint(Bench):
@@ -118,6 +140,17 @@ class Footprint(Bench):
                 await asyncio.sleep(self.args.settle)
                 idle_rss, _cpu = proc_usage(proc.pid)
                 peak = peak_rss_mib(proc.pid)
+                trickle_s = trickle_peak = trickle_max = after_rss = 0.0
+                if self.args.trickle:
+                    samples: list[float] = []
+                    sampler = asyncio.ensure_future(sample_rss(proc.pid, samples))
+                    try:
+                        trickle_s = await self.trickle(sim, token, ids)
+                    finally:
+                        sampler.cancel()
+                    trickle_peak = peak_rss_mib(proc.pid)
+                    trickle_max = max(samples, default=0.0)
+                    after_rss, _cpu = proc_usage(proc.pid)
             finally:
                 if proc.returncode is None:
                     proc.send_signal(signal.SIGTERM)
@@ -135,7 +168,53 @@ class Footprint(Bench):
             all_polled_wall_s=round(now, 2),
             idle_rss_mib=round(idle_rss, 1),
             peak_rss_mib=round(peak, 1),
+            trickle_jobs=self.args.trickle,
+            trickle_seconds=round(trickle_s, 1),
+            trickle_peak_rss_mib=round(trickle_peak, 1),
+            trickle_max_rss_mib=round(trickle_max, 1),
+            after_trickle_rss_mib=round(after_rss, 1),
         )
+
+    async def trickle(self, sim: ActionsSimulator, token: str, ids: dict[str, int]) -> float:
+        """``--trickle`` jobs, one every ``--interval`` s round-robin over the scale sets,
+        each run by a simulated runner, until every job message is acknowledged, plus
+        ``--tail`` s; returns the seconds."""
+        args = self.args
+        started = time.monotonic()
+        async with ActionsClient(
+            sim.config_url(), PatCredentials(token), retry=RetryPolicy.fast()
+        ) as client:
+
+            async def one(index: int, ers: str) -> None:
+                sim.enqueue_job([ers], duration=None)
+                jit = await client.generate_jit_runner_config(ids[ers], f"{ers}-r{index}")
+                await sim.run_runner(
+                    jit.encoded_jit_config.get_secret_value(),
+                    job_duration=args.job_seconds,
+                    job_wait=120.0,
+                )
+
+            tasks = []
+            for index, ers in zip(range(args.trickle), itertools.cycle(ids), strict=False):
+                tasks.append(asyncio.ensure_future(one(index, ers)))
+                await asyncio.sleep(args.interval)
+            await asyncio.gather(*tasks)
+        mine = set(ids.values())
+
+        def drained() -> bool:  # every job message of these sets polled and acknowledged
+            return all(
+                not s["queue"]["messageIds"] and not s["queue"]["pendingEvents"]
+                for s in sim.snapshot()["scaleSets"]
+                if s["id"] in mine
+            )
+
+        deadline = time.monotonic() + 300
+        while not drained():
+            if time.monotonic() > deadline:
+                raise TimeoutError("trickle: not every job message was acknowledged in 300 s")
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(args.tail)
+        return time.monotonic() - started
 
     async def all_runs(self) -> list[Run]:
         runs: list[Run] = []
@@ -158,6 +237,12 @@ def summary(runs: list[Run]) -> str:
         ("idle_rss_mib", "idle RSS MiB"),
         ("peak_rss_mib", "peak RSS MiB"),
     ]
+    if any(r.trickle_jobs for r in runs):
+        fields += [
+            ("trickle_max_rss_mib", "max RSS in trickle MiB"),
+            ("trickle_peak_rss_mib", "VmHWM after trickle MiB"),
+            ("after_trickle_rss_mib", "RSS after trickle MiB"),
+        ]
     head = "|   N | " + " | ".join(label for _f, label in fields) + " |"
     lines = [head, "|" + "---:|" * (len(fields) + 1)]
     for n in sorted({r.n for r in runs}):
@@ -179,6 +264,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--poll-timeout", type=float, default=0.2, help="simulator long poll")
     parser.add_argument("--startup-timeout", type=float, default=300.0)
     parser.add_argument("--pythonpath", default="", help="source trees to put first")
+    parser.add_argument("--trickle", type=int, default=0, help="trickle jobs after idle (0: none)")
+    parser.add_argument("--interval", type=float, default=0.5, help="seconds between jobs")
+    parser.add_argument("--job-seconds", type=float, default=1.0, help="each job's run time")
+    parser.add_argument("--tail", type=float, default=3.0, help="seconds after the trickle")
     parser.add_argument(
         "--listener-python",
         default="",
@@ -186,11 +275,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "the listener's runtime packages, as the image has (default: this interpreter, whose "
         "virtualenv also holds the dev tools)",
     )
+    parser.add_argument(
+        "--hostname",
+        default="",
+        help="reach the simulator and the API server by this name (e.g. localhost) instead "
+        "of 127.0.0.1, so the listener resolves names in threads as a pod does",
+    )
+    parser.add_argument(
+        "--no-errors-stream",
+        action="store_true",
+        help="do not declare ARC_ERRORS (the watcher's stream): every session.opened publish "
+        "fails, an error path (the measurements before ADR 0074 ran this way)",
+    )
+    parser.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="no PYTHONPYCACHEPREFIX: listeners compile every module at start, as the dev "
+        "stack's pod runner starts them on a machine with PYTHONDONTWRITEBYTECODE=1",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment of the listener processes (e.g. MALLOC_ARENA_MAX=2)",
+    )
     parser.add_argument("--label", default="", help="a name for this result set")
     parser.add_argument("--out", default="benchmarks/results/listener_footprint.json")
     args = parser.parse_args(argv)
     args.n = [int(x) for x in str(args.n).split(",") if x.strip()]
     args.pythonpath = [p for p in str(args.pythonpath).split(",") if p]
+    args.listener_env = dict(item.split("=", 1) for item in args.env)
     args.jobs = 5  # max_runners in the generated configs (Bench.configs)
     return args
 
@@ -215,7 +330,18 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "loadavg_before": load_before,
         "loadavg_after": load_after,
-        "settings": {"settle_seconds": args.settle, "poll_timeout_seconds": args.poll_timeout},
+        "settings": {
+            "bytecode_cache": not args.no_bytecode_cache,
+            "hostname": args.hostname or "127.0.0.1",
+            "errors_stream": not args.no_errors_stream,
+            "listener_env": args.listener_env,
+            "settle_seconds": args.settle,
+            "poll_timeout_seconds": args.poll_timeout,
+            "trickle_jobs": args.trickle,
+            "interval_seconds": args.interval,
+            "job_seconds": args.job_seconds,
+            "tail_seconds": args.tail,
+        },
         "runs": [asdict(r) for r in runs],
         "summary_markdown": summary(runs),
     }

@@ -32,9 +32,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import nats
+
 from arcflow.common.actions import ActionsClient, Label, PatCredentials, RetryPolicy, RunnerScaleSet
 from arcflow.common.kube import KubeClient, KubeSettings
 from arcflow.common.listener_config import ListenerConfig, ScaleSetConfig
+from arcflow.common.nats import STREAM_ERRORS, ensure_stream
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.kube_emulator import KubeEmulator
 from arcflow.devstack.nats_server import NatsServer
@@ -142,6 +145,13 @@ class Bench:
         self.args = args
         self.tmp = Path(tempfile.mkdtemp(prefix="listener-bench-"))
 
+    def by_name(self, text: str) -> str:
+        """``--hostname``: the listener reaches the simulator and the API server by a host
+        name (resolved by getaddrinfo in the loop's thread pool, as a pod resolves
+        ``api.github.com`` and ``kubernetes.default.svc``) instead of 127.0.0.1."""
+        host = getattr(self.args, "hostname", "")
+        return text.replace("127.0.0.1", host) if host else text
+
     def listener_env(
         self, name: str, config: ListenerConfig, nats_url: str, kubeconfig: Path
     ) -> dict[str, str]:
@@ -159,7 +169,10 @@ class Bench:
         pythonpath = getattr(self.args, "pythonpath", None)
         if pythonpath:
             env["PYTHONPATH"] = os.pathsep.join(pythonpath)
-        return with_bytecode(env)
+        if not getattr(self.args, "no_bytecode_cache", False):
+            env = with_bytecode(env)  # else every start compiles (PYTHONDONTWRITEBYTECODE=1)
+        env.update(getattr(self.args, "listener_env", None) or {})  # --env wins
+        return env
 
     @contextlib.asynccontextmanager
     async def world(self, *, history_limit: int = 100) -> AsyncIterator[World]:
@@ -168,9 +181,18 @@ class Bench:
                 ActionsSimulator(poll_timeout=self.args.poll_timeout) as sim,
                 KubeEmulator(history_limit=history_limit) as emulator,
             ):
+                # The stream the watcher declares in the stack (the listener publishes its
+                # session events there, and never declares it): without it every session open
+                # is a failed publish, which is not what a listener does in the stack.
+                if not getattr(self.args, "no_errors_stream", False):
+                    nc = await nats.connect(nats_server.url)
+                    try:
+                        await ensure_stream(nc.jetstream(), STREAM_ERRORS)
+                    finally:
+                        await nc.close()
                 # JSON (valid YAML): in a pod (in-cluster) no YAML is parsed either.
                 kubeconfig = self.tmp / "kubeconfig.json"
-                kubeconfig.write_text(json.dumps(emulator.kubeconfig()))
+                kubeconfig.write_text(self.by_name(json.dumps(emulator.kubeconfig())))
                 kube = await KubeClient.from_settings(
                     KubeSettings(kubeconfig=str(kubeconfig), qps=10_000, burst=10_000)
                 )
@@ -207,7 +229,7 @@ class Bench:
         self, sim: ActionsSimulator, token: str, ars: str, ids: dict[str, int], mode: str
     ) -> list[ListenerConfig]:
         common: dict[str, Any] = {
-            "configure_url": sim.config_url(),
+            "configure_url": self.by_name(sim.config_url()),
             "github_token": token,
             "ephemeral_runner_set_namespace": NAMESPACE,
             "runner_scale_set_name": ars,

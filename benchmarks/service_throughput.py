@@ -9,8 +9,8 @@ collection done before it); over the same span it also reports the CPU time the 
 per event, which other processes competing for the cores disturb far less:
 
 * ``registrar``: ``k8s.object.changed`` events on ``registrar-ars``; its real handler
-  (event -> ARS -> converge), the converge replaced by a stub that awaits ``--handler-ms``
-  (simulated I/O: GitHub and Kubernetes calls);
+  (event -> ARS -> the work queue's key, ADR 0072), the work queue replaced by a counter
+  (``--handler-ms`` does not apply: the handler only enqueues);
 * ``reconciler``: ``scaleset.assigned`` events on ``reconciler-scalesets``; the handler
   (event -> work-queue keys) is the real one, the work queue is not started (reconciles are
   not measured), then it awaits ``--handler-ms``.
@@ -117,16 +117,14 @@ async def _pending(js: JetStreamContext, spec: ConsumerSpec) -> tuple[int, int]:
 
 
 def _stub_registrar_state(handler_s: float, on_event: Callable[[], None]) -> Any:
-    """The registrar's state with a converge that only awaits ``handler_s`` (its I/O)."""
+    """The registrar's state with a work queue that only counts: its handler only enqueues
+    the ARS key since ADR 0072 (the pass runs on the queue), so ``handler_s`` no longer
+    applies to it."""
 
-    class StubRegistrar:
-        async def converge(
-            self, namespace: str, name: str, *, trigger: str, seen_version: str = ""
-        ) -> None:
-            await asyncio.sleep(handler_s)
-            on_event()
+    def enqueue(namespace: str, name: str, *, trigger: str, seen_version: str = "") -> None:
+        on_event()
 
-    return SimpleNamespace(registrar=StubRegistrar(), handled=0)
+    return SimpleNamespace(enqueue=enqueue)
 
 
 def _reconciler_state() -> Any:

@@ -14,6 +14,8 @@
 #                                        of the virtualenv, docker-compose; export PATH=$PWD/tools/bin:$PATH
 #   .cache/control-plane/...             kube-apiserver, kube-controller-manager, etcd
 #                                        (scripts/control-plane.sh; NO_CONTROL_PLANE=1 skips it)
+#   .cache/prometheus/<version>/         prometheus and promtool from Debian's package, for the
+#                                        monitoring tests (scripts/install-prometheus.sh, ADR 0068)
 #
 # helm: your own comes first. HELM=/path/to/helm, else a `helm` already on PATH, is linked at
 # tools/helm/helm when it is a helm v3 (any minor; the charts are tested with the version
@@ -214,6 +216,13 @@ install_actionlint() {
 install_actionlint
 [ -x "$ACTIONLINT_BIN" ] && link actionlint "$ACTIONLINT_BIN"
 
+# Prometheus and promtool (Debian's package, unpacked). Without apt it is only reported: the
+# tests on the prometheus fixture then say so.
+mkdir -p "$ROOT/.cache"
+PROMETHEUS_LOG="$ROOT/.cache/install-prometheus.log"
+PROMETHEUS_STATE="$(bash scripts/install-prometheus.sh 2>"$PROMETHEUS_LOG")" || \
+  PROMETHEUS_STATE="not installed: $(grep -m 1 '^install-prometheus:' "$PROMETHEUS_LOG" || true) (log: $PROMETHEUS_LOG)"
+
 KUBECTL=""
 if [ -x "$VENV_BIN/kubectl" ]; then
   KUBECTL="$VENV_BIN/kubectl"
@@ -244,6 +253,7 @@ printf '  %-15s %s\n' helm "$BIN_DIR/helm -> $(readlink -f "$HELM_BIN") ($(insta
 if [ -n "$ACTIONLINT_STATE" ]; then
   printf '  %-15s %s\n' actionlint "$BIN_DIR/actionlint -> $ACTIONLINT_BIN ($ACTIONLINT_STATE)"
 fi
+printf '  %-15s %s\n' prometheus "$PROMETHEUS_STATE"
 if [ -n "$KUBECTL" ]; then
   printf '  %-15s %s\n' kubectl "$BIN_DIR/kubectl -> $(readlink -f "$KUBECTL")"
 else

@@ -159,6 +159,9 @@ def test_monitors_select_the_services_and_listener_pods(
         "app.kubernetes.io/component": COMPONENT_LISTENER
     }
     assert pod_monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    # The series' own ``namespace`` (the runners') wins over the Operator's target label.
+    assert pod_monitor["spec"]["podMetricsEndpoints"][0]["honorLabels"] is True
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
 
 
 def _documented_alerts() -> list[str]:

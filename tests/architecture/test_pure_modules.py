@@ -38,19 +38,28 @@ def test_the_pure_contracts_name_existing_modules() -> None:
     assert not missing, f".importlinter names modules that do not exist: {missing}"
 
 
-def test_every_pure_service_module_has_a_unit_test_file_of_its_name() -> None:
+def _package_root(module: str) -> Path:
+    parts = module.split(".")
+    return REPO / ("services" if parts[1] in SERVICES else "libs") / parts[1]
+
+
+def test_every_pure_module_has_a_unit_test_file_of_its_name() -> None:
+    """``tests/unit/test_<name>.py``; a pure package (``models``, ``builders``) may split its
+    tests into ``test_<name>_<part>.py`` files."""
     missing = []
     for module in _pure_modules():
-        parts = module.split(".")
-        if parts[1] not in SERVICES:
-            continue
-        wanted = REPO / "services" / parts[1] / "tests" / "unit" / f"test_{parts[-1]}.py"
-        if not wanted.is_file():
-            missing.append(wanted.relative_to(REPO).as_posix())
+        name = module.split(".")[-1]
+        unit = _package_root(module) / "tests" / "unit"
+        if not (unit / f"test_{name}.py").is_file() and not list(unit.glob(f"test_{name}_*.py")):
+            missing.append((unit / f"test_{name}.py").relative_to(REPO).as_posix())
     assert not missing, f"pure modules without their unit test file: {missing}"
 
 
-def test_unit_tests_live_in_a_folder_named_unit_in_every_service() -> None:
-    for service in SERVICES:
-        tests = REPO / "services" / service / "tests"
+def test_unit_tests_live_in_a_folder_named_unit_in_every_package() -> None:
+    packages = [REPO / "services" / s for s in SERVICES] + sorted(
+        p for p in (REPO / "libs").iterdir() if (p / "pyproject.toml").is_file()
+    )
+    for package in packages:
+        tests = package / "tests"
         assert (tests / "unit").is_dir(), f"{tests} has no unit/ folder"
+        assert list((tests / "unit").glob("test_*.py")), f"{tests / 'unit'} holds no tests"

@@ -2,16 +2,19 @@
 
 * an image that never pulls on one variant mid-burst: that variant's pods are recreated with a
   ``RunnerPodStuck`` Warning Event naming the stage and the kubelet's reason, its siblings'
-  jobs all run, and the alert expressions hold on a real scrape of the stack's endpoints (the
-  same scrape on which every metric and label the dashboard and the rules use is carried);
+  jobs all run, and a real Prometheus (ADR 0068) scraping the stack's endpoints (the services'
+  and the listener pod's) with the chart's rules loaded fires the stuck-pod alert for that
+  variant only; every dashboard panel, variable and rule expression runs on it without error,
+  and every metric and label they use is on a series it scraped;
 * a node that goes away with runners on it: its runner pods are replaced on a live node;
 * runners left registered on the simulator after their EphemeralRunners and pods were deleted
   behind arcflow's back: removed, never a busy one; and an EphemeralRunner whose GitHub runner
   was removed behind its back: cleaned up and replaced.
 
-The alert expressions are evaluated by :func:`tests.chaos.promql.evaluate` over two scrapes
-(the range functions compare them), not by a Prometheus: the test says which series each
-alert selects, which is what an alert's ``for`` then waits on.
+Of the alerts, ``ArcflowRunnerPodStuck`` has no ``for`` and ``ArcflowJobsAssignedNotStarted``
+takes the chart's ``jobStartThreshold`` (rendered as 2s here), so both are asserted as
+Prometheus' own firing alerts. The others wait 5 min or more (``for``), so their expressions
+are evaluated through the query API instead: what the alert would wait on.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -33,14 +38,16 @@ from arcflow.devstack.control_plane import ControlPlane
 from deploy.tests.helpers import HELM_DIR, ensure_helm
 from tests.chaos.harness import ARS_NAME, ChaosStack
 from tests.chaos.outcome import Burst
-from tests.chaos.promql import (
-    Scrape,
+from tests.chaos.promql import by_name, unknown_names
+from tests.fixtures.prometheus import (
+    LISTENER_JOB,
+    Prometheus,
+    PrometheusError,
+    StartPrometheus,
+    alert_expressions,
     dashboard_queries,
-    evaluate,
-    fetch,
-    parse_exposition,
     rendered_monitoring,
-    unknown_names,
+    write_rule_file,
 )
 
 pytestmark = [pytest.mark.chaos, pytest.mark.scenario, pytest.mark.timeout(420)]
@@ -68,23 +75,80 @@ async def wait_for(what: str, check: Callable[[], Awaitable[Any]], within: float
     raise AssertionError(f"not within {within}s: {what} (last seen: {last!r})")
 
 
-def scrape_urls(stack: ChaosStack) -> list[str]:
-    urls = [f"http://127.0.0.1:{s.metrics_port}/metrics" for s in stack.services.values()]
+def _answers(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=0.5):
+        return True
+    return False
+
+
+def listener_addresses(stack: ChaosStack) -> list[str]:
+    """The metrics endpoints of the listener pods' processes that run now."""
+    addresses = []
     for config in sorted((stack.work_dir / "pods").glob("*/config.json")):
         addr = json.loads(config.read_text()).get("metrics_addr") or ""
-        if addr:
-            urls.append(f"http://{addr}/metrics")
-    return urls
+        if addr and _answers(addr):
+            addresses.append(addr)
+    return addresses
 
 
-def scrape(stack: ChaosStack) -> Scrape:
-    texts: list[str] = []
-    for url in scrape_urls(stack):
-        try:
-            texts.extend(fetch([url]))
-        except OSError:
-            continue  # a listener process of an earlier pod, gone since
-    return parse_exposition(texts, time.time())
+def scrape_jobs(stack: ChaosStack) -> dict[str, list[str]]:
+    """A job per service (as a ServiceMonitor gives each metrics Service), and the listener
+    pods under the PodMonitor's job name, which ``ArcflowListenerNotScraped`` selects."""
+    jobs = {f"arcflow-{n}": [f"127.0.0.1:{s.metrics_port}"] for n, s in stack.services.items()}
+    jobs[LISTENER_JOB] = listener_addresses(stack)
+    return jobs
+
+
+async def follow_listeners(stack: ChaosStack, prom: Prometheus) -> None:
+    """Keeps the listener job's targets on the listener processes that run (pod discovery)."""
+    while True:
+        prom.set_targets(LISTENER_JOB, await asyncio.to_thread(listener_addresses, stack))
+        await asyncio.sleep(1)
+
+
+async def active_alerts(prom: Prometheus, name: str, state: str = "firing") -> list[dict[str, str]]:
+    return [
+        a["labels"]
+        for a in await prom.alerts()
+        if a["labels"]["alertname"] == name and a["state"] == state
+    ]
+
+
+def _regex_of(values: list[str]) -> str:
+    """Grafana's "All" of a multi-value variable, for Prometheus: ``(a|b)``, each value's
+    regex characters escaped, and each backslash doubled for the PromQL string literal."""
+    escaped = (re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", v) for v in values)
+    return "(" + "|".join(e.replace("\\", "\\\\") for e in escaped) + ")"
+
+
+async def dashboard_on_prometheus(
+    prom: Prometheus, dashboard: dict[str, Any]
+) -> tuple[dict[str, list[str]], dict[str, list[dict[str, Any]]]]:
+    """The dashboard as Grafana shows it with "All" chosen: each ``label_values`` variable
+    resolved by Prometheus (in order, later ones using earlier ones), then every panel target
+    run with the variables put in. Returns the variables' values and each target's result."""
+    variables: dict[str, list[str]] = {}
+
+    def put_in(expr: str) -> str:
+        return re.sub(r"\$\{?(\w+)\}?", lambda m: _regex_of(variables.get(m.group(1), [])), expr)
+
+    for variable in (dashboard.get("templating") or {}).get("list") or []:
+        found = re.fullmatch(
+            r"label_values\((.*),\s*(\w+)\)", str(variable.get("definition") or "").strip()
+        )
+        if found:
+            values = await prom.label_values(found.group(2), put_in(found.group(1)))
+            variables[variable["name"]] = values
+    results, errors = {}, []
+    for where, expr in dashboard_queries(dashboard):
+        if where.startswith("panel "):
+            try:
+                results[f"{where}: {expr}"] = await prom.query(put_in(expr))
+            except PrometheusError as exc:
+                errors.append(f"{where}: {exc}")
+    assert errors == [], "panels Prometheus cannot run:\n" + "\n".join(errors)
+    return variables, results
 
 
 async def stuck_events(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
@@ -104,102 +168,162 @@ def gpu_variant_never_pulls(ars: dict[str, Any]) -> None:
 
 
 async def test_an_image_that_never_pulls_on_one_variant_mid_burst(
-    tmp_path: Path, chaos_kube: ControlPlane | str
+    tmp_path: Path, chaos_kube: ControlPlane | str, prometheus: StartPrometheus
 ) -> None:
+    # The chart's rules as the Prometheus Operator would load them; the job-start threshold
+    # short, so that alert fires within the test.
+    dashboard, rule = rendered_monitoring(
+        ensure_helm(), HELM_DIR / "arcflow", tmp_path, {"jobStartThreshold": "2s"}
+    )
+    alerts = alert_expressions(rule)
+    assert f'job="{LISTENER_JOB}"' in alerts["ArcflowListenerNotScraped"], alerts
+    rule_file = write_rule_file(rule, tmp_path / "arcflow-rules.yml")
     async with ChaosStack(tmp_path, chaos_kube, ars_edit=gpu_variant_never_pulls) as stack:
         assert stack.kube is not None
         assert stack.pod_runner is not None
         kube, namespace = stack.kube, stack.namespace
-        burst = Burst(stack)
-        burst.enqueue(6)
-        await burst.wait_completed(6, within=120)
-        before = scrape(stack)
+        prom = prometheus(scrape_jobs(stack), [rule_file])
+        following = asyncio.create_task(follow_listeners(stack, prom))
+        try:
+            for job in scrape_jobs(stack):
+                await prom.wait_scraped(job)
+            await check_never_pulls(stack, kube, namespace, prom, dashboard, alerts)
+        finally:
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await following
 
-        stack.pod_runner.unpullable_images.append("*/gpu-runner:never")  # mid-burst
-        added = burst.enqueue(12)
-        siblings = [j for j in added if burst.jobs[j] != "gpu"]
-        gpu_jobs = [j for j in added if burst.jobs[j] == "gpu"]
-        assert stack.sim is not None
-        engine = stack.sim.engine
 
-        async def siblings_done() -> bool:
-            return all(engine.job(j).state.value == "completed" for j in siblings)
+async def check_never_pulls(
+    stack: ChaosStack,
+    kube: KubeClient,
+    namespace: str,
+    prom: Prometheus,
+    dashboard: dict[str, Any],
+    alerts: dict[str, str],
+) -> None:
+    assert stack.pod_runner is not None
+    burst = Burst(stack)
+    burst.enqueue(6)
+    await burst.wait_completed(6, within=120)
 
-        async def two_reaped() -> list[dict[str, Any]]:
-            events = await stuck_events(kube, namespace)
-            return events if len({e["involvedObject"]["name"] for e in events}) >= 2 else []
+    stack.pod_runner.unpullable_images.append("*/gpu-runner:never")  # mid-burst
+    added = burst.enqueue(12)
+    siblings = [j for j in added if burst.jobs[j] != "gpu"]
+    gpu_jobs = [j for j in added if burst.jobs[j] == "gpu"]
+    assert stack.sim is not None
+    engine = stack.sim.engine
 
-        await wait_for("the small and large jobs completed", siblings_done, 120)
-        events = await wait_for("two gpu runners' pods recreated with an Event", two_reaped, 120)
-        for event in events:
-            assert event["type"] == "Warning"
-            assert event["involvedObject"]["kind"] == "EphemeralRunner"
-            assert event["involvedObject"]["name"].startswith(f"{ARS_NAME}-gpu-"), event
-            assert event["message"].startswith("ImagePull: runner pod stuck in ImagePull ("), event
-            assert "ImagePullBackOff" in event["message"] or "ErrImagePull" in event["message"]
+    async def siblings_done() -> bool:
+        return all(engine.job(j).state.value == "completed" for j in siblings)
 
-        async def failures_recorded() -> dict[str, int]:
-            ers = (await kube.list(EPHEMERAL_RUNNER, namespace=namespace)).items
-            counts = {
-                e["metadata"]["name"]: len((e.get("status") or {}).get("failures") or {})
-                for e in ers
-            }
-            return counts if any(n and "-gpu-" in name for name, n in counts.items()) else {}
+    async def two_reaped() -> list[dict[str, Any]]:
+        events = await stuck_events(kube, namespace)
+        return events if len({e["involvedObject"]["name"] for e in events}) >= 2 else []
 
-        failures = await wait_for("a gpu runner's failure recorded", failures_recorded, 30)
-        assert all(n == 0 for name, n in failures.items() if "-gpu-" not in name), failures
-        assert all(engine.job(j).state.value != "completed" for j in gpu_jobs)
+    await wait_for("the small and large jobs completed", siblings_done, 120)
+    events = await wait_for("two gpu runners' pods recreated with an Event", two_reaped, 120)
+    for event in events:
+        assert event["type"] == "Warning"
+        assert event["involvedObject"]["kind"] == "EphemeralRunner"
+        assert event["involvedObject"]["name"].startswith(f"{ARS_NAME}-gpu-"), event
+        assert event["message"].startswith("ImagePull: runner pod stuck in ImagePull ("), event
+        assert "ImagePullBackOff" in event["message"] or "ErrImagePull" in event["message"]
 
-        after = scrape(stack)
-        for name, taken in (("before", before), ("after", after)):  # kept with the test's logs
-            (tmp_path / f"scrape-{name}.json").write_text(
-                json.dumps(
-                    {
-                        "at": taken.at,
-                        "samples": [[n, list(k), v] for (n, k), v in taken.samples.items()],
-                    }
-                )
-            )
-        # The alerts, evaluated on the real scrape: stuck pods on gpu only, jobs assigned to
-        # the gpu scale set and not started, every variant with its session.
-        dashboard, alerts = rendered_monitoring(ensure_helm(), HELM_DIR / "arcflow", tmp_path)
-        stuck = evaluate(alerts["ArcflowRunnerPodStuck"], after, before)
-        assert stuck, "ArcflowRunnerPodStuck selects nothing on the scrape"
-        assert {dict(k)["variant"] for k in stuck} == {"gpu"}, stuck
-        assert {dict(k)["stage"] for k in stuck} == {"ImagePull"}, stuck
-        waiting = evaluate(alerts["ArcflowJobsAssignedNotStarted"], after, before)
-        assert {dict(k)["name"] for k in waiting} == {f"{ARS_NAME}-gpu"}, waiting
-        assert evaluate(alerts["ArcflowScaleSetWithoutSession"], after, before) == {}
-        # Every metric and label the dashboard and the rules use is on a scraped series.
-        problems = [
-            p
-            for where, query in [
-                *dashboard_queries(dashboard),
-                *((f"alert {name}", expr) for name, expr in alerts.items()),
-            ]
-            for p in unknown_names(where, query, after)
-            if not any(f"no series {name}" in p for name in FIRST_EVENT_ONLY)
-        ]
-        assert problems == [], "\n".join(problems)
-        stages = {
-            dict(k).get("stage") for (n, k) in after.samples if n.startswith("arcflow_runner_stage")
+    async def failures_recorded() -> dict[str, int]:
+        ers = (await kube.list(EPHEMERAL_RUNNER, namespace=namespace)).items
+        counts = {
+            e["metadata"]["name"]: len((e.get("status") or {}).get("failures") or {}) for e in ers
         }
-        print(
-            json.dumps(
-                {
-                    "reaped": len(events),
-                    "failures": failures,
-                    "stages": sorted(s for s in stages if s),
-                }
-            )
+        return counts if any(n and "-gpu-" in name for name, n in counts.items()) else {}
+
+    failures = await wait_for("a gpu runner's failure recorded", failures_recorded, 30)
+    assert all(n == 0 for name, n in failures.items() if "-gpu-" not in name), failures
+    assert all(engine.job(j).state.value != "completed" for j in gpu_jobs)
+
+    # The alerts, in the real Prometheus: stuck pods firing on gpu only (the counter series of
+    # gpu appears at its first reap, so Prometheus sees an increase from the next one on).
+    began = time.monotonic()
+    stuck = await wait_for(
+        "ArcflowRunnerPodStuck firing in Prometheus",
+        lambda: active_alerts(prom, "ArcflowRunnerPodStuck"),
+        90,
+    )
+    fired_after = round(time.monotonic() - began, 1)
+    assert {a["variant"] for a in stuck} == {"gpu"}, stuck
+    assert {a["stage"] for a in stuck} == {"ImagePull"}, stuck
+    assert {a["namespace"] for a in stuck} == {namespace}, stuck
+    stuck_now = await prom.query(alerts["ArcflowRunnerPodStuck"])
+    assert {s["metric"]["variant"] for s in stuck_now} == {"gpu"}, stuck_now
+    pending = await active_alerts(prom, "ArcflowRunnerPodStuck", "pending")
+    assert all(a["variant"] == "gpu" for a in pending), pending
+
+    async def only_gpu_waits() -> list[dict[str, str]]:
+        waiting = await active_alerts(prom, "ArcflowJobsAssignedNotStarted")
+        return waiting if {a["name"] for a in waiting} == {f"{ARS_NAME}-gpu"} else []
+
+    await wait_for("ArcflowJobsAssignedNotStarted firing for gpu only", only_gpu_waits, 60)
+    # The alerts with a long ``for``: their expressions, evaluated now.
+    assert await prom.query(alerts["ArcflowScaleSetWithoutSession"]) == []
+    assert await prom.query(alerts["ArcflowListenerNotScraped"]) == []
+    assert await prom.query(alerts["ArcflowListenerDown"]) == []
+    assert await prom.query(f'up{{job="{LISTENER_JOB}"}} == 1'), "no listener target is up"
+
+    # Every dashboard panel and variable and every rule runs on Prometheus; a panel shows
+    # something unless it reads a counter of an event that never happened here.
+    variables, panels = await dashboard_on_prometheus(prom, dashboard)
+    assert variables["namespace"] == [namespace], variables
+    variants = sorted(f"{ARS_NAME}-{t.variant}" for t in stack.targets)
+    assert sorted(variables["variant"]) == variants, variables
+    empty = [
+        where
+        for where, result in panels.items()
+        if not result and not any(name in where for name in FIRST_EVENT_ONLY)
+    ]
+    assert empty == [], "panels with nothing to show:\n" + "\n".join(empty)
+    errors = []
+    for name, expr in alerts.items():
+        try:
+            await prom.query(expr)
+        except PrometheusError as exc:
+            errors.append(f"alert {name}: {exc}")
+    assert errors == [], "\n".join(errors)
+    # Every metric and label the dashboard and the rules use is on a scraped series.
+    names = by_name(await prom.series('{__name__=~".+"}'))
+    problems = [
+        p
+        for where, query in [
+            *dashboard_queries(dashboard),
+            *((f"alert {name}", expr) for name, expr in alerts.items()),
+        ]
+        for p in unknown_names(where, query, names)
+        if not any(f"no series {name}" in p for name in FIRST_EVENT_ONLY)
+    ]
+    assert problems == [], "\n".join(problems)
+    stages = {
+        labels.get("stage")
+        for name, series in names.items()
+        if name.startswith("arcflow_runner_stage")
+        for labels in series
+    }
+    print(
+        json.dumps(
+            {
+                "reaped": len(events),
+                "failures": failures,
+                "stages": sorted(s for s in stages if s),
+                "stuck alerts": stuck,
+                "firing after the reap checks (s)": fired_after,
+            }
         )
+    )
 
-        stack.pod_runner.unpullable_images.clear()  # the registry is back
+    stack.pod_runner.unpullable_images.clear()  # the registry is back
 
-        async def gpu_done() -> bool:
-            return all(engine.job(j).state.value == "completed" for j in gpu_jobs)
+    async def gpu_done() -> bool:
+        return all(engine.job(j).state.value == "completed" for j in gpu_jobs)
 
-        await wait_for("the gpu jobs ran once the image pulls again", gpu_done, 200)
+    await wait_for("the gpu jobs ran once the image pulls again", gpu_done, 200)
 
 
 async def test_a_node_that_goes_away_with_runners_on_it(

@@ -20,7 +20,7 @@ from arcflow.common.service.flow import (
 )
 from arcflow.listener.service import SERVICE as LISTENER
 from arcflow.reconciler.cache import CACHED_KINDS
-from arcflow.reconciler.routing import ROUTED_RESOURCES
+from arcflow.reconciler.routing import ROUTED_KINDS
 from arcflow.reconciler.service import SERVICE as RECONCILER
 from arcflow.registrar.service import SERVICE as REGISTRAR
 from arcflow.watcher.service import SERVICE as WATCHER
@@ -34,6 +34,7 @@ AUDITORS = FlowNode(
     "auditors",
     consumes=frozenset(
         {
+            "k8s.object.changed",
             "object.written",
             "runner.lifecycle",
             "spec.invalid",
@@ -67,11 +68,10 @@ def test_a_consumer_without_producer_is_reported() -> None:
 
 
 def test_every_routed_resource_is_watched() -> None:
-    """The reconciler routes changes from the watcher's events and from its own watch-fed
-    cache (the listener's ServiceAccount, Role and RoleBinding come only from the cache)."""
-    cached = {kind.resource.plural for kind in CACHED_KINDS}
+    """The reconciler routes the changes of its own watch-fed cache only (ADR 0069); the
+    registrar converges on the watcher's events of ARSs and ERSs."""
+    assert not ROUTED_KINDS - {kind.resource.kind for kind in CACHED_KINDS}
     registrar_routes = {AUTOSCALING_RUNNER_SET.plural, EPHEMERAL_RUNNER_SET.plural}
-    assert not ROUTED_RESOURCES - (WATCHED_RESOURCES | cached)
     assert not registrar_routes - WATCHED_RESOURCES
 
 
@@ -80,6 +80,7 @@ def test_every_subscription_filter_matches_what_the_watcher_or_registrar_publish
         for subscription in spec.subscriptions:
             token = subscription.consumer.filter_subject.split(".")[1]
             assert token in {"k8s", "scalesets", "errors"}, subscription.consumer.durable
+    assert all(s.consumer.stream != "ARC_K8S" for s in RECONCILER.subscriptions)
 
 
 def test_docs_events_md_shows_the_generated_table() -> None:

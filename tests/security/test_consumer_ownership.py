@@ -20,7 +20,6 @@ import pytest
 from nats.js.api import ConsumerInfo
 
 from arcflow.common.nats import (
-    CONSUMER_RECONCILER_K8S,
     CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_REGISTRAR_ARS,
     STREAM_JOBS,
@@ -41,7 +40,6 @@ pytestmark = pytest.mark.integration
 OWNED: list[tuple[str, ConsumerSpec]] = [
     ("registrar", CONSUMER_REGISTRAR_ARS),
     ("registrar", CONSUMER_REGISTRAR_ERS),
-    ("reconciler", CONSUMER_RECONCILER_K8S),
     ("reconciler", CONSUMER_RECONCILER_SCALESETS),
     ("listener", listener_jobs_consumer("own-ns", "own-ars", "gpu")),
 ]

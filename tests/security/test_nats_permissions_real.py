@@ -27,7 +27,6 @@ from arcflow.common.events import (
     parse_event,
 )
 from arcflow.common.nats import (
-    CONSUMER_RECONCILER_K8S,
     CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_REGISTRAR_ARS,
     KV_SCALESETS,
@@ -155,16 +154,16 @@ async def test_each_service_does_its_job_with_its_own_user(secured: SecuredNats)
     )
     await registrar_nc.flush()
 
-    # reconciler: full layout, its durables, the KV read, the RPC, audit events
+    # reconciler: full layout, its durable, the KV read, the RPC, audit events (no consumer
+    # on ARC_K8S: its Kubernetes trigger is its own watch, ADR 0069)
     reconciler_nc = await secured.connect("reconciler")
     reconciler = reconciler_nc.jetstream()
-    await ensure_jetstream(
-        reconciler, consumers=[CONSUMER_RECONCILER_K8S, CONSUMER_RECONCILER_SCALESETS]
+    await ensure_jetstream(reconciler, consumers=[CONSUMER_RECONCILER_SCALESETS])
+    durable = await reconciler.pull_subscribe_bind(
+        durable=CONSUMER_RECONCILER_SCALESETS.durable, stream=CONSUMER_RECONCILER_SCALESETS.stream
     )
-    for spec in (CONSUMER_RECONCILER_K8S, CONSUMER_RECONCILER_SCALESETS):
-        durable = await reconciler.pull_subscribe_bind(durable=spec.durable, stream=spec.stream)
-        msgs = await durable.fetch(1, timeout=2)
-        await msgs[0].ack_sync()
+    msgs = await durable.fetch(1, timeout=2)
+    await msgs[0].ack_sync()
     ids = await reconciler.key_value(KV_SCALESETS.bucket)
     assert (await ids.get(f"{NS}.{ARS}._")).value == b'{"scale_set_id": 7}'
     jit = await RegistrarRpcClient(reconciler_nc, timeout=2).generate_jit_config(

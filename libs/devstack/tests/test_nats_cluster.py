@@ -31,7 +31,7 @@ async def test_layout_with_three_replicas_survives_a_node_and_catches_up(
             assert (await js.stream_info(STREAM_JOBS.name)).config.num_replicas == 3
             kv = await js.stream_info(f"KV_{KV_SCALESETS.bucket}")
             assert kv.config.num_replicas == 3
-            consumer = await js.consumer_info("ARC_K8S", "reconciler-k8s")
+            consumer = await js.consumer_info("ARC_K8S", "registrar-ars")
             assert consumer.cluster is not None
             assert len(consumer.cluster.replicas or []) == 2  # leader + 2 followers
 

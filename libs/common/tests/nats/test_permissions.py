@@ -8,7 +8,6 @@ import pytest
 
 from arcflow.common import subjects
 from arcflow.common.nats import (
-    CONSUMER_RECONCILER_K8S,
     CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_REGISTRAR_ARS,
     STREAMS,
@@ -119,7 +118,6 @@ def test_nobody_subscribes_to_data_or_rpc_wildcards() -> None:
 def test_durables_are_usable_only_by_their_owner() -> None:
     owners = {
         CONSUMER_REGISTRAR_ARS: "registrar",
-        CONSUMER_RECONCILER_K8S: "reconciler",
         CONSUMER_RECONCILER_SCALESETS: "reconciler",
         listener_jobs_consumer("ns", "ars", "gpu"): "listener",
     }
@@ -152,7 +150,12 @@ def test_auditor_is_read_only() -> None:
 def test_each_service_creates_and_pulls_only_its_own_durables() -> None:
     owned = {
         "registrar": {("ARC_K8S", "registrar-ars"), ("ARC_K8S", "registrar-ers")},
-        "reconciler": {("ARC_K8S", "reconciler-k8s"), ("ARC_SCALESETS", "reconciler-scalesets")},
+        "reconciler": {
+            ("ARC_SCALESETS", "reconciler-scalesets"),
+            ("ARC_ERRORS", "reconciler-errors"),
+        },
+        # the durable the reconciler consumed before ADR 0069: nobody may use it now
+        "nobody": {("ARC_K8S", "reconciler-k8s")},
         "listener": {("ARC_JOBS", "listener-jobs-abc")},
     }
     every = {durable for durables in owned.values() for durable in durables}

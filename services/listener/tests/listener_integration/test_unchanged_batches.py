@@ -100,7 +100,6 @@ async def test_started_only_batch_skips_the_ers_patch_and_completed_one_replaces
 
         async def handle(batch: JobsBatch) -> None:
             await worker.handle_batch(batch)
-            await stack.publish_change("ephemeralrunnersets", "solo")  # the watcher's event
 
         # Job 1 assigned: replicas 1 under a new patch id, one runner.
         await handle(_batch(target, 1, 0))

@@ -16,6 +16,16 @@ HEAVY = (
     "yaml",
     "click",
     "pydantic_settings",
+    # ADR 0074: installed here (dev tools, other services), never on the listener's path.
+    "rich",
+    "pygments",
+    "urllib3",
+    "dateutil",
+    "jsonschema",
+    "kubernetes_validate",
+    "multidict",
+    "yarl",
+    "prometheus_client",  # imported by the metrics server only when metrics are enabled
 )
 
 PROBE = """

@@ -71,6 +71,28 @@ def test_stages_statistics_and_session_gauge() -> None:
     assert _value(samples(metrics), "arcflow_listener_session_open", name="arc-gpu") == 0
 
 
+def test_scale_requested_ends_at_the_stamp_the_ers_patch_carried() -> None:
+    """Where the reconciler's ``runner_created`` starts (ADR 0065), not when it was recorded."""
+    metrics = ListenerMetrics({**default_metric_specs(), **stage_metric_specs()})
+    recorder = metrics.recorder_for("https://github.com/octo", "arc", "ci")
+    recorder._clock = lambda: (T0 + timedelta(seconds=9)).timestamp()  # recorded much later
+    job = JobInfo(message_type="JobAssigned", queue_time=T0, scale_set_assign_time=T0)
+    recorder.record_job_assigned(job, (T0 + timedelta(seconds=0.125)).timestamp())
+    found = samples(metrics)
+    assert _value(found, "arcflow_runner_stage_seconds_sum", stage="scale_requested") == 0.125
+
+
+def test_a_stamp_older_than_the_assignment_ends_scale_requested_now() -> None:
+    """The request the ERS holds predates the job (not its runner's): the recording time."""
+    metrics = ListenerMetrics({**default_metric_specs(), **stage_metric_specs()})
+    recorder = metrics.recorder_for("https://github.com/octo", "arc", "ci")
+    recorder._clock = lambda: (T0 + timedelta(seconds=2)).timestamp()
+    job = JobInfo(message_type="JobAssigned", queue_time=T0, scale_set_assign_time=T0)
+    recorder.record_job_assigned(job, (T0 - timedelta(seconds=5)).timestamp())
+    found = samples(metrics)
+    assert _value(found, "arcflow_runner_stage_seconds_sum", stage="scale_requested") == 2
+
+
 def test_a_job_without_times_observes_nothing() -> None:
     metrics = ListenerMetrics({**default_metric_specs(), **stage_metric_specs()})
     recorder = metrics.recorder_for("https://github.com/octo", "arc", "ci")

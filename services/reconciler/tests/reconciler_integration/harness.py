@@ -11,6 +11,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import nats
@@ -20,9 +21,9 @@ from opentelemetry.metrics import Meter
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from arcflow.common import subjects
-from arcflow.common.events import K8sObjectChanged, ObjectWritten, OwnerRef, parse_event
+from arcflow.common.events import ObjectWritten, parse_event
 from arcflow.common.kube import ConflictError, ForbiddenError, KubeClient, NotFoundError
-from arcflow.common.nats import KV_SCALESETS, NatsSettings, ensure_jetstream, publish_event
+from arcflow.common.nats import KV_SCALESETS, NatsSettings, ensure_jetstream
 from arcflow.common.scaleset_records import record_key
 from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.reconciler.service import SERVICE
@@ -116,6 +117,20 @@ class FakeRegistrarRpc:
 
 
 @dataclass
+class TestClock:
+    """The reconciler's wall clock in a test (its Context's ``clock``, fixed when the
+    reconciler is built): real time shifted by ``offset``, or ``frozen`` at one instant."""
+
+    __test__ = False  # not a test class
+
+    offset: timedelta = timedelta(0)
+    frozen: datetime | None = None
+
+    def __call__(self) -> datetime:
+        return self.frozen if self.frozen is not None else datetime.now(UTC) + self.offset
+
+
+@dataclass
 class Stack:
     nc: NatsClient
     kube: KubeClient
@@ -125,6 +140,8 @@ class Stack:
     apps: list[ReconcilerState] = field(default_factory=list)
     #: Where listeners and their config Secrets go (the reconciler's controller_namespace).
     controller_namespace: str = CONTROLLER_NS
+    #: Every replica's wall clock: a test moves time by changing it.
+    clock: TestClock = field(default_factory=TestClock)
 
     async def wait_idle(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
         for app in self.apps or [self.app]:
@@ -133,8 +150,8 @@ class Stack:
     async def set_pod_status(
         self, name: str, status: dict[str, Any], namespace: str | None = None
     ) -> None:
-        """Play the kubelet: write a pod's status, then tell the reconciler (as the watcher).
-        Like a kubelet, wait for the pod to exist first (it follows its runner's registration
+        """Play the kubelet: write a pod's status (the reconciler's watch sees it). Like a
+        kubelet, wait for the pod to exist first (it follows its runner's registration
         within the same reconcile, but a test can look in between)."""
         ns = namespace or self.namespace
 
@@ -147,12 +164,10 @@ class Stack:
 
         await eventually(exists, what=f"pod {ns}/{name}")
         await self.kube.patch_status("Pod", name, status, namespace=ns)
-        await self.publish_change("pods", name, namespace)
 
     async def set_runner_status(self, name: str, status: dict[str, Any]) -> None:
         """Play the listener: write an EphemeralRunner's status (e.g. a job id)."""
         await self.kube.patch_status("EphemeralRunner", name, status, namespace=self.namespace)
-        await self.publish_change("ephemeralrunners", name)
 
     async def events(self, reason: str, name: str | None = None) -> list[dict[str, Any]]:
         return [
@@ -168,7 +183,6 @@ class Stack:
             {"spec": {"replicas": replicas or None, "patchID": patch_id}},
             namespace=self.namespace,
         )
-        await self.publish_change("ephemeralrunnersets", ers)
 
     async def all_events(self) -> list[Any]:
         """Every event on the audit subjects (object.written and runner.lifecycle)."""
@@ -205,38 +219,6 @@ class Stack:
         }
         await kv.put(record_key(self.namespace, ars, variant), json.dumps(record).encode())
 
-    async def publish_change(self, resource: str, name: str, namespace: str | None = None) -> None:
-        """What the watcher publishes when an object changes."""
-        ns = namespace or self.namespace
-        try:
-            obj = await self.kube.get(_KINDS[resource], name, ns)
-        except NotFoundError:
-            return  # already acted on and deleted: the reconciler's cache saw the change
-        meta = obj["metadata"]
-        event = K8sObjectChanged(
-            source="test-watcher",
-            api_version=obj["apiVersion"],
-            kind=obj["kind"],
-            resource=resource,
-            namespace=ns,
-            name=name,
-            uid=meta["uid"],
-            change="MODIFIED",
-            resource_version=meta["resourceVersion"],
-            labels=meta.get("labels") or {},
-            owner_references=[
-                OwnerRef(
-                    api_version=ref["apiVersion"],
-                    kind=ref["kind"],
-                    name=ref["name"],
-                    uid=ref["uid"],
-                    controller=bool(ref.get("controller")),
-                )
-                for ref in meta.get("ownerReferences") or []
-            ],
-        )
-        await publish_event(self.js, subjects.k8s_subject(resource, ns, name), event)
-
     async def apply_ars(self, manifest: dict[str, Any]) -> None:
         name = manifest["metadata"]["name"]
         for attempt in range(5):
@@ -259,7 +241,6 @@ class Stack:
                 # read again, as kubectl apply would.
                 if attempt == 4:
                     raise
-        await self.publish_change("autoscalingrunnersets", name)
 
     async def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
         return (await self.kube.list(kind, namespace=namespace or self.namespace)).items
@@ -280,15 +261,6 @@ class Stack:
         finally:
             await sub.unsubscribe()
         return events
-
-
-_KINDS = {
-    "autoscalingrunnersets": "AutoscalingRunnerSet",
-    "ephemeralrunnersets": "EphemeralRunnerSet",
-    "ephemeralrunners": "EphemeralRunner",
-    "autoscalinglisteners": "AutoscalingListener",
-    "pods": "Pod",
-}
 
 
 def reconciler_test_settings(**overrides: Any) -> ReconcilerSettings:
@@ -351,6 +323,8 @@ async def build_stack(
     await kube.create(pat_secret(SECRET_NAME, namespace, TOKEN))
     rpc = FakeRegistrarRpc(nc)
     await rpc.start()
+    clock = TestClock()
+    overrides["context"] = {"clock": clock, **overrides.get("context", {})}
     runtimes = [
         reconciler_runtime(
             nats_url,
@@ -365,7 +339,7 @@ async def build_stack(
         for runtime in runtimes:
             await runtime.start()
         apps = [runtime.state for runtime in runtimes]
-        yield Stack(nc, kube, namespace, apps[0], rpc, apps, controller_namespace)
+        yield Stack(nc, kube, namespace, apps[0], rpc, apps, controller_namespace, clock)
     finally:
         for runtime in runtimes:
             await runtime.stop()
@@ -381,8 +355,9 @@ def reconciler_runtime(
     meter: Meter | None = None,
     **overrides: Any,
 ) -> ServiceRuntime:
-    """One reconciler replica through the service runtime, with fast test timings."""
-    overrides.setdefault("context", {"job_running_recheck": 0.2})
+    """One reconciler replica through the service runtime, with fast test timings
+    (``overrides["context"]``: values for the controllers' Context fields)."""
+    overrides["context"] = {"job_running_recheck": 0.2, **overrides.get("context", {})}
     return ServiceRuntime(
         SERVICE,
         settings,

@@ -206,7 +206,9 @@ async def test_listener_pod_is_recreated_when_terminated_evicted_or_its_inputs_c
         {"data": {"github_token": base64.b64encode(b"ghp_rotated").decode()}},
         namespace=stack.namespace,
     )
-    await stack.publish_change("autoscalinglisteners", name, stack.controller_namespace)
+    # The user's credentials Secret is not watched (only arcflow's own Secrets are): the
+    # periodic resync is what notices the rotation.
+    await stack.app.resync()
     await eventually(lambda: new_pod(third))
     config = await stack.kube.get("Secret", f"{name}-config", stack.controller_namespace)
     assert json.loads(base64.b64decode(config["data"]["config.json"]))["github_token"] == (

@@ -182,8 +182,8 @@ async def test_invalid_ars_gets_condition_and_event_and_no_children(
     ars = await stack.kube.get("AutoscalingRunnerSet", "bad", stack.namespace)
     assert FINALIZER_ARS not in (ars["metadata"].get("finalizers") or [])
 
-    # a second pass over the same invalid spec emits no second Event
-    await stack.publish_change("autoscalingrunnersets", "bad")
+    # a second pass over the same invalid spec (the resync's) emits no second Event
+    await stack.app.resync()
     await stack.app.queue.wait_idle()
     again = [e for e in await stack.list("Event") if e["reason"] == "InvalidSpec"]
     assert len(again) == 1
@@ -235,7 +235,6 @@ async def test_single_variant_objects_equal_the_builders_plan(stack: Stack) -> N
 async def test_deleting_the_ars_removes_every_child(stack: Stack) -> None:
     await _two_variant_set(stack)
     await stack.kube.delete("AutoscalingRunnerSet", "big", namespace=stack.namespace)
-    await stack.publish_change("autoscalingrunnersets", "big")
 
     async def all_gone() -> bool:
         leftovers = [

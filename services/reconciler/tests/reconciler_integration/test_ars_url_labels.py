@@ -48,9 +48,10 @@ async def test_ars_gets_url_labels_with_its_ids_once(stack: Stack) -> None:
     assert LABEL_ENTERPRISE not in labels
     assert labels["team"] == "builds"  # the user's own labels stay
 
-    # Level-triggered passes over an unchanged ARS write its metadata no second time.
+    # Level-triggered passes over an unchanged ARS (the resync's) write its metadata no second
+    # time.
     await stack.app.queue.wait_idle()
-    await stack.publish_change("autoscalingrunnersets", "repo-set")
+    await stack.app.resync()
     await stack.app.queue.wait_idle()
     assert await _metadata_writes(stack, "repo-set") == 1
 
@@ -61,7 +62,6 @@ async def test_ars_gets_url_labels_with_its_ids_once(stack: Stack) -> None:
         {"metadata": {"labels": {LABEL_REPOSITORY: "other", LABEL_ENTERPRISE: "stray"}}},
         namespace=stack.namespace,
     )
-    await stack.publish_change("autoscalingrunnersets", "repo-set")
 
     async def restored() -> bool:
         ars = await stack.kube.get("AutoscalingRunnerSet", "repo-set", stack.namespace)

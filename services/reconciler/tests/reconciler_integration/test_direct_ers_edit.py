@@ -67,7 +67,6 @@ async def test_direct_edit_replaces_idle_runners_and_lets_the_busy_one_finish(
         {"spec": {"ephemeralRunnerSpec": {"spec": edited["spec"]}}},
         namespace=stack.namespace,
     )
-    await stack.publish_change("ephemeralrunnersets", "solo")
 
     async def replaced() -> bool:
         live = await _live_runners(stack)

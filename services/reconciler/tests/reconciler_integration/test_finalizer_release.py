@@ -53,7 +53,6 @@ async def test_a_released_runner_is_deregistered_and_patched_once(
         reader, "arcflow_reconciler_writes", action="patched", kind="EphemeralRunner"
     )
     await stack.kube.delete("EphemeralRunnerSet", "rel", namespace=stack.namespace)
-    await stack.publish_change("ephemeralrunnersets", "rel")
 
     async def gone() -> bool:
         left = {r["metadata"]["name"] for r in await stack.list("EphemeralRunner")}

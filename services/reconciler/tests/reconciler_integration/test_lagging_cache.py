@@ -54,7 +54,6 @@ async def test_a_lagging_cache_never_deletes_a_busy_runner(stack: Stack) -> None
         namespace=stack.namespace,
     )
     await stack.kube.delete("EphemeralRunnerSet", "lag", namespace=stack.namespace)
-    await stack.publish_change("ephemeralrunnersets", "lag")
 
     async def idle_ones_gone() -> bool:
         return {r["metadata"]["name"] for r in await _runners(stack)} == {busy}

@@ -92,7 +92,6 @@ async def test_the_listener_pod_is_gone_before_its_rbac(
         )
     try:
         await stack.kube.delete("AutoscalingRunnerSet", "td", namespace=stack.namespace)
-        await stack.publish_change("autoscalingrunnersets", "td")
 
         async def pod_terminating() -> bool:
             pod = await stack.kube.get("Pod", name, stack.controller_namespace)

@@ -12,6 +12,7 @@ import pytest
 
 from arcflow.common.constants import LABEL_RUNNER_POD
 from arcflow.common.events import RunnerLifecycle
+from arcflow.common.kube import NotFoundError
 from tests.polling import eventually
 
 from .harness import Stack, ars_manifest, runner_template
@@ -72,8 +73,7 @@ async def test_scale_down_never_removes_busy_or_unregistered_runners(stack: Stac
     assert stack.rpc.removed == []
 
     stack.rpc.jit_unavailable = False
-    for er in await _runners(stack):
-        await stack.publish_change("ephemeralrunners", er["metadata"]["name"])
+    await stack.app.resync()  # the periodic resync: the runners ask for their JIT configs again
     await stack.scale("solo", 2, 0)
     runners = await _registered(stack, 2)
     busy = runners[0]["metadata"]["name"]
@@ -97,7 +97,6 @@ async def test_deletion_removes_the_runner_first_and_waits_for_its_job(stack: St
     stack.rpc.busy_runner_ids.add(runner_id)
 
     await stack.kube.delete("EphemeralRunner", name, namespace=stack.namespace)
-    await stack.publish_change("ephemeralrunners", name)
     await asyncio.sleep(0.6)  # several 0.2 s rechecks: still there, pod still there
     live = await stack.kube.get("EphemeralRunner", name, stack.namespace)
     assert live["metadata"]["deletionTimestamp"]
@@ -116,9 +115,7 @@ async def test_deletion_removes_the_runner_first_and_waits_for_its_job(stack: St
 
 
 async def test_pod_failures_back_off_by_the_table_then_the_runner_goes(stack: Stack) -> None:
-    now = [datetime(2026, 1, 1, tzinfo=UTC)]
-    for app in stack.apps:
-        app.context.clock = lambda: now[0]
+    stack.clock.frozen = datetime(2026, 1, 1, tzinfo=UTC)
     await _solo(stack)
     await stack.scale("solo", 1, 1)
     er = (await _registered(stack, 1))[0]
@@ -143,17 +140,26 @@ async def test_pod_failures_back_off_by_the_table_then_the_runner_goes(stack: St
     await asyncio.sleep(0.5)
     assert await pod_uid() is None  # 5 s backoff after one failure: no new pod yet
 
-    now[0] += timedelta(seconds=5)
-    await stack.publish_change("ephemeralrunners", name)
+    stack.clock.frozen += timedelta(seconds=5)
+    await stack.app.resync()  # the periodic resync stands for the backoff's own requeue
     second = await eventually(pod_uid)
     assert second != first
 
-    # more than 5 failures: the runner is deleted (fast table for the rest)
-    for app in stack.apps:
-        app.context.failure_backoff = (0,)
-    for _ in range(5):
+    # more than 5 failures: the runner is deleted (the clock moves past each backoff)
+    for failed in range(2, 7):
         uid = await eventually(pod_uid)
         await stack.set_pod_status(name, _terminated(1))
+
+        async def recorded(count: int = failed) -> bool:
+            try:
+                live = await stack.kube.get("EphemeralRunner", name, stack.namespace)
+            except NotFoundError:
+                return True  # the sixth failure: the runner went already
+            return len((live.get("status") or {}).get("failures") or {}) >= count
+
+        await eventually(recorded, what=f"{failed} pod failures in the runner's status")
+        stack.clock.frozen += timedelta(seconds=100)  # past the longest backoff (80 s)
+        await stack.app.resync()
 
         async def replaced(old: str = uid) -> bool:
             current = await pod_uid()
@@ -228,7 +234,6 @@ async def test_container_hook_objects_are_deleted_with_the_runner(stack: Stack) 
         }
     )
     await stack.kube.delete("EphemeralRunner", name, namespace=stack.namespace)
-    await stack.publish_change("ephemeralrunners", name)
 
     async def hook_objects_gone() -> bool:
         pods = {p["metadata"]["name"] for p in await stack.list("Pod")}
@@ -250,7 +255,6 @@ async def test_runner_exists_same_scale_set_is_removed_and_retried(stack: Stack)
     name = await eventually(one)
     stack.rpc.registered[name] = {"id": 555, "name": name, "runner_scale_set_id": 7}
     stack.rpc.jit_unavailable = False
-    await stack.publish_change("ephemeralrunners", name)
     er = (await _registered(stack, 1))[0]
     assert er["metadata"]["name"] == name
     assert 555 in stack.rpc.removed  # the stale registration went first
@@ -269,7 +273,6 @@ async def test_runner_exists_in_another_scale_set_deletes_the_runner(stack: Stac
     name = await eventually(one)
     stack.rpc.registered[name] = {"id": 556, "name": name, "runner_scale_set_id": 99}
     stack.rpc.jit_unavailable = False
-    await stack.publish_change("ephemeralrunners", name)
 
     async def deleted() -> bool:
         return name not in {r["metadata"]["name"] for r in await _runners(stack)}
@@ -292,7 +295,6 @@ async def test_a_served_scale_request_is_not_served_again_after_its_runner_finis
         return first not in {r["metadata"]["name"] for r in await _runners(stack)}
 
     await eventually(gone)
-    await stack.publish_change("ephemeralrunnersets", "solo")
     await stack.wait_idle()
     assert await _runners(stack) == []
     assert len(stack.rpc.jit_requests) == 1

@@ -22,7 +22,6 @@ async def _scale(stack: Stack, replicas: int, patch_id: int) -> None:
         {"spec": {"replicas": replicas or None, "patchID": patch_id}},
         namespace=stack.namespace,
     )
-    await stack.publish_change("ephemeralrunnersets", "solo")
 
 
 async def _ready_set(stack: Stack) -> None:

@@ -58,7 +58,9 @@ async def test_a_missing_then_invalid_then_fixed_ca_is_explained(stack: Stack) -
             "data": {"ca.crt": "not a certificate"},
         }
     )
-    await stack.publish_change("autoscalingrunnersets", "ghes")
+    # The CA ConfigMap is not watched (by the reconciler nor the watcher): the periodic
+    # resync is what notices a change to it.
+    await stack.app.resync()
 
     async def invalid() -> bool:
         condition = await _condition(stack, "ghes")
@@ -72,7 +74,7 @@ async def test_a_missing_then_invalid_then_fixed_ca_is_explained(stack: Stack) -
     await stack.kube.patch_merge(
         "ConfigMap", "ghes-ca", {"data": {"ca.crt": pem}}, namespace=stack.namespace
     )
-    await stack.publish_change("autoscalingrunnersets", "ghes")
+    await stack.app.resync()
 
     async def fixed() -> bool:
         condition = await _condition(stack, "ghes")

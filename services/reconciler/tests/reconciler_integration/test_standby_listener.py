@@ -60,7 +60,6 @@ async def test_two_listener_pods_then_one(stack: Stack) -> None:
         },
         namespace=stack.namespace,
     )
-    await stack.publish_change("autoscalingrunnersets", "duo")
 
     async def one() -> dict[str, dict[str, Any]] | None:
         pods = await _listener_pods(stack)

@@ -1,4 +1,6 @@
-"""A reconcile continues the trace of the event that asked for it; /healthz and /readyz."""
+"""A reconcile continues the trace of the event that asked for it (a registrar event: a
+Kubernetes change comes from the reconciler's own watch and starts a trace of its own, ADR
+0069); /healthz and /readyz."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from arcflow.common import subjects
+from arcflow.common.events import EventKeys, ScaleSetAssigned
 from arcflow.common.kube import KubeClient
+from arcflow.common.nats import publish_event
 from arcflow.devstack.nats_server import NatsServer
 from tests.polling import eventually
 
@@ -29,9 +34,19 @@ async def test_reconcile_span_continues_the_trace_of_the_triggering_event(
     ) as stack:
         await stack.register("traced", "", 5)
         await stack.kube.create(ars_manifest(stack.namespace, "traced"))
-        with provider.get_tracer("test-watcher").start_as_current_span("watch event") as span:
+        assigned = ScaleSetAssigned(
+            source="test-registrar",
+            keys=EventKeys(namespace=stack.namespace, ars="traced", scale_set_id=5),
+            scale_set_id=5,
+            scale_set_name="traced",
+            runner_group_id=1,
+            runner_group_name="Default",
+        )
+        with provider.get_tracer("test-registrar").start_as_current_span("assign") as span:
             trace_id = span.get_span_context().trace_id
-            await stack.publish_change("autoscalingrunnersets", "traced")
+            await publish_event(
+                stack.js, subjects.scalesets_subject(stack.namespace, "traced"), assigned
+            )
 
         async def reconciled_in_trace() -> list[object]:
             return [
@@ -44,7 +59,7 @@ async def test_reconcile_span_continues_the_trace_of_the_triggering_event(
         reconcile = spans[0]
         assert reconcile.attributes["arcflow.key"] == f"ars:{stack.namespace}/traced"
         assert reconcile.parent is not None
-        # keys from the resync (no event) start traces of their own
+        # keys from the resync and the watch (no event) start traces of their own
         others = [s for s in exporter.get_finished_spans() if s.context.trace_id != trace_id]
         assert all(s.name.startswith("reconcile ") for s in others)
     assert trace.get_current_span().get_span_context().is_valid is False
@@ -62,7 +77,10 @@ async def test_health_and_readiness(
     private_nats_server: NatsServer, kube_client: KubeClient
 ) -> None:
     runtime = reconciler_runtime(
-        private_nats_server.url, kube_client, reconciler_test_settings(), serve_health=True
+        private_nats_server.url,
+        kube_client,
+        reconciler_test_settings(health_port=0, metrics_port=0),
+        serve_health=True,
     )
     try:
         await runtime.start()

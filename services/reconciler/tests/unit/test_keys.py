@@ -1,22 +1,16 @@
-"""The queue's keys and a reconcile's result."""
+"""The reconciler's key kinds and the order its queue takes them in (Key and Result
+themselves: libs/common/tests/unit/test_keys.py)."""
 
 from __future__ import annotations
 
-from arcflow.reconciler.keys import KINDS, PRIORITY, Key, Result
-
-
-def test_keys_order_by_kind_then_name_and_print_as_kind_namespace_name() -> None:
-    keys = [Key("ers", "arc", "b"), Key("ars", "arc", "z"), Key("ers", "arc", "a")]
-    assert sorted(keys) == [Key("ars", "arc", "z"), Key("ers", "arc", "a"), Key("ers", "arc", "b")]
-    assert str(Key("er", "ns", "runner-1")) == "er:ns/runner-1"
-    assert {Key("ars", "a", "b"), Key("ars", "a", "b")} == {Key("ars", "a", "b")}
+from arcflow.common.reconcile import keys as common_keys
+from arcflow.reconciler.keys import KINDS, PRIORITY, Key
 
 
 def test_listeners_are_taken_first_and_runners_last() -> None:
     assert sorted(KINDS, key=PRIORITY.__getitem__) == ["al", "ars", "ers", "er"]
 
 
-def test_a_result_requeues_after_a_non_negative_delay_or_not_at_all() -> None:
-    assert Result.done().requeue_after is None
-    assert Result.again(2.5).requeue_after == 2.5
-    assert Result.again(-1).requeue_after == 0.0
+def test_the_reconcilers_keys_are_the_common_ones() -> None:
+    assert Key("ars", "ns", "a") == common_keys.Key("ars", "ns", "a")
+    assert isinstance(Key("er", "ns", "r"), common_keys.Key)

@@ -1,4 +1,4 @@
-"""The stuck-pod deadline rules (reaper_rules.py, ADR 0065): pure, on pod manifests."""
+"""The stuck-pod deadline rules (reaper_rules.py, ADR 0065): pure, on parsed pods."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from arcflow.common.models import Pod
 from arcflow.reconciler.controllers.reaper_rules import (
     Deadlines,
     DeadlineSyntaxError,
@@ -20,7 +21,12 @@ T0 = "2026-01-01T00:00:00Z"
 EPOCH = 1767225600.0  # T0
 
 
-def _pod(
+def _pod(**fields: Any) -> Pod:
+    """A runner pod as the reconciler reads it (the model of ADR 0071)."""
+    return Pod.from_manifest(_pod_manifest(**fields))
+
+
+def _pod_manifest(
     *,
     phase: str = "Pending",
     node: str | None = "node-a",
@@ -73,9 +79,7 @@ def _pod(
         ),
     ],
 )
-def test_each_stage_is_read_from_the_pod_status(
-    pod: dict[str, Any], stage: str, reason: str
-) -> None:
+def test_each_stage_is_read_from_the_pod_status(pod: Pod, stage: str, reason: str) -> None:
     found = pod_stage(pod)
     assert found is not None
     assert found[:2] == (stage, reason)
@@ -87,10 +91,12 @@ def test_each_stage_is_read_from_the_pod_status(
         _pod(phase="Running", running=True, ready=True),
         _pod(phase="Succeeded"),
         _pod(phase="Failed"),
-        {**_pod(waiting="ErrImagePull"), "metadata": {"deletionTimestamp": T0}},
+        Pod.from_manifest(
+            {**_pod_manifest(waiting="ErrImagePull"), "metadata": {"deletionTimestamp": T0}}
+        ),
     ],
 )
-def test_a_running_finished_or_deleted_pod_is_past_start_up(pod: dict[str, Any]) -> None:
+def test_a_running_finished_or_deleted_pod_is_past_start_up(pod: Pod) -> None:
     assert pod_stage(pod) is None
     assert stuck(pod, EPOCH + 10_000, Deadlines()) is None
 

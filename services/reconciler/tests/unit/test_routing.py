@@ -1,58 +1,118 @@
-"""Events routed to the keys of the objects they concern."""
+"""Changes and events routed to the keys of the objects they concern (ADR 0069)."""
 
 from __future__ import annotations
 
-from arcflow.common.events import EventKeys, K8sObjectChanged, OwnerRef, ScaleSetAssigned
+from typing import Any
+
+from arcflow.common.events import (
+    EventKeys,
+    ScaleSetAssigned,
+    ScaleSetDeleted,
+    SpecInvalid,
+    SpecIssue,
+)
 from arcflow.reconciler.keys import Key
-from arcflow.reconciler.routing import keys_for
+from arcflow.reconciler.routing import keys_for_change, keys_for_event
+
+SCALE_SET_LABELS = {
+    "actions.github.com/scale-set-name": "big",
+    "actions.github.com/scale-set-namespace": "arc",
+}
 
 
-def test_routing() -> None:
-    pod = K8sObjectChanged(
-        source="w",
-        api_version="v1",
-        kind="Pod",
-        resource="pods",
-        namespace="arc",
-        name="big-runner-abc",
-        uid="u",
-        change="MODIFIED",
-        resource_version="1",
-        owner_references=[
-            OwnerRef(api_version="x", kind="EphemeralRunner", name="big-runner-abc", uid="o")
-        ],
-    )
-    assert keys_for(pod, "ctl") == [Key("er", "arc", "big-runner-abc")]
-    ers = pod.model_copy(
-        update={
-            "resource": "ephemeralrunnersets",
-            "name": "big-gpu",
-            "owner_references": [],
-            "labels": {
-                "actions.github.com/scale-set-name": "big",
-                "actions.github.com/scale-set-namespace": "arc",
-            },
-        }
-    )
-    assert keys_for(ers, "ctl") == [Key("ers", "arc", "big-gpu"), Key("ars", "arc", "big")]
+def _obj(name: str, namespace: str = "arc", **meta: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, **meta}}
+
+
+def _no_sets(_namespace: str) -> list[dict[str, Any]]:
+    raise AssertionError("only a ResourceQuota change reads the sets")
+
+
+def _owner(kind: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "x", "kind": kind, "name": name, "uid": "o"}
+
+
+def test_a_runner_pod_routes_to_its_runner() -> None:
+    pod = _obj("big-runner-abc", ownerReferences=[_owner("EphemeralRunner", "big-runner-abc")])
+    assert keys_for_change("Pod", pod, "ctl", _no_sets) == [Key("er", "arc", "big-runner-abc")]
+
+
+def test_a_runner_set_routes_to_itself_and_its_ars() -> None:
+    ers = _obj("big-gpu", labels=SCALE_SET_LABELS)
+    assert keys_for_change("EphemeralRunnerSet", ers, "ctl", _no_sets) == [
+        Key("ers", "arc", "big-gpu"),
+        Key("ars", "arc", "big"),
+    ]
+
+
+def test_a_runner_routes_to_itself_and_its_set() -> None:
+    er = _obj("big-gpu-x", ownerReferences=[_owner("EphemeralRunnerSet", "big-gpu")])
+    assert keys_for_change("EphemeralRunner", er, "ctl", _no_sets) == [
+        Key("er", "arc", "big-gpu-x"),
+        Key("ers", "arc", "big-gpu"),
+    ]
+
+
+def test_the_listener_rbac_routes_to_its_listener_in_the_controller_namespace() -> None:
+    role = _obj("big-listener", labels={"auto-scaling-listener-name": "big-listener"})
+    for kind in ("Role", "RoleBinding", "ServiceAccount"):
+        assert keys_for_change(kind, role, "ctl", _no_sets) == [Key("al", "ctl", "big-listener")]
+
+
+def test_an_owner_of_another_kind_is_not_a_key() -> None:
+    pod = _obj("p", ownerReferences=[_owner("ReplicaSet", "rs")])
+    assert keys_for_change("Pod", pod, "ctl", _no_sets) == []
+    assert keys_for_change("ConfigMap", _obj("c"), "ctl", _no_sets) == []
+
+
+def test_a_quota_routes_to_the_sets_of_its_namespace_that_use_it() -> None:
+    sets = [
+        {"metadata": {"name": "a"}, "spec": {"capacity": {"fromResourceQuota": True}}},
+        {"metadata": {"name": "b"}, "spec": {}},
+    ]
+    asked: list[str] = []
+
+    def sets_in(namespace: str) -> list[dict[str, Any]]:
+        asked.append(namespace)
+        return sets
+
+    assert keys_for_change("ResourceQuota", _obj("q", "ns"), "ctl", sets_in) == [
+        Key("ars", "ns", "a")
+    ]
+    assert asked == ["ns"]
+
+
+def test_registrar_and_listener_events_route_to_their_ars() -> None:
+    from arcflow.common.events import RegistrationFailed, SessionFailed, SessionOpened
+
+    keys = EventKeys(namespace="arc", ars="big", variant="gpu", scale_set_id=7)
     assigned = ScaleSetAssigned(
         source="registrar",
-        keys=EventKeys(namespace="arc", ars="big", variant="gpu"),
+        keys=keys,
         variant="gpu",
         scale_set_id=3,
         scale_set_name="big-gpu",
         runner_group_id=1,
         runner_group_name="Default",
     )
-    assert keys_for(assigned, "ctl") == [Key("ars", "arc", "big")]
+    deleted = ScaleSetDeleted(
+        source="registrar", keys=keys, variant="gpu", scale_set_id=3, scale_set_name="big-gpu"
+    )
+    failed = SessionFailed(source="listener", keys=keys, variant="gpu", reason="conflict")
+    opened = SessionOpened(source="listener", keys=keys, variant="gpu", scale_set_id=7)
+    registration = RegistrationFailed(source="registrar", keys=keys, variant="gpu", reason="x")
+    for event in (assigned, deleted, failed, opened, registration):
+        assert keys_for_event(event) == [Key("ars", "arc", "big")], event.type
 
 
-def test_listener_session_events_route_to_their_ars() -> None:
-    """``session.failed``/``session.opened`` re-reconcile the ARS at once (ADR 0064, amendment)."""
-    from arcflow.common.events import SessionFailed, SessionOpened
-
-    keys = EventKeys(namespace="arc", ars="big", variant="arm", scale_set_id=7)
-    failed = SessionFailed(source="listener", keys=keys, variant="arm", reason="conflict")
-    opened = SessionOpened(source="listener", keys=keys, variant="arm", scale_set_id=7)
-    assert keys_for(failed, "ctl") == [Key("ars", "arc", "big")]
-    assert keys_for(opened, "ctl") == [Key("ars", "arc", "big")]
+def test_an_event_without_an_ars_or_of_another_type_routes_nowhere() -> None:
+    invalid = SpecInvalid(
+        source="registrar",
+        keys=EventKeys(namespace="arc", ars="big"),
+        errors=[SpecIssue(path="spec", message="bad")],
+    )
+    assert keys_for_event(invalid) == []
+    unkeyed = ScaleSetDeleted(
+        source="registrar", keys=EventKeys(), variant="", scale_set_id=3, scale_set_name="x"
+    )
+    assert keys_for_event(unkeyed) == []

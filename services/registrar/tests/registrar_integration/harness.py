@@ -98,6 +98,7 @@ class Stack:
         *,
         run_sweep: bool = True,
         meter: Meter | None = None,
+        tracer_provider: Any = None,
         **settings: Any,
     ) -> ServiceRuntime:
         """One registrar replica through the service runtime (its own NATS connection)."""
@@ -109,7 +110,7 @@ class Stack:
             nats_settings=NatsSettings(url=self.nats_url),
             kube=self.kube,
             meter=meter,
-            overrides={"client_factory": fast_client_factory},
+            overrides={"client_factory": fast_client_factory, "tracer_provider": tracer_provider},
             serve_metrics=False,
             run_periodic=run_sweep,
         )
@@ -170,7 +171,7 @@ class Stack:
         return len(self.sim.requests_matching("*/_apis/runtime/runnerscalesets", method="POST"))
 
     async def records(self, ars: str) -> dict[str, ScaleSetRecord]:
-        return await state_of(self.apps[0]).registrar.records_by_variant(self.namespace, ars)
+        return await state_of(self.apps[0]).context.records.by_variant(self.namespace, ars)
 
     async def stream_events(self, stream: str) -> list[tuple[str, Any]]:
         return [

@@ -216,14 +216,17 @@ async def test_duplicate_event_storm_on_two_replicas_creates_no_duplicate(stack:
     names = {"storm-small", "storm-big", "storm-gpu"}
     await eventually(lambda: registered(stack, names))
     await eventually(lambda: _consumer_drained(stack, "registrar-ars"), within=20)
+    for app in (first, second):
+        await state_of(app).queue.wait_idle(20)  # the events only enqueued the key
     assert stack.create_requests() == 3
     assert len(stack.scale_sets()) == 3
     records = await _announced(stack, "storm", 3)
     assert {r.scale_set_name for r in records.values()} == names
-    handled = [state_of(app).handled for app in (first, second)]
-    assert sum(handled) >= 50
-    # Events that found a pass already waiting for the ARS's lock ran no pass of their own.
-    assert sum(state_of(app).registrar.coalesced for app in (first, second)) > 0
+    events = [state_of(app).events for app in (first, second)]
+    assert sum(events) >= 50
+    # Events whose key was already waiting in the work queue ran no pass of their own.
+    assert sum(state_of(app).queue.coalesced for app in (first, second)) > 0
+    assert sum(state_of(app).handled for app in (first, second)) < 50
     errors = await stack.stream_events("ARC_ERRORS")
     assert errors == []
     dead = await stack.stream_events("ARC_DLQ")
@@ -300,7 +303,7 @@ async def _failure_mentions(stack: Stack, text: str) -> bool:
     return any(text in e.reason for _, e in failures)
 
 
-async def test_actions_outage_is_retried_by_redelivery(stack: Stack) -> None:
+async def test_actions_outage_is_retried_by_the_work_queue(stack: Stack) -> None:
     await stack.create_secret({"github_token": stack.pat})
     app = await stack.start_registrar(run_sweep=False)
     # Five 503s exhaust one delivery's HTTP retries (fast policy: 5 attempts).
@@ -310,8 +313,10 @@ async def test_actions_outage_is_retried_by_redelivery(stack: Stack) -> None:
     failures = await _events_of(stack, "ARC_ERRORS", RegistrationFailed)
     assert failures[0][1].retryable
     await eventually(lambda: _consumer_drained(stack, "registrar-ars"))
-    assert stack.create_requests() == 6, "5 failed attempts, then one after redelivery"
-    assert state_of(app).handled == 1
+    await state_of(app).queue.wait_idle(20)
+    assert stack.create_requests() == 6, "5 failed attempts, then one after the retry"
+    assert state_of(app).events == 1, "retried by the queue, not by a redelivery"
+    assert state_of(app).handled == 1, "one failed pass, one that finished"
     assert await stack.stream_events("ARC_DLQ") == []
 
 

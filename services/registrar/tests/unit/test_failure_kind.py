@@ -10,7 +10,7 @@ from arcflow.common.actions.errors import (
     RunnerGroupNotFoundError,
     ScaleSetNotFoundError,
 )
-from arcflow.registrar.converge import failure_kind
+from arcflow.registrar.reporting import failure_kind
 
 
 def test_each_failure_has_its_kind() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, InvalidManifestError
 from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.registrar.planning import (
     ActionKind,
@@ -14,6 +14,7 @@ from arcflow.registrar.planning import (
     desired_scale_sets,
     live_variants,
     plan_scale_sets,
+    registration_of,
     scale_set_labels,
 )
 
@@ -259,3 +260,33 @@ def test_live_variants_from_labels_names_and_owners() -> None:
     assert live_variants("arc", [], runners, known_variants=["c"]) == {"c", "d"}
     assert live_variants("arc", [], [_obj("orphan-runner")]) == {""}
     assert live_variants("arc", [], []) == set()
+
+
+def _manifest(variants: list[dict[str, Any]], **metadata: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "AutoscalingRunnerSet",
+        "metadata": {"name": "arc", "namespace": "ns", **metadata},
+        "spec": {
+            "githubConfigUrl": URL,
+            "githubConfigSecret": "gh",
+            "template": {"spec": {"containers": [{"name": "runner", "image": "r"}]}},
+            "runnerVariants": variants,
+        },
+    }
+
+
+def test_a_valid_ars_is_registered_as_it_is() -> None:
+    registration = registration_of(_manifest([{"name": "a"}, {"name": "b"}]))
+    assert (registration.namespace, registration.name) == ("ns", "arc")
+    assert registration.ars is not None
+    assert [d.variant for d in desired_scale_sets(registration.ars)] == ["a", "b"]
+
+
+def test_an_invalid_ars_is_refused_with_field_paths_and_planned_as_gone_once_deleting() -> None:
+    bad = _manifest([{"name": "Not_A_DNS_Label"}])
+    with pytest.raises(InvalidManifestError) as refused:
+        registration_of(bad)
+    assert any(path.startswith("spec.runnerVariants[0]") for path, _ in refused.value.problems)
+    deleting = _manifest([{"name": "Not_A_DNS_Label"}], deletionTimestamp="2026-12-01T00:00:00Z")
+    assert registration_of(deleting).ars is None

@@ -115,9 +115,28 @@ def test_event_routing() -> None:
 
 
 def test_newest_version_of_coalesced_events() -> None:
-    from arcflow.registrar.converge import newest_version
+    from arcflow.registrar.ars_reads import newest_version
 
     assert newest_version("12", "9") == "12"
     assert newest_version("9", "12") == "12"
     assert newest_version("", "12") == ""  # an event without a version: read over HTTP
     assert newest_version("12", "abc") == ""
+
+
+def test_hints_of_a_waiting_key_merge_and_a_failed_pass_puts_its_own_back() -> None:
+    from arcflow.registrar.hints import Hint, PassHints
+
+    hints = PassHints()
+    key = ("ns", "arc")
+    assert hints.take(key) == Hint()  # a retry without triggers: read the ARS over HTTP
+    hints.note(key, Hint("7", trigger="autoscalingrunnersets"))
+    hints.note(key, Hint("9", verify=True, trigger="sweep"))
+    taken = hints.take(key)
+    assert taken == Hint("9", verify=True, trigger="autoscalingrunnersets")
+    assert len(hints) == 0
+    hints.note(key, Hint("12", trigger="autoscalingrunnersets"))  # arrived during the pass
+    hints.put_back(key, taken)  # the pass failed: its retry answers for both
+    assert hints.take(key) == Hint("12", verify=True, trigger="autoscalingrunnersets")
+    hints.note(key, Hint("", trigger="ephemeralrunnersets"))
+    hints.note(key, Hint("12", trigger="sweep"))
+    assert hints.take(key).seen_version == ""  # one trigger without a version: over HTTP

@@ -10,6 +10,7 @@ carries upstream's scale-set labels (``name`` is the EphemeralRunnerSet, ``names
 
 from __future__ import annotations
 
+import math
 from typing import Final, Literal
 
 STAGE_METRIC: Final = "arcflow_runner_stage_seconds"
@@ -31,31 +32,87 @@ STAGE_LABELS: Final = (
 
 Observer = Literal["listener", "reconciler"]
 
-#: (stage, observer, from, to), in the order a job and its runner go through them. The
-#: stages from ``queued`` to ``job_started`` add up to "job queued -> job started".
+#: (stage, observer, from, to), in the order a job and its runner go through them. Each
+#: stage from ``queued`` to ``job_started`` starts at the moment the one before it ends, so
+#: they add up to "job queued (GitHub) -> the EphemeralRunner's status names the job (as the
+#: reconciler's cache receives it)" (``docs/benchmarks/stages.md``).
 STAGES: Final[tuple[tuple[str, Observer, str, str], ...]] = (
     ("queued", "listener", "job queued (GitHub)", "job assigned to the scale set (GitHub)"),
-    ("scale_requested", "listener", "job assigned (GitHub)", "the listener's ERS patch"),
-    ("runner_created", "reconciler", "ERS scale request seen", "EphemeralRunner created"),
+    (
+        "scale_requested",
+        "listener",
+        "job assigned (GitHub)",
+        "the listener sends the ERS patch asking for its runner (its stamp)",
+    ),
+    (
+        "runner_created",
+        "reconciler",
+        "the listener sends the ERS patch (its stamp, else the patch seen)",
+        "EphemeralRunner created",
+    ),
     ("jit_config", "reconciler", "EphemeralRunner created", "JIT config Secret created"),
     ("pod_created", "reconciler", "JIT config Secret created", "runner Pod created"),
     ("pod_scheduled", "reconciler", "Pod created", "Pod bound to a node"),
     ("containers_running", "reconciler", "Pod bound", "runner container running"),
     ("runner_registered", "reconciler", "runner container running", "Pod Ready"),
-    ("job_started", "reconciler", "Pod Ready", "EphemeralRunner status names its job"),
+    ("job_started", "reconciler", "Pod Ready", "EphemeralRunner status names its job (seen)"),
     ("start_reported", "listener", "job started (GitHub)", "the listener's runner status patch"),
     ("job_finished", "listener", "job started (GitHub)", "job finished (GitHub)"),
     ("runner_gone", "reconciler", "runner container terminated", "EphemeralRunner released"),
 )
 STAGE_NAMES: Final = tuple(stage for stage, *_ in STAGES)
-#: The stages whose sum is "job queued -> job started" as Kubernetes learns it; less
-#: ``start_reported`` (the part of ``job_started`` after GitHub's start: the JobStarted
-#: message's way to the listener and its status patch) it is "job queued -> job started" by
-#: GitHub's clock (``docs/benchmarks/stages.md``).
+#: The contiguous chain: its sum is "job queued -> the EphemeralRunner's status names the job".
+#: ``start_reported`` is the part of ``job_started`` after GitHub's start up to the listener's
+#: status patch (the JobStarted message's way to the listener); the chain less it is "job
+#: queued -> job started (GitHub)" plus the status patch's way to the reconciler's cache.
 TO_JOB_STARTED: Final = STAGE_NAMES[: STAGE_NAMES.index("job_started") + 1]
 REPORTED_AFTER_START: Final = "start_reported"
 LISTENER_STAGES: Final = frozenset(s for s, who, *_ in STAGES if who == "listener")
 RECONCILER_STAGES: Final = frozenset(s for s, who, *_ in STAGES if who == "reconciler")
+
+#: On an EphemeralRunnerSet: ``<patchID>@<epoch seconds, ms>``, the listener's wall clock when
+#: it sent the scale patch with that patchID, in the same merge patch (ADR 0065). It ends the
+#: job's ``scale_requested`` and starts the ``runner_created`` of the runners made for that
+#: patchID, so the patch's way through the API server and the watch is inside a stage.
+ANNOTATION_SCALE_REQUESTED_AT: Final = "arcflow.io/scale-requested-at"
+#: A stamp older than this when the reconciler first sees its patchID is not that request's
+#: send time (a hand edit, a restored object, a clock far behind): the seen time is used.
+MAX_REQUEST_STAMP_AGE: Final = 120.0
+
+
+def request_stamp(patch_id: int, at: float) -> str:
+    """The annotation value for the scale patch ``patch_id`` sent at ``at`` (epoch seconds,
+    kept to the millisecond: pass ``round(at, 3)`` to end ``scale_requested`` at it)."""
+    return f"{int(patch_id)}@{at:.3f}"
+
+
+def parse_request_stamp(value: object) -> tuple[int, float] | None:
+    """(patchID, epoch seconds) of an annotation value, ``None`` when it is not one."""
+    if not isinstance(value, str):
+        return None
+    patch, sep, at = value.partition("@")
+    try:
+        parsed = (int(patch), float(at))
+    except ValueError:
+        return None
+    if not sep or not math.isfinite(parsed[1]):
+        return None
+    return parsed
+
+
+def request_start(stamp: object, patch_id: int, seen: float) -> float:
+    """When the scale request ``patch_id`` began, for a reconciler that first saw it at
+    ``seen``: the listener's stamp when it names this patchID and lies in
+    ``[seen - MAX_REQUEST_STAMP_AGE, seen]``; otherwise (no stamp, another patchID's, a time
+    in the future or implausibly old: clock skew or a hand edit) ``seen``."""
+    parsed = parse_request_stamp(stamp)
+    if parsed is None or parsed[0] != patch_id:
+        return seen
+    at = parsed[1]
+    if at > seen or seen - at > MAX_REQUEST_STAMP_AGE:
+        return seen
+    return at
+
 
 #: From 50 ms to an hour: Kubernetes stages take tens of milliseconds, an image pull minutes.
 STAGE_BUCKETS: Final[tuple[float, ...]] = (
@@ -64,9 +121,11 @@ STAGE_BUCKETS: Final[tuple[float, ...]] = (
 )  # fmt: skip
 
 __all__ = [
+    "ANNOTATION_SCALE_REQUESTED_AT",
     "LABEL_STAGE",
     "LABEL_VARIANT",
     "LISTENER_STAGES",
+    "MAX_REQUEST_STAMP_AGE",
     "RECONCILER_STAGES",
     "REPORTED_AFTER_START",
     "STAGES",
@@ -76,4 +135,7 @@ __all__ = [
     "STAGE_METRIC",
     "STAGE_NAMES",
     "TO_JOB_STARTED",
+    "parse_request_stamp",
+    "request_stamp",
+    "request_start",
 ]

@@ -390,8 +390,9 @@ def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
 
 #: What the listener image's ENV sets (deploy/docker/Dockerfile, target ``listener``), given to
 #: every listener process under the pod's own env, as a container runtime does: the listener
-#: runs with docstrings and asserts stripped (ADR 0017, docs/listener.md#footprint).
-LISTENER_IMAGE_ENV: Final[Mapping[str, str]] = {"PYTHONOPTIMIZE": "2"}
+#: runs with docstrings and asserts stripped (ADR 0017, docs/listener.md#footprint) and its
+#: bytecode without column position tables (ADR 0074).
+LISTENER_IMAGE_ENV: Final[Mapping[str, str]] = {"PYTHONOPTIMIZE": "2", "PYTHONNODEBUGRANGES": "1"}
 
 
 @dataclass

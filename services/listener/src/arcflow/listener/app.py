@@ -13,13 +13,14 @@ and worker on its own with capped backoff, so one failing scale set never stops 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -38,13 +39,13 @@ from arcflow.common.nats import NatsConnection
 from arcflow.common.schedules import utc_now
 from arcflow.common.service.connection import DependencyUnavailableError
 from arcflow.common.telemetry import setup_tracing
-from arcflow.listener.capacity import capacity_board_of
 from arcflow.listener.config import (
     ConfigError,
     ScaleSetTarget,
     hostname,
     scale_set_targets,
 )
+from arcflow.listener.housekeeping import HOUSEKEEPING_EVERY, housekeeping
 from arcflow.listener.lease import (
     LeaseConfigError,
     LeaseStore,
@@ -65,10 +66,12 @@ from arcflow.listener.metrics import (
 from arcflow.listener.pump import AfterPublish, SessionPump
 from arcflow.listener.scaler import DesiredRunnerScaler
 from arcflow.listener.sessions import SessionStore
-from arcflow.listener.standby import run_standby
 from arcflow.listener.supervisor import Backoff
 from arcflow.listener.unit import ScaleSetUnit
 from arcflow.listener.worker import DECISION_HEARTBEAT, ScaleSetWorker
+
+if TYPE_CHECKING:
+    from arcflow.listener.capacity import CapacityBoard
 
 log = logging.getLogger("arcflow.listener")
 
@@ -96,6 +99,8 @@ class ListenerOptions:
     decision_heartbeat: float | None = None
     #: The time scheduledOverrides are evaluated at (ADR 0063); tests may move it.
     wall_clock: Callable[[], datetime] = utc_now
+    #: ADR 0074: cached source lines are dropped this often.
+    housekeeping_every: float = HOUSEKEEPING_EVERY
 
 
 DECISION_HEARTBEAT_ENV = "ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS"
@@ -171,7 +176,11 @@ class Listener:
         specs.update(stage_metric_specs())  # ADR 0065
         self.metrics = ListenerMetrics(specs, enabled=bool(config.metrics_addr))
         #: The set's shared capacity, priorities and drains (ADR 0062); None without them.
-        self.capacity_board = capacity_board_of(config, self.targets)
+        self.capacity_board: CapacityBoard | None = None
+        if config.capacity is not None:  # the allocation code only where it runs (ADR 0074)
+            from arcflow.listener.capacity import capacity_board_of
+
+            self.capacity_board = capacity_board_of(config, self.targets)
         self.units: list[ScaleSetUnit] = []
         self.leases: dict[int, ScaleSetLease] = {}
         self._js: JetStreamContext | None = None
@@ -304,7 +313,19 @@ class Listener:
             await kube.close()
 
     async def serve(self, stop: asyncio.Event) -> None:
-        """Run every scale set (or contend for them, standby mode) until ``stop`` is set."""
+        """Run every scale set (or contend for them, standby mode) until ``stop`` is set,
+        with the process's :func:`housekeeping` beside them."""
+        if self._js is None or self._kube is None or self._client is None:
+            raise RuntimeError("Listener.serve before Listener.open")
+        keeper = asyncio.ensure_future(housekeeping(stop, every=self.options.housekeeping_every))
+        try:
+            await self._serve(stop)
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         js, kube, client, sessions = self._js, self._kube, self._client, self._sessions
         if js is None or kube is None or client is None:
             raise RuntimeError("Listener.serve before Listener.open")
@@ -315,6 +336,8 @@ class Listener:
                 self.replicas.replicas,
                 len(self.targets),
             )
+            from arcflow.listener.standby import run_standby  # standby only (ADR 0074)
+
             leases = await LeaseStore.open(js)
             await run_standby(
                 self, stop, leases, lambda t: self.build_unit(t, client, js, kube, sessions)

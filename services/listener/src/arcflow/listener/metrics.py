@@ -33,12 +33,13 @@ from arcflow.common.stages import (
     STAGE_LABELS,
     STAGE_METRIC,
 )
-from arcflow.listener.http_endpoint import HttpEndpoint
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Counter, Histogram, _Gauge
     from opentelemetry.sdk.metrics import MeterProvider
     from prometheus_client import CollectorRegistry
+
+    from arcflow.listener.http_endpoint import HttpEndpoint
 
 log = logging.getLogger("arcflow.listener.metrics")
 
@@ -387,6 +388,8 @@ class ListenerMetrics:
         self.endpoint = endpoint or "/metrics"
         if not self.endpoint.startswith("/"):
             self.endpoint = "/" + self.endpoint
+        from arcflow.listener.http_endpoint import HttpEndpoint  # metrics on only (ADR 0074)
+
         server = HttpEndpoint(self.endpoint, self.exposition, CONTENT_TYPE_LATEST)
         await server.start(host, port)
         self._endpoint = server
@@ -497,14 +500,19 @@ class ScaleSetRecorder:
         if seconds is not None and seconds >= 0:
             self._metrics.observe(STAGE_METRIC, seconds, {**self.stage_labels, LABEL_STAGE: stage})
 
-    def record_job_assigned(self, job: JobInfo) -> None:
+    def record_job_assigned(self, job: JobInfo, requested_at: float | None = None) -> None:
         """A ``JobAssigned`` whose batch the worker just scaled for: ``queued`` (GitHub's queue
-        time to its assignment) and ``scale_requested`` (assignment to now, the ERS patch just
-        written; GitHub's clock against this host's, docs/operations.md#runner-stages)."""
+        time to its assignment) and ``scale_requested`` (assignment to ``requested_at``, the
+        stamp of the ERS patch that holds the job's runner, where the reconciler's
+        ``runner_created`` starts; now when there is none, or it is older than the
+        assignment. GitHub's clock against this host's, docs/operations.md#runner-stages)."""
         assigned = _exact(job.scale_set_assign_time)
         self._stage("queued", _between(_exact(job.queue_time), assigned))
         if assigned is not None:
-            self._stage("scale_requested", self._clock() - assigned)
+            end = self._clock()
+            if requested_at is not None and requested_at >= assigned:
+                end = requested_at
+            self._stage("scale_requested", end - assigned)
 
     def record_job_started(self, job: JobInfo) -> None:
         """Also ``start_reported``: GitHub's start to now, the runner status patch written."""

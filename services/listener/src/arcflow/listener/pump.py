@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nats.js import JetStreamContext
 from opentelemetry import trace
@@ -57,11 +57,13 @@ from arcflow.common.events import (
 from arcflow.common.nats import publish_event
 from arcflow.common.subjects import errors_subject
 from arcflow.common.telemetry.redaction import redact_text
-from arcflow.listener.capacity import CapacityBoard
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.sessions import SessionRecord, SessionStore
 from arcflow.listener.supervisor import FatalError
+
+if TYPE_CHECKING:  # only sets with a shared capacity import it (ADR 0074)
+    from arcflow.listener.capacity import CapacityBoard
 
 log = logging.getLogger("arcflow.listener.pump")
 _tracer = trace.get_tracer("arcflow.listener")
@@ -306,9 +308,10 @@ class SessionPump:
             await self._say_session_state(exc)
             raise
         async with session_client as session:
-            await self._say_session_state(None)
             try:
+                # The record first: the reconciler reads it when session.opened arrives.
                 await self._remember(session.session.session_id)
+                await self._say_session_state(None)
                 await self._pump(session, stop)
             finally:
                 self.ledger.close()

@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import nats.errors
 import nats.js.errors
@@ -55,12 +55,15 @@ from arcflow.common.nats import (
 )
 from arcflow.common.schedules import effective_minimum, utc_now
 from arcflow.common.service.fetch import bind_pull, fetch_batches
-from arcflow.listener.capacity import CapacityBoard
+from arcflow.common.stages import ANNOTATION_SCALE_REQUESTED_AT, request_stamp
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.metrics import ScaleSetRecorder
 from arcflow.listener.pump import SOURCE, StatisticsTick
 from arcflow.listener.scaler import Decision, DesiredRunnerScaler, ers_patch, runner_status_patch
+
+if TYPE_CHECKING:  # only sets with a shared capacity import it (ADR 0074)
+    from arcflow.listener.capacity import CapacityBoard
 
 log = logging.getLogger("arcflow.listener.worker")
 _tracer = trace.get_tracer("arcflow.listener")
@@ -176,6 +179,9 @@ class ScaleSetWorker:
         self._last_patch: tuple[dict[str, Any], float] | None = None
         #: The request the ERS holds from this worker: (replicas, patchID, when written).
         self._written: tuple[int, int, float] | None = None
+        #: The stamp (wall-clock send time) of the request the ERS holds from this worker: a
+        #: skipped decision's jobs were asked for by it (ADR 0065). None after a failed write.
+        self._requested_at: float | None = None
         #: Highest jobs-stream sequence fully handled (JetStream's number, not a publisher's).
         self.handled_seq = 0
         #: Per GitHub session: the highest message id fully handled in it.
@@ -396,7 +402,7 @@ class ScaleSetWorker:
             if self._recorder is not None:
                 for job in batch.jobs:  # the ERS patch for them is written (ADR 0065)
                     if job.message_type == "JobAssigned":
-                        self._recorder.record_job_assigned(job)
+                        self._recorder.record_job_assigned(job, self._requested_at)
                 for job in started:
                     self._recorder.record_job_started(job)
                 for job in completed:
@@ -566,7 +572,9 @@ class ScaleSetWorker:
 
     async def _patch_ers(self, decision: Decision) -> None:
         """Merge-patch the ERS; the same body again within the window is not re-sent (it
-        would change nothing: same patchID, same replicas)."""
+        would change nothing: same patchID, same replicas; the comparison leaves the stamp
+        out). The patch carries its send time for its patchID (ADR 0065: where the stage
+        chain passes from the listener to the reconciler)."""
         share = self._share_annotation()
         patch = ers_patch(decision, share)
         now = self._clock()
@@ -578,11 +586,15 @@ class ScaleSetWorker:
         # Unknown until the write answers: a failed write may or may not have landed.
         self._last_patch = None
         self._written = None
+        self._requested_at = None
+        requested_at = round(self._wall_clock().timestamp(), 3)
+        stamp = {ANNOTATION_SCALE_REQUESTED_AT: request_stamp(decision.patch_id, requested_at)}
+        sent = ers_patch(decision, {**(share or {}), **stamp})
         try:
             await self._kube.patch_merge(
                 "EphemeralRunnerSet",
                 self.target.ephemeral_runner_set_name,
-                patch,
+                sent,
                 namespace=self.target.namespace,
             )
         except ForbiddenError:
@@ -591,6 +603,7 @@ class ScaleSetWorker:
             return
         self._last_patch = (patch, now)
         self._written = (decision.target, decision.patch_id, now)
+        self._requested_at = requested_at
         if share:
             self._reported_share = share[ANNOTATION_CAPACITY_SHARE]
 

@@ -39,14 +39,19 @@ class Writer:
     """Create, patch and delete through the KubeClient, auditing each successful write."""
 
     def __init__(
-        self, kube: KubeClient, js: JetStreamContext | None, metrics: ReconcilerMetrics
+        self,
+        kube: KubeClient,
+        js: JetStreamContext | None,
+        metrics: ReconcilerMetrics,
+        *,
+        cache: ObjectCache | None = None,
     ) -> None:
         self.kube = kube
         self._js = js
         self._metrics = metrics
         self.published = 0
         # Read-your-writes (ADR 0010): every write's result goes into the cache at once.
-        self.cache: ObjectCache | None = None
+        self.cache = cache
 
     async def _stale(self, kind: str, name: str, namespace: str | None) -> None:
         """A 409 on a conditional write: the cached copy is stale; read that one object."""

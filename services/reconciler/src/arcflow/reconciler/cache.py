@@ -1,10 +1,15 @@
-"""The reconciler's watch-fed cache (ADR 0010): what it watches and how changes become keys.
+"""The reconciler's watch-fed cache (ADR 0010), and its only Kubernetes trigger (ADR 0069).
 
-Reconciles read the four ARC kinds, runner and listener pods, our Secrets and the listener's
-ServiceAccount/Role/RoleBinding from here; only writes go to the API server. Every cached
-change enqueues the keys it concerns (the same routing as the watcher's events), so a
-reconcile never acts on a cache that has not yet seen the change that triggered it without
-being run again once it has.
+Reconciles read the four ARC kinds, runner and listener pods, our Secrets, the listener's
+ServiceAccount/Role/RoleBinding and ResourceQuotas from here; only writes go to the API server.
+
+The path of one Kubernetes change into a controller: the cache's watch applies it to its store,
+then calls ``on_change`` below, which asks :func:`arcflow.reconciler.routing.keys_for_change`
+(pure) for the keys it concerns and adds them to the work queue; the queue runs
+``ReconcilerState._reconcile`` (``state.py``), which calls ``CONTROLLERS[key.kind]``. The change
+is in the store before its key is queued, so a reconcile never reads a cache older than the
+change that triggered it, and the reconciler's own writes are applied to the store as they
+return (``observe_write``), before any reconcile that follows.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from arcflow.common.kube import (
     KubeClient,
 )
 from arcflow.reconciler.keys import Key
-from arcflow.reconciler.routing import keys_for_object, keys_for_quota
+from arcflow.reconciler.routing import keys_for_change
 
 # Runner pods and JIT Secrets carry this label (the builders put it there); Secrets without it
 # (the GitHub credentials a user created) are read from the API server when needed.
@@ -83,7 +88,6 @@ def cached_kinds(namespaces: Sequence[str], controller_namespace: str) -> tuple[
     )
 
 
-_RESOURCE_OF_KIND = {kind.resource.kind: kind.resource.plural for kind in CACHED_KINDS}
 _KEY_KINDS = (
     ("ars", AUTOSCALING_RUNNER_SET.kind),
     ("al", AUTOSCALING_LISTENER.kind),
@@ -105,17 +109,13 @@ def build_cache(
     """The cache of :func:`cached_kinds` (``namespaces``: the managed ones; empty: all).
     ``on_object(kind, object)`` sees every change as it arrives (the stage clock, ADR 0065)."""
 
+    def sets_in(namespace: str) -> list[Any]:
+        return cache.list(AUTOSCALING_RUNNER_SET, namespace, shared=True)
+
     def on_change(change: Change) -> None:
         if on_object is not None and change.type != "DELETED":
             on_object(change.kind, change.obj)
-        resource = _RESOURCE_OF_KIND.get(change.kind, "")
-        if resource == RESOURCE_QUOTA.plural:
-            namespace = str((change.obj.get("metadata") or {}).get("namespace") or "")
-            sets = cache.list(AUTOSCALING_RUNNER_SET, namespace, shared=True)
-            for key in keys_for_quota(namespace, sets):
-                enqueue(key)
-            return
-        for key in keys_for_object(resource, change.obj, controller_namespace):
+        for key in keys_for_change(change.kind, change.obj, controller_namespace, sets_in):
             enqueue(key)
 
     cache = ObjectCache(

@@ -2,8 +2,10 @@
 the newest per ARS and re-reconcile it, so the ARS shows the failure as its
 ``ScaleSetsRegistered`` condition and a Warning Event (ADR 0064). The listener's
 ``session.failed``/``session.opened`` are kept the same way, newest per variant, for the
-``ListenerSessionsOpen`` condition (ADR 0064, amendment). ``spec.invalid`` needs nothing here:
-the reconciler validates the spec itself."""
+``ListenerSessionsOpen`` condition (ADR 0064, amendment). That memory gives the reasons; what
+is open now comes from the listener's sessions bucket, so losing it (a restart) never turns the
+condition True while a session is missing (ADR 0073). ``spec.invalid`` needs nothing here: the
+reconciler validates the spec itself."""
 
 from __future__ import annotations
 
@@ -26,13 +28,13 @@ async def on_registration_error(
 ) -> None:
     if isinstance(event, RegistrationFailed) and event.keys.namespace and event.keys.ars:
         key = (event.keys.namespace, event.keys.ars)
-        known = state.context.registration_failures.get(key)
+        known = state.context.ars_state.registration_failures.get(key)
         if known is None or known.occurred_at <= event.occurred_at:
-            state.context.registration_failures[key] = event
+            state.context.ars_state.registration_failures[key] = event
     elif (
         isinstance(event, SessionFailed | SessionOpened) and event.keys.namespace and event.keys.ars
     ):
-        variants = state.context.session_states.setdefault(
+        variants = state.context.ars_state.session_states.setdefault(
             (event.keys.namespace, event.keys.ars), {}
         )
         seen = variants.get(event.variant)

@@ -1,17 +1,25 @@
-"""Which reconcile keys an event asks for (pure). Events never carry state; only keys.
+"""Which reconcile keys a change asks for (pure). Changes never carry state; only keys.
 
-:data:`ROUTED_RESOURCES` is every Kubernetes resource a change can route on; the flow-table
-test checks each is watched, by the watcher (events) or by the reconciler's own watch-fed cache
-(the listener's ServiceAccount, Role and RoleBinding).
+The reconciler has one trigger per source (ADR 0069):
+
+* a Kubernetes change comes only from its own watch-fed cache: the cache's ``on_change``
+  (``cache.py``) calls :func:`keys_for_change` with the changed object and enqueues what it
+  returns; the watcher's ``k8s.object.changed`` stream is not consumed (it is for auditors);
+* the registrar's and the listener's events (scale set assigned/deleted, registration and
+  session failures), which no watch can see, go through :func:`keys_for_event`.
+
+:data:`ROUTED_KINDS` is every Kubernetes kind a change can route on; an architecture test
+checks that each is one the cache watches.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from arcflow.common.constants import (
     KIND_AL,
+    KIND_ARS,
     KIND_ER,
     KIND_ERS,
     LABEL_LISTENER_NAME,
@@ -21,7 +29,6 @@ from arcflow.common.constants import (
 )
 from arcflow.common.events import (
     EventBase,
-    K8sObjectChanged,
     RegistrationFailed,
     ScaleSetAssigned,
     ScaleSetDeleted,
@@ -30,95 +37,79 @@ from arcflow.common.events import (
 )
 from arcflow.reconciler.keys import Key
 
-_OWNED_RESOURCES = ("pods", "secrets", "ephemeralrunners", "serviceaccounts")
-_OWNER_KINDS = {KIND_ER: "er", KIND_ERS: "ers", KIND_AL: "al"}
-#: Every resource :func:`keys_for` and :func:`keys_for_object` route on.
-ROUTED_RESOURCES: Final = frozenset(
-    {
-        "autoscalingrunnersets",
-        "ephemeralrunnersets",
-        "ephemeralrunners",
-        "autoscalinglisteners",
-        "roles",
-        "rolebindings",
-        "resourcequotas",
-        *_OWNED_RESOURCES,
-    }
+KIND_POD, KIND_SECRET, KIND_SERVICE_ACCOUNT = "Pod", "Secret", "ServiceAccount"
+KIND_ROLE, KIND_ROLE_BINDING, KIND_RESOURCE_QUOTA = "Role", "RoleBinding", "ResourceQuota"
+
+#: Kinds whose owner (an EphemeralRunner, an EphemeralRunnerSet, an AutoscalingListener) is
+#: reconciled when they change.
+_OWNED_KINDS = frozenset({KIND_POD, KIND_SECRET, KIND_ER, KIND_SERVICE_ACCOUNT})
+_LISTENER_RBAC_KINDS = frozenset({KIND_ROLE, KIND_ROLE_BINDING, KIND_SERVICE_ACCOUNT})
+_OWNER_KEY_KINDS = {KIND_ER: "er", KIND_ERS: "ers", KIND_AL: "al"}
+#: Every kind :func:`keys_for_change` routes on.
+ROUTED_KINDS: Final = frozenset(
+    {KIND_ARS, KIND_ERS, KIND_AL, KIND_RESOURCE_QUOTA, *_OWNED_KINDS, *_LISTENER_RBAC_KINDS}
+)
+#: The events of other services that ask for a reconcile (each names its ARS in its keys).
+ROUTED_EVENTS: Final = (
+    ScaleSetAssigned,
+    ScaleSetDeleted,
+    RegistrationFailed,
+    SessionFailed,
+    SessionOpened,
 )
 
-
-def keys_for(event: EventBase, controller_namespace: str) -> list[Key]:
-    if isinstance(
-        event,
-        ScaleSetAssigned | ScaleSetDeleted | RegistrationFailed | SessionFailed | SessionOpened,
-    ):
-        if event.keys.namespace and event.keys.ars:
-            return [Key("ars", event.keys.namespace, event.keys.ars)]
-        return []
-    if not isinstance(event, K8sObjectChanged):
-        return []
-    return _keys(
-        event.resource,
-        event.namespace,
-        event.name,
-        event.labels,
-        [(ref.kind, ref.name) for ref in event.owner_references],
-        controller_namespace,
-    )
+#: The AutoscalingRunnerSets of a namespace, from the cache (for a ResourceQuota change).
+SetsIn = Callable[[str], Iterable[Mapping[str, Any]]]
 
 
-def keys_for_object(resource: str, obj: Mapping[str, Any], controller_namespace: str) -> list[Key]:
-    """The keys a changed object asks for, from the object itself (the cache's changes)."""
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    owners = [
-        (str(ref.get("kind") or ""), str(ref.get("name") or ""))
-        for ref in meta.get("ownerReferences") or []
-        if isinstance(ref, Mapping)
-    ]
-    return _keys(
-        resource,
-        str(meta.get("namespace") or ""),
-        str(meta.get("name") or ""),
-        {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {},
-        owners,
-        controller_namespace,
-    )
-
-
-def _keys(
-    resource: str,
-    namespace: str,
-    name: str,
-    labels: Mapping[str, str],
-    owners: list[tuple[str, str]],
-    controller_namespace: str,
+def keys_for_change(
+    kind: str, obj: Mapping[str, Any], controller_namespace: str, sets_in: SetsIn
 ) -> list[Key]:
+    """The keys a changed object of ``kind`` asks for, from the object itself."""
+    meta = obj.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "")
+    name = str(meta.get("name") or "")
+    if kind == KIND_RESOURCE_QUOTA:
+        return keys_for_quota(namespace, sets_in(namespace))
+    raw_labels = meta.get("labels") or {}
+    labels = (
+        {str(k): str(v) for k, v in raw_labels.items()} if isinstance(raw_labels, Mapping) else {}
+    )
     keys: list[Key] = []
     ars_name = labels.get(LABEL_SCALE_SET_NAME)
     ars_namespace = labels.get(LABEL_SCALE_SET_NAMESPACE) or namespace
-    if resource == "autoscalingrunnersets":
+    if kind == KIND_ARS:
         keys.append(Key("ars", namespace, name))
-    elif resource == "ephemeralrunnersets":
+    elif kind == KIND_ERS:
         keys.append(Key("ers", namespace, name))
         if ars_name:
             keys.append(Key("ars", ars_namespace, ars_name))
-    elif resource == "ephemeralrunners":
+    elif kind == KIND_ER:
         keys.append(Key("er", namespace, name))
-    elif resource == "autoscalinglisteners":
+    elif kind == KIND_AL:
         keys.append(Key("al", namespace, name))
         if ars_name:
             keys.append(Key("ars", ars_namespace, ars_name))
     listener = labels.get(LABEL_LISTENER_NAME)
-    if listener and resource in ("roles", "rolebindings", "serviceaccounts"):
+    if listener and kind in _LISTENER_RBAC_KINDS:
         keys.append(
             Key("al", labels.get(LABEL_LISTENER_NAMESPACE) or controller_namespace, listener)
         )
-    for owner_kind, owner_name in owners:
-        kind = _OWNER_KINDS.get(owner_kind)
-        if kind is not None and resource in _OWNED_RESOURCES:
-            keys.append(Key(kind, namespace, owner_name))  # type: ignore[arg-type]
+    if kind in _OWNED_KINDS:
+        for ref in meta.get("ownerReferences") or []:
+            if not isinstance(ref, Mapping):
+                continue
+            key_kind = _OWNER_KEY_KINDS.get(str(ref.get("kind") or ""))
+            if key_kind is not None:
+                keys.append(Key(key_kind, namespace, str(ref.get("name") or "")))  # type: ignore[arg-type]
     return list(dict.fromkeys(keys))
+
+
+def keys_for_event(event: EventBase) -> list[Key]:
+    """The ARS an event of the registrar or the listener (:data:`ROUTED_EVENTS`) is about."""
+    if isinstance(event, ROUTED_EVENTS) and event.keys.namespace and event.keys.ars:
+        return [Key("ars", event.keys.namespace, event.keys.ars)]
+    return []
 
 
 def keys_for_quota(namespace: str, sets: Iterable[Mapping[str, Any]]) -> list[Key]:

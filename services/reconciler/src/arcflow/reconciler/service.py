@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from arcflow.common.events import (
-    K8sObjectChanged,
     ObjectWritten,
     RegistrationFailed,
     RunnerLifecycle,
@@ -16,7 +15,7 @@ from arcflow.common.events import (
 )
 from arcflow.common.nats.jetstream import ConsumerSpec
 from arcflow.common.service import PeriodicTask, Publication, ServiceSpec, Subscription
-from arcflow.reconciler import errors_changes, k8s_changes, scaleset_changes, state
+from arcflow.reconciler import errors_changes, scaleset_changes, state
 from arcflow.reconciler.settings import ReconcilerSettings, reconciler_kube_settings
 
 
@@ -30,16 +29,10 @@ SERVICE: ServiceSpec[state.ReconcilerState] = ServiceSpec(
     build=state.build,
     components=state.components,
     kube_settings=lambda _settings: reconciler_kube_settings(),
-    # Handlers only enqueue keys (microseconds): one worker per consumer keeps event order.
+    # Kubernetes changes reach the reconciler only through its own watch-fed cache (cache.py,
+    # ADR 0069); these are the other services' events no watch can see. Handlers only enqueue
+    # keys (microseconds) and do not depend on event order (ADR 0070).
     subscriptions=(
-        Subscription(
-            k8s_changes.CONSUMER,
-            (K8sObjectChanged,),
-            k8s_changes.on_k8s_change,
-            batch=128,
-            concurrency=32,  # handlers only enqueue keys: order does not matter
-            tune=_tune,
-        ),
         Subscription(
             scaleset_changes.CONSUMER,
             (ScaleSetAssigned, ScaleSetDeleted),

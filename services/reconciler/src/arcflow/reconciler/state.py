@@ -5,6 +5,7 @@ key continues, and the periodic resync. Built by the runtime once NATS and Kuber
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import secrets
 import time
@@ -26,16 +27,18 @@ from arcflow.common.telemetry import extract_trace_context
 from arcflow.common.telemetry.tracing import trace_headers_of
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.cache import build_cache, cached_keys
-from arcflow.reconciler.controllers.base import Context
+from arcflow.reconciler.controllers.base import Context, StatusPacer
 from arcflow.reconciler.controllers.orphan_rules import Suspects
 from arcflow.reconciler.controllers.orphans import scan_orphans
 from arcflow.reconciler.controllers.reaper_rules import Deadlines, parse_deadlines
 from arcflow.reconciler.controllers.registry import CONTROLLERS
 from arcflow.reconciler.keys import Key, Result
+from arcflow.reconciler.listener_sessions import ListenerSessions
 from arcflow.reconciler.metrics import ReconcilerMetrics
-from arcflow.reconciler.routing import keys_for
+from arcflow.reconciler.routing import keys_for_event
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.settings import ReconcilerSettings
+from arcflow.reconciler.stages import StageClock
 from arcflow.reconciler.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,8 @@ class ReconcilerState:
         self,
         ctx: ServiceContext,
         *,
+        ids: ScaleSetIds | None = None,
+        listener_sessions: ListenerSessions | None = None,
         tracer_provider: TracerProvider | None = None,
     ) -> None:
         settings: ReconcilerSettings = ctx.settings
@@ -65,19 +70,8 @@ class ReconcilerState:
             retry_base_seconds=settings.retry_base_seconds,
             retry_cap_seconds=settings.retry_cap_seconds,
         )
-        self.context = Context(
-            kube=self.kube,
-            writer=Writer(self.kube, ctx.js, self.metrics),
-            build=settings.build_settings(),
-            ids=None,
-            registrar=RegistrarRpcClient(ctx.nc, timeout=settings.rpc_timeout_seconds),
-            metrics=self.metrics,
-            enqueue=self.queue.add,
-            instance=settings.instance or f"{ctx.instance}-{secrets.token_hex(3)}",
-            outdated_backoff_base=settings.outdated_backoff_base_seconds,
-            outdated_backoff_cap=settings.outdated_backoff_cap_seconds,
-        )
         # --- watch-fed cache (ADR 0010): reads from memory, writes seen at once ---
+        stages = StageClock(record=self.metrics.record_stage)
         self.cache = build_cache(
             self.kube,
             self.queue.add,
@@ -85,19 +79,32 @@ class ReconcilerState:
             relist_seconds=settings.cache_relist_seconds,
             delay_seconds=settings.cache_delay_seconds,
             namespaces=settings.namespaces,
-            on_object=self.context.stages.observe_object,
+            on_object=stages.observe_object,
         )
-        self.context.cache = self.context.writer.cache = self.cache
-        self.context.stages.record = self.metrics.record_stage
-        self.context.deadlines = parse_deadlines(settings.runner_deadlines, Deadlines())
+        # The controllers' context, built once and complete (ADR 0071); a test passes other
+        # values for its fields (e.g. job_running_recheck, clock) as ``overrides["context"]``.
+        context = Context(
+            kube=self.kube,
+            writer=Writer(self.kube, ctx.js, self.metrics, cache=self.cache),
+            build=settings.build_settings(),
+            ids=ids,
+            listener_sessions=listener_sessions,
+            registrar=RegistrarRpcClient(ctx.nc, timeout=settings.rpc_timeout_seconds),
+            metrics=self.metrics,
+            enqueue=self.queue.add,
+            instance=settings.instance or f"{ctx.instance}-{secrets.token_hex(3)}",
+            cache=self.cache,
+            outdated_backoff_base=settings.outdated_backoff_base_seconds,
+            outdated_backoff_cap=settings.outdated_backoff_cap_seconds,
+            create_concurrency=settings.create_concurrency,
+            pending_status_delay=settings.pending_status_delay_seconds,
+            deadlines=parse_deadlines(settings.runner_deadlines, Deadlines()),
+            status_pacer=StatusPacer(interval=settings.status_interval_seconds),
+            stages=stages,
+        )
+        self.context = dataclasses.replace(context, **ctx.overrides.get("context", {}))
         self.orphan_suspects = Suspects.empty(settings.orphan_grace_seconds)
-        self.context.create_concurrency = settings.create_concurrency
-        self.context.pending_status_delay = settings.pending_status_delay_seconds
-        self.context.status_interval = settings.status_interval_seconds
         self._cache_tasks: list[asyncio.Task[None]] = []
-        # ---
-        for name, value in dict(ctx.overrides.get("context", {})).items():
-            setattr(self.context, name, value)  # test-only timings (e.g. job_running_recheck)
         self.resynced = False
 
     async def _reconcile(self, key: Key) -> Result:
@@ -124,10 +131,11 @@ class ReconcilerState:
                 self.metrics.duration.record(time.perf_counter() - started, attrs)
 
     async def on_event(self, event: EventBase, delivery: Delivery) -> None:
-        """Enqueue the keys ``event`` asks for, continuing its trace."""
+        """Enqueue the ARS a registrar or listener event asks for, continuing its trace
+        (Kubernetes changes come from the cache's ``on_change``, ``cache.py``)."""
         parent = extract_trace_context(delivery.headers or trace_headers_of(event.trace))
         has_trace = trace.get_current_span(parent).get_span_context().is_valid
-        for key in keys_for(event, self.settings.controller_namespace):
+        for key in keys_for_event(event):
             if has_trace:
                 self._trace_parents[key] = parent
             self.queue.add(key)
@@ -161,9 +169,13 @@ class ReconcilerState:
 
 
 async def build(ctx: ServiceContext) -> ReconcilerState:
-    state = ReconcilerState(ctx, tracer_provider=ctx.overrides.get("tracer_provider"))
-    state.context.ids = ScaleSetIds(await ctx.js.key_value(KV_SCALESETS.bucket))
-    return state
+    ids = ScaleSetIds(await ctx.js.key_value(KV_SCALESETS.bucket))
+    return ReconcilerState(
+        ctx,
+        ids=ids,
+        listener_sessions=ListenerSessions(ctx.js),
+        tracer_provider=ctx.overrides.get("tracer_provider"),
+    )
 
 
 def components(ctx: ServiceContext, state: ReconcilerState) -> Sequence[Component]:

@@ -1,8 +1,9 @@
-"""Kubernetes changes the registrar converges on, from two durable consumers on ``ARC_K8S``:
+"""Kubernetes changes the registrar converges on, from two durable consumers on ``ARC_K8S``;
+each handler only enqueues the ARS key into the converge work queue (ADR 0072):
 
-* ``registrar-ars`` (``arc.k8s.autoscalingrunnersets.>``): any ARS change -> converge it;
+* ``registrar-ars`` (``arc.k8s.autoscalingrunnersets.>``): any ARS change -> its key;
 * ``registrar-ers`` (``arc.k8s.ephemeralrunnersets.>``): an ERS deleted (or being deleted) ->
-  converge its ARS, so a removal that waited for the ERS to go proceeds at once.
+  its ARS's key, so a removal that waited for the ERS to go proceeds at once.
 """
 
 from __future__ import annotations
@@ -42,15 +43,15 @@ def ars_of_event(event: K8sObjectChanged) -> tuple[str, str] | None:
 
 
 async def on_k8s_change(state: RegistrarState, event: K8sObjectChanged, delivery: Delivery) -> None:
-    """Converge the ARS the change is about (under the runtime's deadline)."""
+    """Enqueue the ARS the change is about (the message is acknowledged at once; the work
+    queue retries the pass, not JetStream)."""
     target = ars_of_event(event)
     if target is None:
         return
-    # An ARS event names the version it saw: the converge reads the cached ARS when it holds
+    # An ARS event names the version it saw: the pass reads the cached ARS when it holds
     # that version (no GET per status change, ADR 0031); an ERS event's version is not the ARS's.
     seen = event.resource_version if event.resource == AUTOSCALING_RUNNER_SET.plural else ""
-    await state.registrar.converge(*target, trigger=event.resource, seen_version=seen)
-    state.handled += 1
+    state.enqueue(*target, trigger=event.resource, seen_version=seen)
 
 
 __all__ = ["CONSUMER_REGISTRAR_ARS", "CONSUMER_REGISTRAR_ERS", "ars_of_event", "on_k8s_change"]

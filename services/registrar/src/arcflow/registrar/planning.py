@@ -16,11 +16,13 @@ from typing import Any
 from arcflow.common.constants import (
     DEFAULT_RUNNER_GROUP_ID,
     DEFAULT_VARIANT,
+    KIND_ARS,
     LABEL_RUNNER_VARIANT,
 )
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, InvalidManifestError
 from arcflow.common.naming import ephemeral_runner_set_name, scale_set_name
 from arcflow.common.scaleset_records import ScaleSetRecord
+from arcflow.common.validation import validate_manifest
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,32 @@ def scale_set_labels(name: str, extra: Iterable[str]) -> tuple[str, ...]:
         if label:
             seen.setdefault(label, None)
     return tuple(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """What one converge pass registers for: the ARS, or ``None`` when it is gone (or is
+    being deleted and no longer valid): then every scale set of it goes."""
+
+    namespace: str
+    name: str
+    ars: AutoscalingRunnerSet | None
+
+
+def registration_of(doc: dict[str, Any]) -> Registration:
+    """An ARS as read, checked by arcflow's rules (``validate_manifest``).
+
+    Raises :class:`InvalidManifestError` (field paths and messages, no values) when it is
+    invalid and not being deleted: nothing is registered for it until it changes. An invalid
+    ARS being deleted is planned as gone."""
+    meta = doc.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    problems = validate_manifest(doc)
+    if not problems:
+        return Registration(namespace, name, AutoscalingRunnerSet.from_manifest(doc))
+    if meta.get("deletionTimestamp"):
+        return Registration(namespace, name, None)
+    raise InvalidManifestError(KIND_ARS, [(p.path, p.message) for p in problems])
 
 
 def is_deleting(ars: AutoscalingRunnerSet | None) -> bool:

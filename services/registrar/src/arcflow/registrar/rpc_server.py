@@ -54,7 +54,7 @@ from arcflow.common.rpc.registrar import (
 )
 from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.common.telemetry import redact_text
-from arcflow.registrar.converge import Registrar
+from arcflow.registrar.context import RegistrarContext
 from arcflow.registrar.credentials import CredentialsUnavailableError
 from arcflow.registrar.failing_sets import FailingScaleSets
 from arcflow.registrar.lookup import JitLookup
@@ -90,17 +90,17 @@ class RegistrarRpcServer:
     def __init__(
         self,
         nc: NatsClient,
-        registrar: Registrar,
+        context: RegistrarContext,
         *,
         metrics: RegistrarMetrics | None = None,
         concurrency: int = 32,
         lookup: JitLookup | None = None,
     ) -> None:
         self._nc = nc
-        self._registrar = registrar
+        self._context = context
         # From memory when given (ADR 0010): no Kubernetes read or KV watcher per request.
         self._lookup = lookup
-        self._metrics = metrics or registrar.metrics
+        self._metrics = metrics or context.metrics
         self._slots = asyncio.Semaphore(concurrency)
         self._subs: list[Subscription] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -189,7 +189,7 @@ class RegistrarRpcServer:
         try:
             if self._lookup is not None:
                 return await self._lookup.client_for_ars(namespace, ars)
-            return await self._registrar.client_for_ars(namespace, ars)
+            return await self._context.clients.client_for_ars(namespace, ars)
         except LookupError as exc:
             raise RpcFailureError(RpcErrorCode.NOT_FOUND, str(exc)) from None
         except CredentialsUnavailableError as exc:
@@ -239,7 +239,7 @@ class RegistrarRpcServer:
         records = (
             self._lookup.records_of(request.namespace, request.ars)
             if self._lookup is not None
-            else await self._registrar.load_records(request.namespace, request.ars)
+            else await self._context.records.load(request.namespace, request.ars)
         )
         if request.scale_set_id not in {r.scale_set_id for r in records}:
             raise RpcFailureError(
@@ -277,27 +277,12 @@ class RegistrarRpcServer:
     def _reregister(
         self, namespace: str, ars: str, scale_set_id: int, records: Iterable[ScaleSetRecord]
     ) -> None:
-        """GitHub deleted a registered scale set (ARC #4571's case): mark it and converge the
-        ARS in the background, which registers it again under the same name (ADR 0064)."""
+        """GitHub deleted a registered scale set (ARC #4571's case): mark it and enqueue the
+        ARS, whose next pass registers it again under the same name (ADR 0064)."""
         variant = next((r.variant for r in records if r.scale_set_id == scale_set_id), None)
-        if variant is None or not self._registrar.scale_set_gone(
-            namespace, ars, variant, scale_set_id
-        ):
+        if variant is None or not self._context.gone.mark(namespace, ars, variant, scale_set_id):
             return
-        task = asyncio.create_task(self._converge_gone(namespace, ars))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _converge_gone(self, namespace: str, ars: str) -> None:
-        try:
-            await self._registrar.converge(namespace, ars, trigger="scale_set_gone")
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the sweep tries again
-            log.warning(
-                "could not register a deleted scale set again",
-                extra={"namespace": namespace, "ars": ars, "error": type(exc).__name__},
-            )
+        self._context.enqueue(namespace, ars, trigger="scale_set_gone")
 
     async def _remove_runner(self, data: bytes, received: float) -> RemoveRunnerResult:
         request: RemoveRunnerRequest = self._parse(RemoveRunnerRequest, data)
@@ -336,7 +321,7 @@ class RegistrarRpcServer:
         records = (
             self._lookup.records_of(request.namespace, request.ars)
             if self._lookup is not None
-            else await self._registrar.load_records(request.namespace, request.ars)
+            else await self._context.records.load(request.namespace, request.ars)
         )
         views: list[ScaleSetView] = []
         try:

@@ -1,4 +1,7 @@
-"""The registrar, declared: one GitHub runner scale set per variant, JIT configs over RPC."""
+"""The registrar, declared: one GitHub runner scale set per variant, JIT configs over RPC.
+
+Its subscriptions and its sweep only enqueue ARS keys; the converge work queue (a component of
+its state, :mod:`arcflow.registrar.state`) runs the passes (ADR 0072)."""
 
 from __future__ import annotations
 
@@ -30,9 +33,8 @@ def _changes(consumer: ConsumerSpec) -> Subscription:
         consumer,
         (K8sObjectChanged,),
         on_k8s_change,
-        concurrency=16,  # one slow converge never holds the others back
+        concurrency=16,
         tune=tune_consumer,
-        deadline_seconds=lambda s: s.converge_deadline_seconds,
     )
 
 

@@ -29,10 +29,15 @@ class RegistrarSettings(ServiceSettings):
     converge_deadline_seconds: float = Field(
         default=45.0,
         gt=0,
-        description="One converge may take this long; past it, it is abandoned and retried "
-        "(below the consumers' 60 s ack wait, so JetStream never redelivers a live one)",
+        description="One converge pass may take this long; past it, it is cancelled and "
+        "retried with backoff",
     )
-    retry_delay_seconds: float = Field(default=1.0, gt=0, description="First nak delay")
+    converge_concurrency: int = Field(
+        default=16, ge=1, description="ARS converge passes run at once (one per ARS at a time)"
+    )
+    retry_delay_seconds: float = Field(
+        default=1.0, gt=0, description="First retry delay of a failed pass (and first nak delay)"
+    )
     retry_delay_cap_seconds: float = Field(default=60.0, gt=0)
 
     resync_interval_seconds: float = Field(

@@ -1,23 +1,31 @@
-"""The registrar's state, built once its connections exist: the converge executor, the
-Actions client cache, the lease locks and the RPC server (a component)."""
+"""The registrar's state, built once its connections exist: the converge controller's context
+and its work queue, the Actions client cache, the lease locks, the JIT lookup and the RPC
+server (components)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 
 from arcflow.common.actions.client import ActionsClient
 from arcflow.common.actions.connection import ServerConnection
 from arcflow.common.actions.retry import RetryPolicy
 from arcflow.common.nats.jetstream import KV_SCALESETS
+from arcflow.common.reconcile.workqueue import WorkQueue
 from arcflow.common.service import Component, Part, ServiceContext
-from arcflow.registrar.converge import Registrar
+from arcflow.registrar.context import ArsKey, RegistrarContext, build_context
+from arcflow.registrar.controller import reconcile_ars
 from arcflow.registrar.credentials import ActionsClientCache, ClientFactory, Credentials
 from arcflow.registrar.locks import LOCKS_BUCKET, LeaseLocks
 from arcflow.registrar.lookup import JitLookup
 from arcflow.registrar.metrics import RegistrarMetrics
 from arcflow.registrar.rpc_server import RegistrarRpcServer
 from arcflow.registrar.settings import RegistrarSettings
+from arcflow.registrar.sweep import sweep as sweep_once
 
 
 def default_client_factory(settings: RegistrarSettings) -> ClientFactory:
@@ -36,13 +44,33 @@ def default_client_factory(settings: RegistrarSettings) -> ClientFactory:
 
 @dataclass
 class RegistrarState:
-    registrar: Registrar
+    context: RegistrarContext
+    queue: WorkQueue[ArsKey]
     clients: ActionsClientCache
     rpc: RegistrarRpcServer
     lookup: JitLookup
     instance: str
-    #: Change events that led to a converge (tests and benchmarks read it).
-    handled: int = 0
+    #: Change events that asked for a pass (tests and benchmarks read it).
+    events: int = field(default=0)
+
+    def enqueue(self, namespace: str, name: str, *, trigger: str, seen_version: str = "") -> None:
+        """What a change event does: ask for a pass of its ARS, which continues the event's
+        trace (the handler runs in the consumer span of the message)."""
+        self.events += 1
+        current = otel_context.get_current()
+        traced = trace.get_current_span(current).get_span_context().is_valid
+        self.context.enqueue(
+            namespace,
+            name,
+            trigger=trigger,
+            seen_version=seen_version,
+            parent=current if traced else None,
+        )
+
+    @property
+    def handled(self) -> int:
+        """Converge passes that finished (tests and benchmarks read it)."""
+        return self.context.handled
 
 
 async def build(ctx: ServiceContext) -> RegistrarState:
@@ -56,7 +84,7 @@ async def build(ctx: ServiceContext) -> RegistrarState:
         ttl_seconds=settings.lock_ttl_seconds,
         wait_seconds=settings.lock_wait_seconds,
     )
-    registrar = Registrar(
+    context = build_context(
         kube=ctx.require_kube(),
         js=ctx.js,
         records=await ctx.js.key_value(KV_SCALESETS.bucket),
@@ -64,27 +92,54 @@ async def build(ctx: ServiceContext) -> RegistrarState:
         clients=clients,
         metrics=metrics,
         namespaces=settings.namespaces,
+        recheck_seconds=settings.resync_interval_seconds,
     )
-    registrar.verify_interval = settings.verify_interval_seconds
-    # JIT requests answered from memory (ADR 0010); converges read the same ARS cache (0031)
+    provider = ctx.overrides.get("tracer_provider")
+    if provider is not None:
+        context.tracer = trace.get_tracer("arcflow.registrar", tracer_provider=provider)
+    context.gone.verify_interval = settings.verify_interval_seconds
+    # One pass per ARS at a time, 16 ARSs at once, each within its deadline (ADR 0072).
+    queue: WorkQueue[ArsKey] = WorkQueue(
+        partial(reconcile_ars, context),
+        workers=settings.converge_concurrency,
+        retry_base_seconds=settings.retry_delay_seconds,
+        retry_cap_seconds=settings.retry_delay_cap_seconds,
+        deadline_seconds=settings.converge_deadline_seconds,
+        name="converge",
+    )
+    context.queue = queue
+    # JIT requests answered from memory (ADR 0010); passes read the same ARS cache (0031)
     lookup = JitLookup(
-        ctx.require_kube(), registrar.records, clients, namespaces=settings.namespaces
+        ctx.require_kube(), context.records.kv, clients, namespaces=settings.namespaces
     )
-    registrar.ars_cache = lookup.ars
-    rpc = RegistrarRpcServer(ctx.nc, registrar, concurrency=settings.rpc_concurrency, lookup=lookup)
+    context.reads.ars_cache = lookup.ars
+    rpc = RegistrarRpcServer(ctx.nc, context, concurrency=settings.rpc_concurrency, lookup=lookup)
     return RegistrarState(
-        registrar=registrar, clients=clients, rpc=rpc, lookup=lookup, instance=ctx.instance
+        context=context,
+        queue=queue,
+        clients=clients,
+        rpc=rpc,
+        lookup=lookup,
+        instance=ctx.instance,
     )
+
+
+async def _start_queue(queue: WorkQueue[ArsKey]) -> None:
+    queue.start()
 
 
 def components(ctx: ServiceContext, state: RegistrarState) -> Sequence[Component]:
-    """The Actions clients (closed last), the JIT lookup, then the RPC server."""
+    """The Actions clients (closed last), the JIT lookup, the converge queue, then the RPC
+    server."""
     return [
         Part("actions-clients", on_stop=state.clients.aclose),
         Part("jit-lookup", on_start=state.lookup.start, on_stop=state.lookup.stop),
+        Part(
+            "converge-queue", on_start=partial(_start_queue, state.queue), on_stop=state.queue.stop
+        ),
         Part("rpc", on_start=state.rpc.start, on_stop=state.rpc.stop),
     ]
 
 
 async def sweep(state: RegistrarState) -> None:
-    await state.registrar.sweep()
+    await sweep_once(state.context)

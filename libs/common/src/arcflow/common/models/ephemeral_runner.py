@@ -103,6 +103,14 @@ class EphemeralRunner(KubeObject):
         """A job was assigned (status.jobId is set); such a runner must never be killed."""
         return self.status is not None and bool(self.status.job_id)
 
+    def runner_working_dir(self) -> str:
+        """The ``runner`` container's ``workingDir`` (``""`` when unset): the JIT config's
+        work folder."""
+        for container in (self.spec.pod_spec or {}).get("containers") or []:
+            if isinstance(container, dict) and container.get("name") == RUNNER_CONTAINER:
+                return str(container.get("workingDir") or "")
+        return ""
+
     def has_container_hook_configured(self) -> bool:
         """The ``runner`` container sets ACTIONS_RUNNER_CONTAINER_HOOKS (kubernetes mode)."""
         pod_spec = self.spec.pod_spec or {}

@@ -20,7 +20,6 @@ from arcflow.common.nats.consume import (
 )
 from arcflow.common.nats.jetstream import (
     CONSUMER_RECONCILER_ERRORS,
-    CONSUMER_RECONCILER_K8S,
     CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_REGISTRAR_ARS,
     CONSUMERS,
@@ -80,7 +79,6 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CONSUMERS",
     "CONSUMER_RECONCILER_ERRORS",
-    "CONSUMER_RECONCILER_K8S",
     "CONSUMER_RECONCILER_SCALESETS",
     "CONSUMER_REGISTRAR_ARS",
     "DUPLICATE_WINDOW_SECONDS",

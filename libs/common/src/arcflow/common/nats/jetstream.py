@@ -184,6 +184,8 @@ STREAMS: Final[tuple[StreamSpec, ...]] = (
 )
 
 # --- consumers ----------------------------------------------------------------------------
+# ARC_K8S has the registrar's consumers only: the reconciler's Kubernetes trigger is its own
+# watch-fed cache (ADR 0069); auditors read the stream through ephemeral consumers.
 
 CONSUMER_REGISTRAR_ARS: Final = ConsumerSpec(
     durable="registrar-ars",
@@ -191,12 +193,6 @@ CONSUMER_REGISTRAR_ARS: Final = ConsumerSpec(
     filter_subject=subjects.k8s_filter("autoscalingrunnersets"),
     description="registrar: ARS changes -> get-or-create/delete scale sets per variant",
     ack_wait_seconds=60.0,
-)
-CONSUMER_RECONCILER_K8S: Final = ConsumerSpec(
-    durable="reconciler-k8s",
-    stream=STREAM_K8S.name,
-    filter_subject="arc.k8s.>",
-    description="reconciler: any watched object changed -> reconcile its ARS",
 )
 CONSUMER_RECONCILER_SCALESETS: Final = ConsumerSpec(
     durable="reconciler-scalesets",
@@ -216,7 +212,6 @@ CONSUMER_RECONCILER_ERRORS: Final = ConsumerSpec(
 
 CONSUMERS: Final[tuple[ConsumerSpec, ...]] = (
     CONSUMER_REGISTRAR_ARS,
-    CONSUMER_RECONCILER_K8S,
     CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_RECONCILER_ERRORS,
 )

@@ -39,7 +39,6 @@ from arcflow.common import subjects
 from arcflow.common.nats.connection import service_inbox_prefix
 from arcflow.common.nats.jetstream import (
     CONSUMER_RECONCILER_ERRORS,
-    CONSUMER_RECONCILER_K8S,
     CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_REGISTRAR_ARS,
     KV_BUCKETS,
@@ -333,9 +332,9 @@ def registrar_permissions() -> Permissions:
 
 
 def reconciler_permissions() -> Permissions:
-    """Consumes changes and assignments, calls the registrar RPC, publishes audit events."""
+    """Consumes assignments and failures, calls the registrar RPC, publishes audit events
+    (Kubernetes changes come from its own watch, not from ``arc.k8s.>``: ADR 0069)."""
     durables = [
-        (CONSUMER_RECONCILER_K8S.stream, CONSUMER_RECONCILER_K8S.durable),
         (CONSUMER_RECONCILER_SCALESETS.stream, CONSUMER_RECONCILER_SCALESETS.durable),
         (CONSUMER_RECONCILER_ERRORS.stream, CONSUMER_RECONCILER_ERRORS.durable),
     ]
@@ -344,6 +343,8 @@ def reconciler_permissions() -> Permissions:
         *ensure_jetstream_publish(durables),
         *REGISTRAR_RPC_SUBJECTS,
         *kv_read(KV_SCALESETS.bucket),
+        # Read-only: which listener sessions are open (ListenerSessionsOpen, ADR 0073).
+        *kv_read(LISTENER_SESSIONS_BUCKET),
     ]
     for stream, durable in durables:
         publish += consumer_pull(stream, durable)
@@ -351,8 +352,9 @@ def reconciler_permissions() -> Permissions:
         "reconciler",
         publish,
         [inbox_subscription("reconciler")],
-        why="consumes reconciler-k8s/reconciler-scalesets/reconciler-errors; publishes "
-        "arc.audit.>; calls arc.rpc.registrar.* (replies on its inbox); reads arcflow_scalesets; "
+        why="consumes reconciler-scalesets/reconciler-errors; publishes "
+        "arc.audit.>; calls arc.rpc.registrar.* (replies on its inbox); reads arcflow_scalesets "
+        "and arcflow_listener_sessions; "
         "declares the layout at start-up",
     )
 

@@ -152,6 +152,8 @@ class ApiProxy:
         default_factory=dict, init=False, repr=False
     )
     _watches: dict[int, web.Request] = field(default_factory=dict, init=False, repr=False)
+    #: (client, resource) of each open watch, by the same key as ``_watches``.
+    _watch_of: dict[int, tuple[str, str]] = field(default_factory=dict, init=False, repr=False)
 
     async def start(self) -> ApiProxy:
         for with_cert in (True, False):
@@ -229,6 +231,13 @@ class ApiProxy:
         self.faults.append(fault)
         return fault
 
+    def open_watches(self) -> dict[str, dict[str, int]]:
+        """``client -> resource -> watches open now`` through this proxy."""
+        out: dict[str, Counter[str]] = {}
+        for client, resource in self._watch_of.values():
+            out.setdefault(client, Counter())[resource] += 1
+        return {client: dict(sorted(c.items())) for client, c in sorted(out.items())}
+
     def drop_watches(self) -> int:
         """Cut every open watch (the connection closes mid-stream); returns how many."""
         dropped = 0
@@ -288,6 +297,7 @@ class ApiProxy:
         watching = verb == "watch"
         if watching:
             self._watches[id(request)] = request
+            self._watch_of[id(request)] = (client, resource)
         try:
             async with session.request(
                 request.method, url, data=body or None, headers=headers
@@ -312,6 +322,7 @@ class ApiProxy:
             )
         finally:
             self._watches.pop(id(request), None)
+            self._watch_of.pop(id(request), None)
 
     async def _expired_watch(self, request: web.Request, old: str) -> web.StreamResponse:
         response = web.StreamResponse(status=200)

@@ -1,7 +1,7 @@
-"""Between the work queue and the controllers (the shape of controller-runtime's Reconciler,
-ADR 0050): a key in; the primary object read once (the watch-fed cache first), "gone" handled
-alike for every kind, the object parsed once into its model, and the controller's
-``reconcile(ctx, obj)`` called with the typed object.
+"""The reconciler's side of the common typed adapter (:mod:`arcflow.common.reconcile.adapter`,
+ADR 0050, ADR 0072): the primary object read with :func:`read_observed` (the watch-fed cache
+first), parsed with its model's ``from_observed``, and the controller's ``reconcile(ctx, obj)``
+called with the typed object.
 
 An object that does not parse cannot be reconciled as it is: a Warning Kubernetes Event on it
 names the problems (field paths and messages, never values), once per resourceVersion, and
@@ -13,8 +13,7 @@ on.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from arcflow.common.constants import (
     KIND_ARS,
@@ -22,10 +21,10 @@ from arcflow.common.constants import (
     LABEL_SCALE_SET_NAME,
     LABEL_SCALE_SET_NAMESPACE,
 )
-from arcflow.common.errors import TerminalError
 from arcflow.common.kube import Resource, build_event
 from arcflow.common.models import InvalidManifestError, KubeObject
-from arcflow.common.validation import FieldError, summarize
+from arcflow.common.reconcile import adapter as _adapter
+from arcflow.common.reconcile.adapter import UnparsableObjectError, problems_text
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context, read_observed
 from arcflow.reconciler.controllers.manifest import Manifest, labels_of, meta
@@ -34,20 +33,6 @@ from arcflow.reconciler.keys import Key, Result
 M = TypeVar("M", bound=KubeObject)
 
 REASON_UNPARSABLE = "InvalidObject"
-
-
-class UnparsableObjectError(TerminalError):
-    """The primary object does not match its kind's schema: nothing can be done until it
-    changes. The message names field paths, never values."""
-
-    def __init__(self, key: Key, error: InvalidManifestError) -> None:
-        self.problems = error.problems
-        super().__init__(f"{key} does not parse: {problems_text(error)}")
-
-
-def problems_text(error: InvalidManifestError) -> str:
-    """The first problems and a count of the rest, bounded as spec errors are."""
-    return summarize([FieldError(path, message) for path, message in error.problems])
 
 
 OnUnparsable = Callable[[Context, Manifest, InvalidManifestError], Awaitable[None]]
@@ -84,23 +69,32 @@ async def warn_unparsable(ctx: Context, doc: Manifest, error: InvalidManifestErr
     ctx.unparsable_reported[ident] = version
 
 
-@dataclass(frozen=True, slots=True)
-class TypedReconciler(Generic[M]):
+async def read_primary(ctx: Context, resource: Resource, key: Key) -> Manifest | None:
+    """The pass's primary object, read-only (:func:`read_observed`)."""
+    return await read_observed(ctx, resource, key.name, key.namespace)
+
+
+class TypedReconciler(_adapter.TypedReconciler[Context, M]):
     """One kind's controller behind the work queue: ``await adapter(ctx, key)``."""
 
-    resource: Resource
-    model: type[M]
-    reconcile: Callable[[Context, M], Awaitable[Result]]
-    # Says why an object that does not parse is left alone (the default: a Warning Event).
-    on_unparsable: OnUnparsable = warn_unparsable
+    __slots__ = ()
 
-    async def __call__(self, ctx: Context, key: Key) -> Result:
-        doc = await read_observed(ctx, self.resource, key.name, key.namespace)
-        if doc is None:
-            return Result.done()  # gone: its finalizer pass already ran, children follow
-        try:
-            obj = self.model.from_observed(doc)
-        except InvalidManifestError as exc:
-            await self.on_unparsable(ctx, doc, exc)
-            raise UnparsableObjectError(key, exc) from None
-        return await self.reconcile(ctx, obj)
+    def __init__(
+        self,
+        resource: Resource,
+        model: type[M],
+        reconcile: Callable[[Context, M], Awaitable[Result]],
+        # Says why an object that does not parse is left alone (the default: a Warning Event).
+        on_unparsable: OnUnparsable = warn_unparsable,
+    ) -> None:
+        super().__init__(resource, model.from_observed, reconcile, read_primary, on_unparsable)
+
+
+__all__ = [
+    "REASON_UNPARSABLE",
+    "TypedReconciler",
+    "UnparsableObjectError",
+    "problems_text",
+    "read_primary",
+    "warn_unparsable",
+]

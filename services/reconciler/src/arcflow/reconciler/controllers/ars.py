@@ -132,7 +132,7 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
         ars = AutoscalingRunnerSet.from_observed(patched)
 
     ids = {v: assignments[v].scale_set_id for v in variants}
-    ars = await check_sessions(ctx, ars, scope, variants)
+    ars = await check_sessions(ctx, ars, scope, ids)
     try:
         desired = desired_runner_sets(ars, ids, ctx.build)
         tuples = listener_scale_sets(ars, ids)
@@ -202,7 +202,7 @@ async def _patch_status(
         wanted["capacity"] = capacity  # ADR 0062; None removes it
     if all(status.get(k) == v for k, v in wanted.items()):
         return 0.0
-    wait = ctx.status_wait("ars", scope.namespace, scope.ars)
+    wait = ctx.status_pacer.wait("ars", scope.namespace, scope.ars)
     if wait > 0 and status.get("phase") == phase:
         return wait
     await ctx.writer.patch_status(
@@ -213,5 +213,5 @@ async def _patch_status(
         scope,
         f"status: phase {phase}, counts summed over variants",
     )
-    ctx.status_sent("ars", scope.namespace, scope.ars)
+    ctx.status_pacer.sent("ars", scope.namespace, scope.ars)
     return 0.0

@@ -13,7 +13,7 @@ from arcflow.common.constants import (
     LABEL_SCALE_SET_NAMESPACE,
 )
 from arcflow.common.kube import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingListener, AutoscalingRunnerSet, EphemeralRunnerSet
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_rules import variant_of
 from arcflow.reconciler.controllers.base import Context, read_list
@@ -34,12 +34,13 @@ from arcflow.reconciler.controllers.runner_spec_drift import (
 from arcflow.reconciler.keys import Key
 
 
-async def listeners_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:
+async def listeners_of(ctx: Context, namespace: str, name: str) -> list[AutoscalingListener]:
     """Every AutoscalingListener whose spec points back at this ARS
-    (docs/upstream-behaviour.md#traps: not by name)."""
+    (docs/upstream-behaviour.md#traps: not by name). Only the matches are parsed: the
+    controller namespace holds one listener per ARS of the cluster (ADR 0071)."""
     listed = await read_list(ctx, AUTOSCALING_LISTENER, ctx.controller_namespace)
     return [
-        al
+        AutoscalingListener.from_observed(al)
         for al in listed
         if (al.get("spec") or {}).get("autoscalingRunnerSetNamespace") == namespace
         and (al.get("spec") or {}).get("autoscalingRunnerSetName") == name
@@ -54,21 +55,30 @@ async def delete_listeners_first(
     pending = False
     for al in await listeners_of(ctx, ars.namespace, ars.name):
         pending = True
-        if not is_deleting(al):
-            await ctx.writer.delete(al, scope, why)
-            ctx.enqueue(Key("al", str(meta(al).get("namespace")), str(meta(al).get("name"))))
+        if not al.is_deleting:
+            await ctx.writer.delete(al.manifest, scope, why)
+            ctx.enqueue(Key("al", al.namespace, al.name))
     return pending
 
 
 async def runner_sets_of(ctx: Context, namespace: str, name: str) -> list[Manifest]:
     """Every EphemeralRunnerSet of this ARS, all variants, found by labels
-    (docs/upstream-behaviour.md#traps)."""
+    (docs/upstream-behaviour.md#traps), as the live documents: the convergence compares
+    them key by key with the desired sets, and the status rules sum them."""
     return await read_list(
         ctx,
         EPHEMERAL_RUNNER_SET,
         namespace,
         {LABEL_SCALE_SET_NAME: name, LABEL_SCALE_SET_NAMESPACE: namespace},
     )
+
+
+async def runner_set_models_of(ctx: Context, namespace: str, name: str) -> list[EphemeralRunnerSet]:
+    """:func:`runner_sets_of`, parsed (one per variant: cheap) for the passes that only read
+    them (outdated sets, deletion)."""
+    return [
+        EphemeralRunnerSet.from_observed(doc) for doc in await runner_sets_of(ctx, namespace, name)
+    ]
 
 
 async def converge_runner_sets(
@@ -240,20 +250,20 @@ async def converge_listener(
     want_name = str(meta(want)["name"])
     ready = False
     for live in await listeners_of(ctx, ars.namespace, ars.name):
-        name = str(meta(live).get("name"))
-        if is_deleting(live):
+        name = live.name
+        if live.is_deleting:
             continue
         if draining:
             why = "drain: no new jobs until the runner spec change is applied"
         elif name != want_name:
             why = "orphaned listener (runnerGroup or githubConfigUrl changed its name)"
-        elif listener_differs(live, want):
+        elif listener_differs(live.manifest, want):
             why = "listener spec, labels or annotations changed: recreate"
         else:
             ready = True
             continue
-        await ctx.writer.delete(live, scope, why)
-        ctx.enqueue(Key("al", str(meta(live).get("namespace")), name))
+        await ctx.writer.delete(live.manifest, scope, why)
+        ctx.enqueue(Key("al", live.namespace, name))
     if ready or draining:
         return ready
     if await listeners_of(ctx, ars.namespace, ars.name):

@@ -12,13 +12,11 @@ from arcflow.common.constants import (
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, ForbiddenError, NotFoundError
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.ars_children import delete_listeners_first, runner_sets_of
+from arcflow.reconciler.controllers.ars_children import delete_listeners_first, runner_set_models_of
 from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.manifest import (
     finalizer_patch,
     finalizers_of,
-    is_deleting,
-    meta,
 )
 from arcflow.reconciler.keys import Key, Result
 
@@ -48,11 +46,11 @@ async def clean_up(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope) -> Res
     ):
         return Result.again(WAIT_SECONDS)
     pending = False
-    for ers in await runner_sets_of(ctx, scope.namespace, scope.ars):
+    for ers in await runner_set_models_of(ctx, scope.namespace, scope.ars):
         pending = True
-        if not is_deleting(ers):
-            await ctx.writer.delete(ers, scope, "AutoscalingRunnerSet deleted")
-        ctx.enqueue(Key("ers", scope.namespace, str(meta(ers).get("name"))))
+        if not ers.is_deleting:
+            await ctx.writer.delete(ers.manifest, scope, "AutoscalingRunnerSet deleted")
+        ctx.enqueue(Key("ers", scope.namespace, ers.name))
     if pending:
         return Result.again(WAIT_SECONDS)
     await _release_helm_dependents(ctx, ars, scope)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, build_event
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.ars_children import delete_listeners_first, runner_sets_of
+from arcflow.reconciler.controllers.ars_children import delete_listeners_first, runner_set_models_of
 from arcflow.reconciler.controllers.ars_rules import (
     ANNOTATION_OUTDATED_RECREATIONS,
     outdated_records,
@@ -17,7 +17,6 @@ from arcflow.reconciler.controllers.ars_rules import (
     variant_of,
 )
 from arcflow.reconciler.controllers.base import Context
-from arcflow.reconciler.controllers.manifest import Manifest, is_deleting, meta
 from arcflow.reconciler.keys import Key, Result
 
 REASON_OUTDATED = "RunnerImageOutdated"
@@ -32,23 +31,21 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
     counted per variant in an annotation and announced by a Warning Event; a set that is
     outdated again waits ``outdated_recreate_delay`` (doubling) before the next one. Returns a
     Result while it is deleting (the caller stops), else ``None``."""
-    live = await runner_sets_of(ctx, ars.namespace, ars.name)
+    live = await runner_set_models_of(ctx, ars.namespace, ars.name)
     outdated = [
-        e
-        for e in live
-        if not is_deleting(e) and (e.get("status") or {}).get("phase") == PHASE_OUTDATED
+        e for e in live if not e.is_deleting and e.status and e.status.phase == PHASE_OUTDATED
     ]
     if not outdated:
         return None
     records = outdated_records(ars.annotations)
     current = ars  # as last written: the next conditional patch carries its version
     now = ctx.clock()
-    acting: list[Manifest] = []
+    acting: list[EphemeralRunnerSet] = []
     wait: float | None = None
     for ers in outdated:
         variant = variant_of(ers, ars) or "_"
         record = records.get(variant) or {}
-        uid = str(meta(ers).get("uid"))
+        uid = ers.uid
         if record.get("uid") == uid:
             acting.append(ers)  # this attempt is already counted: carry on deleting
             continue
@@ -69,7 +66,7 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
             attempts + 1, ctx.outdated_backoff_base, ctx.outdated_backoff_cap
         )
         message = (
-            f"EphemeralRunnerSet {meta(ers).get('name')} is Outdated (a runner exited with the "
+            f"EphemeralRunnerSet {ers.name} is Outdated (a runner exited with the "
             f"deprecated-version code): recreating the listener and the set, attempt "
             f"{attempts + 1}; a further recreation waits "
             f"{next_delay:.0f}s"
@@ -100,6 +97,8 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
         return Result.again(WAIT_SECONDS)
     for ers in acting:
         variant_scope = Scope(ars.namespace, ars.name, variant_of(ers, ars))
-        await ctx.writer.delete(ers, variant_scope, "runners are outdated: recreate the set")
-        ctx.enqueue(Key("ers", ars.namespace, str(meta(ers).get("name"))))
+        await ctx.writer.delete(
+            ers.manifest, variant_scope, "runners are outdated: recreate the set"
+        )
+        ctx.enqueue(Key("ers", ars.namespace, ers.name))
     return Result.again(WAIT_SECONDS)

@@ -19,7 +19,7 @@ from arcflow.common.constants import (
     LABEL_ORGANIZATION,
     LABEL_REPOSITORY,
 )
-from arcflow.common.models import AutoscalingRunnerSet, is_multi_variant
+from arcflow.common.models import AutoscalingRunnerSet, KubeObject, is_multi_variant
 from arcflow.reconciler.assignments import ScaleSetAssignment
 from arcflow.reconciler.controllers.manifest import Manifest, meta
 
@@ -122,8 +122,8 @@ def sum_status(runner_sets: list[Manifest]) -> dict[str, int]:
     return total
 
 
-def variant_of(ers: Manifest, ars: AutoscalingRunnerSet) -> str:
+def variant_of(ers: Manifest | KubeObject, ars: AutoscalingRunnerSet) -> str:
     """The variant an EphemeralRunnerSet of ``ars`` serves, from its name (``""``: default)."""
-    name = str(meta(ers).get("name", ""))
+    name = ers.name if isinstance(ers, KubeObject) else str(meta(ers).get("name", ""))
     prefix = f"{ars.name}-"
     return name[len(prefix) :] if name.startswith(prefix) else ""

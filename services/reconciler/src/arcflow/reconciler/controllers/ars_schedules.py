@@ -20,10 +20,11 @@ async def report_effective_minimums(
     wanted, wait = effective_min_runners(ars, ctx.clock())
     current = (ars.manifest.get("status") or {}).get(STATUS_KEY)
     key = f"{ars.namespace}/{ars.name}"
+    written = ctx.ars_state.effective_minimums_written
     if wanted == current:
-        ctx.effective_minimums_written[key] = wanted
+        written[key] = wanted
         return wait
-    if key in ctx.effective_minimums_written and ctx.effective_minimums_written[key] == wanted:
+    if key in written and written[key] == wanted:
         # Written already and not read back: a schema without the field prunes it (the
         # upstream CRDs); writing it again would only loop.
         return wait
@@ -39,5 +40,5 @@ async def report_effective_minimums(
         if wanted is not None
         else "status: no scheduledOverrides left",
     )
-    ctx.effective_minimums_written[key] = wanted
+    written[key] = wanted
     return wait

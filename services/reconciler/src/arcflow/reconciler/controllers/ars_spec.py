@@ -15,7 +15,11 @@ from arcflow.common.validation import schema_errors, summarize
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_rules import is_version_allowed
 from arcflow.reconciler.controllers.base import Context, get_or_none
-from arcflow.reconciler.controllers.conditions import condition_of, turn_ars_condition
+from arcflow.reconciler.controllers.conditions import (
+    ars_condition,
+    condition_of,
+    turn_ars_condition,
+)
 from arcflow.reconciler.controllers.manifest import Manifest, labels_of, meta
 
 CONDITION_SPEC_VALID = "SpecValid"
@@ -123,11 +127,11 @@ async def check_credentials_secret(
         secret = await ctx.cache.get_or_read(SECRET, name, scope.namespace)
     else:
         secret = await get_or_none(ctx.kube, SECRET, name, scope.namespace)
-    current = condition_of(ars.manifest, CONDITION_CREDENTIALS)
+    current = ars_condition(ars, CONDITION_CREDENTIALS)
     found = secret is not None
     if current is None and found:
         return ars
-    if current is not None and (current.get("status") == "True") == found:
+    if current is not None and (current.status == "True") == found:
         return ars
     message = (
         f"Secret {scope.namespace}/{name} (spec.githubConfigSecret) found"

@@ -9,12 +9,13 @@ from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
 from typing import Any
 
-from arcflow.common.builders import BuildSettings, decode_secret_data
+from arcflow.common.builders import BuildSettings
 from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.cache import ObjectCache
 from arcflow.common.events import RegistrationFailed, SessionFailed, SessionOpened
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
 from arcflow.common.listener_config import GitHubCredentials
+from arcflow.common.models import ProxyConfig, Secret
 from arcflow.common.rpc.registrar import RegistrarRpcClient
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.controllers.manifest import (
@@ -23,6 +24,7 @@ from arcflow.reconciler.controllers.manifest import (
 )
 from arcflow.reconciler.controllers.reaper_rules import Deadlines
 from arcflow.reconciler.keys import Key
+from arcflow.reconciler.listener_sessions import ListenerSessions
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.stages import StageClock
@@ -33,49 +35,50 @@ def utc_clock() -> datetime:
 
 
 @dataclass
-class Context:
-    """Dependencies of the controllers (one per reconciler process)."""
+class StatusPacer:
+    """When this process last wrote a counts-only status (ERS/ARS runner counts), per object:
+    such a write goes out at most every ``interval`` seconds; a phase change at once (ADR 0011,
+    ADR 0033). Shared by the ARS and runner-set controllers."""
 
-    kube: KubeClient
-    writer: Writer
-    build: BuildSettings
-    ids: ScaleSetIds | None
-    registrar: RegistrarRpcClient | None
-    metrics: ReconcilerMetrics
-    enqueue: Callable[[Key], None]
-    instance: str = "reconciler"
-    # Injectable for tests: the wall clock and the pod failure backoff table.
-    clock: Callable[[], datetime] = utc_clock
-    failure_backoff: tuple[float, ...] = dataclass_field(default=FAILURE_BACKOFF_SECONDS)
-    job_running_recheck: float = 30.0
-    outdated_backoff_base: float = 60.0
-    outdated_backoff_cap: float = 3600.0
-    # The watch-fed cache (ADR 0010); ``None`` reads everything from the API server.
-    cache: ObjectCache | None = None
-    # How many runners of one set are created at once.
-    create_concurrency: int = 16
-    # Counts-only status writes (ERS/ARS runner counts) go out at most this often per object;
-    # a phase change goes out at once (ADR 0011, ADR 0033).
-    status_interval: float = 5.0
-    # A new runner's first status write (registration and phase in one) waits this long for
-    # its pod to run before it says Pending (ADR 0032).
-    pending_status_delay: float = 5.0
-    status_written: dict[tuple[str, str, str], float] = dataclass_field(default_factory=dict)
-    # ERS uid -> the last (patchID, replicas) this replica evaluated a scale request for.
+    interval: float = 5.0
+    #: (kind, namespace, name) -> monotonic seconds of the last counts-only write.
+    written: dict[tuple[str, str, str], float] = dataclass_field(default_factory=dict)
+
+    def wait(self, kind: str, namespace: str, name: str) -> float:
+        """Seconds before a counts-only status write for this object may go out (0: now)."""
+        last = self.written.get((kind, namespace, name))
+        if last is None:
+            return 0.0
+        return max(0.0, self.interval - (time.monotonic() - last))
+
+    def sent(self, kind: str, namespace: str, name: str) -> None:
+        self.written[(kind, namespace, name)] = time.monotonic()
+
+
+@dataclass
+class RunnerSetState:
+    """What the runner-set (ERS) controller remembers between its passes, in this process."""
+
+    #: ERS uid -> the last (patchID, replicas) this replica evaluated a scale request for.
     scaled_for: dict[str, tuple[int, int]] = dataclass_field(default_factory=dict)
-    # ERS uid -> (next name index, end of the block) of this replica's creation lease (ADR 0033).
+    #: ERS uid -> (next name index, end of the block) of this replica's creation lease
+    #: (ADR 0033).
     name_blocks: dict[str, tuple[int, int]] = dataclass_field(default_factory=dict)
-    # ERS uid -> runner names this replica claimed but whose create failed (an API error):
-    # the next pass creates them, whether or not its scale request counts as served.
+    #: ERS uid -> runner names this replica claimed but whose create failed (an API error):
+    #: the next pass creates them, whether or not its scale request counts as served.
     uncreated: dict[str, set[str]] = dataclass_field(default_factory=dict)
-    # "<namespace>/<ERS>" -> when its last JIT-failure Event went out (monotonic seconds).
+    #: "<namespace>/<ERS>" -> when its last JIT-failure Event went out (monotonic seconds).
     jit_failures_reported: dict[str, float] = dataclass_field(default_factory=dict)
+
+
+@dataclass
+class ArsState:
+    """What the ARS controller (and the runner reaper, which reads the ARS's deadline
+    annotation) remembers between passes, in this process."""
+
     #: Per ARS (namespace/name): whether the controller namespace was last seen to exist, for
     #: a server whose ARS schema prunes status conditions (the upstream CRDs carry none).
     controller_namespace_seen: dict[str, bool] = dataclass_field(default_factory=dict)
-    # (kind, namespace, name) -> the resourceVersion of an object that does not parse whose
-    # Warning Event went out (one Event per version, however often it is looked at).
-    unparsable_reported: dict[tuple[str, str, str], str] = dataclass_field(default_factory=dict)
     #: (namespace, ARS) -> the newest ``registration.failed`` the registrar published for it
     #: (``errors_changes``); the ARS pass turns it into a condition (ADR 0064).
     registration_failures: dict[tuple[str, str], RegistrationFailed] = dataclass_field(
@@ -88,22 +91,55 @@ class Context:
     )
     #: ARS namespace/name -> the status.effectiveMinRunners last written (ADR 0063).
     effective_minimums_written: dict[str, Any] = dataclass_field(default_factory=dict)
-    #: The runner stage breakdown (ADR 0065).
-    stages: StageClock = dataclass_field(default_factory=StageClock)
-    #: The stuck-pod deadlines when the ARS says nothing (ADR 0065), and the (namespace, ARS)
-    #: -> resourceVersion whose unusable deadline annotation was reported in an Event.
-    deadlines: Deadlines = dataclass_field(default_factory=Deadlines)
+    #: (namespace, ARS) -> the resourceVersion whose unusable deadline annotation was
+    #: reported in an Event (ADR 0065).
     deadline_errors_reported: dict[tuple[str, str], str] = dataclass_field(default_factory=dict)
 
-    def status_wait(self, kind: str, namespace: str, name: str) -> float:
-        """Seconds before a counts-only status write for this object may go out (0: now)."""
-        last = self.status_written.get((kind, namespace, name))
-        if last is None:
-            return 0.0
-        return max(0.0, self.status_interval - (time.monotonic() - last))
 
-    def status_sent(self, kind: str, namespace: str, name: str) -> None:
-        self.status_written[(kind, namespace, name)] = time.monotonic()
+@dataclass(frozen=True)
+class Context:
+    """What the controllers share (one per reconciler process, ADR 0071): dependencies and
+    tunables, fixed when the process builds it (``state.py``; tests pass other values to the
+    constructor, never set them later), and the state objects each controller owns (their
+    references are fixed; their memo dicts are the controllers' own)."""
+
+    kube: KubeClient
+    writer: Writer
+    build: BuildSettings
+    ids: ScaleSetIds | None
+    registrar: RegistrarRpcClient | None
+    metrics: ReconcilerMetrics
+    enqueue: Callable[[Key], None]
+    instance: str = "reconciler"
+    # The watch-fed cache (ADR 0010); ``None`` reads everything from the API server.
+    cache: ObjectCache | None = None
+    #: Which listener sessions are open now (the listener's sessions bucket, read-only; ADR
+    #: 0073); ``None``: the sessions condition follows the events alone.
+    listener_sessions: ListenerSessions | None = None
+    # Injectable for tests: the wall clock and the pod failure backoff table.
+    clock: Callable[[], datetime] = utc_clock
+    failure_backoff: tuple[float, ...] = dataclass_field(default=FAILURE_BACKOFF_SECONDS)
+    job_running_recheck: float = 30.0
+    outdated_backoff_base: float = 60.0
+    outdated_backoff_cap: float = 3600.0
+    # How many runners of one set are created at once.
+    create_concurrency: int = 16
+    # A new runner's first status write (registration and phase in one) waits this long for
+    # its pod to run before it says Pending (ADR 0032).
+    pending_status_delay: float = 5.0
+    #: The stuck-pod deadlines when the ARS says nothing (ADR 0065).
+    deadlines: Deadlines = dataclass_field(default_factory=Deadlines)
+    # --- state objects, one per owner ---
+    #: Counts-only status writes, paced per object (ARS and ERS controllers).
+    status_pacer: StatusPacer = dataclass_field(default_factory=StatusPacer)
+    runner_set_state: RunnerSetState = dataclass_field(default_factory=RunnerSetState)
+    ars_state: ArsState = dataclass_field(default_factory=ArsState)
+    #: The runner stage breakdown (ADR 0065).
+    stages: StageClock = dataclass_field(default_factory=StageClock)
+    #: The adapter's: (kind, namespace, name) -> the resourceVersion of an object that does
+    #: not parse whose Warning Event went out (one Event per version, however often it is
+    #: looked at).
+    unparsable_reported: dict[tuple[str, str, str], str] = dataclass_field(default_factory=dict)
 
     @property
     def controller_namespace(self) -> str:
@@ -152,10 +188,10 @@ async def read_github_credentials(
 ) -> GitHubCredentials:
     """The credentials the listener's config.json embeds, from the ARS namespace's Secret."""
     try:
-        secret = await kube.get(SECRET, secret_name, namespace)
+        secret = Secret.from_observed(await kube.get(SECRET, secret_name, namespace))
     except NotFoundError:
         raise CredentialsError(f"Secret {namespace}/{secret_name} not found") from None
-    data = decode_secret_data(secret.get("data"))
+    data = secret.decoded_data()
     token = data.get("github_token", "")
     app_id = data.get("github_app_id", "")
     if token:
@@ -181,19 +217,20 @@ async def read_github_credentials(
 
 
 async def read_proxy_credentials(
-    kube: KubeClient, namespace: str, proxy: Mapping[str, Any] | None
+    kube: KubeClient, namespace: str, proxy: ProxyConfig | None
 ) -> dict[str, ProxyCredentials]:
     """``credentialSecretRef`` name -> username/password, read in the ARS namespace."""
     found: dict[str, ProxyCredentials] = {}
-    for field in ("http", "https"):
-        ref = ((proxy or {}).get(field) or {}).get("credentialSecretRef")
+    servers = (proxy.http, proxy.https) if proxy is not None else ()
+    for server in servers:
+        ref = server.credential_secret_ref if server is not None else ""
         if not ref or ref in found:
             continue
         try:
-            secret = await kube.get(SECRET, ref, namespace)
+            secret = Secret.from_observed(await kube.get(SECRET, ref, namespace))
         except NotFoundError:
             raise CredentialsError(f"proxy credential Secret {namespace}/{ref} not found") from None
-        data = decode_secret_data(secret.get("data"))
+        data = secret.decoded_data()
         found[ref] = ProxyCredentials.model_validate(
             {"username": data.get("username", ""), "password": data.get("password", "")}
         )

@@ -10,10 +10,11 @@ from typing import Any
 from arcflow.common.events import utc_now
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, build_event
 from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models.autoscaling_runner_set import Condition
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.capacity_rules import CONDITION_DRAINED, DrainState
-from arcflow.reconciler.controllers.manifest import Manifest, meta
+from arcflow.reconciler.controllers.manifest import Manifest
 
 
 def conditions_of(doc: Manifest) -> list[dict[str, Any]]:
@@ -23,7 +24,26 @@ def conditions_of(doc: Manifest) -> list[dict[str, Any]]:
 
 
 def condition_of(doc: Manifest, kind: str) -> dict[str, Any] | None:
+    """The condition ``kind`` of an ARS manifest (for an ARS that may not parse, and the
+    rules that take the wire form: ``registration_rules.decide``, ``sessions_rules``)."""
     return next((c for c in conditions_of(doc) if c.get("type") == kind), None)
+
+
+def ars_condition(ars: AutoscalingRunnerSet, kind: str) -> Condition | None:
+    """The condition ``kind`` of a parsed ARS (ADR 0071: read through the model)."""
+    conditions = (ars.status.conditions if ars.status else None) or []
+    return next((c for c in conditions if c.type == kind), None)
+
+
+def other_conditions(ars: AutoscalingRunnerSet, kind: str) -> list[dict[str, Any]]:
+    """Every condition but ``kind``, in their wire form (only the keys the live document
+    holds), for the status patch that replaces the list."""
+    conditions = (ars.status.conditions if ars.status else None) or []
+    return [
+        c.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        for c in conditions
+        if c.type != kind
+    ]
 
 
 async def turn_ars_condition(
@@ -53,10 +73,10 @@ async def turn_ars_condition(
         "status": "True" if ok else "False",
         "reason": reason,
         "message": message,
-        "observedGeneration": meta(doc).get("generation"),
+        "observedGeneration": ars.metadata.generation,
         "lastTransitionTime": (since or utc_now()).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    others = [c for c in conditions_of(doc) if c.get("type") != kind]
+    others = other_conditions(ars, kind)
     written = await ctx.writer.patch_status(
         AUTOSCALING_RUNNER_SET.kind,
         scope.ars,
@@ -75,13 +95,12 @@ async def report_drain(
     still has runners or its listener has not applied the drain, ``True``/``Drained`` after;
     ``status.drain`` repeats the reason for the printer column. A Normal Event when it turns.
     Without a drain, an earlier condition is removed. Writes only what changes."""
-    doc = ars.manifest
-    status = doc.get("status") or {}
-    current = condition_of(doc, CONDITION_DRAINED)
+    drain = ars.status.drain if ars.status else None
+    current = ars_condition(ars, CONDITION_DRAINED)
+    others = other_conditions(ars, CONDITION_DRAINED)
     if state is None:
-        if current is None and status.get("drain") is None:
+        if current is None and drain is None:
             return ars
-        others = [c for c in conditions_of(doc) if c.get("type") != CONDITION_DRAINED]
         written = await ctx.writer.patch_status(
             AUTOSCALING_RUNNER_SET.kind,
             scope.ars,
@@ -94,14 +113,16 @@ async def report_drain(
     want_status = "True" if state.drained else "False"
     if (
         current is not None
-        and current.get("status") == want_status
-        and current.get("message") == state.message
-        and status.get("drain") == state.reason
+        and current.status == want_status
+        and current.message == state.message
+        and drain == state.reason
     ):
         return ars
-    turned = current is None or current.get("status") != want_status
+    turned = current is None or current.status != want_status
     if turned:
-        event = build_event(doc, state.reason, state.message, component="arcflow-reconciler")
+        event = build_event(
+            ars.manifest, state.reason, state.message, component="arcflow-reconciler"
+        )
         created = await ctx.kube.create(event)
         await ctx.writer.audit("created", created, scope, "Kubernetes Event about the drain")
     condition: dict[str, Any] = {
@@ -109,14 +130,13 @@ async def report_drain(
         "status": want_status,
         "reason": state.reason,
         "message": state.message,
-        "observedGeneration": meta(doc).get("generation"),
+        "observedGeneration": ars.metadata.generation,
         "lastTransitionTime": (
             utc_now().strftime("%Y-%m-%dT%H:%M:%SZ")
             if turned or current is None
-            else current.get("lastTransitionTime", "")
+            else current.last_transition_time
         ),
     }
-    others = [c for c in conditions_of(doc) if c.get("type") != CONDITION_DRAINED]
     written = await ctx.writer.patch_status(
         AUTOSCALING_RUNNER_SET.kind,
         scope.ars,

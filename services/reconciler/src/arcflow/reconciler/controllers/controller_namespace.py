@@ -17,7 +17,7 @@ from arcflow.common.kube import NotFoundError
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context
-from arcflow.reconciler.controllers.conditions import condition_of, turn_ars_condition
+from arcflow.reconciler.controllers.conditions import ars_condition, turn_ars_condition
 
 CONDITION_CONTROLLER_NAMESPACE = "ControllerNamespaceExists"
 REASON_NAMESPACE_FOUND = "NamespaceFound"
@@ -43,19 +43,19 @@ async def report_controller_namespace(
 ) -> AutoscalingRunnerSet:
     """Keep the condition current; a status patch and an Event only when it changes (none
     on an ARS that never saw the namespace missing)."""
-    current = condition_of(ars.manifest, CONDITION_CONTROLLER_NAMESPACE)
+    current = ars_condition(ars, CONDITION_CONTROLLER_NAMESPACE)
     key = f"{scope.namespace}/{scope.ars}"
     # The condition when the ARS keeps it, else what this process last reported: the
     # upstream CRDs have no status.conditions, so a real server prunes the condition, and
     # the Event (which it keeps) must still be sent once per change, not once per pass.
     seen = (
-        current.get("status") == "True"
+        current.status == "True"
         if current is not None
-        else ctx.controller_namespace_seen.get(key)
+        else ctx.ars_state.controller_namespace_seen.get(key)
     )
     if (seen is None and exists) or seen == exists:
         return ars
-    ctx.controller_namespace_seen[key] = exists
+    ctx.ars_state.controller_namespace_seen[key] = exists
     namespace = ctx.controller_namespace
     return await turn_ars_condition(
         ctx,

@@ -46,9 +46,9 @@ async def report_jit_failure(
     involved = _owner_set(er) or er.manifest
     key = f"{meta(involved).get('namespace')}/{meta(involved).get('name')}"
     now = time.monotonic()
-    last = ctx.jit_failures_reported.get(key)
+    last = ctx.runner_set_state.jit_failures_reported.get(key)
     if last is None or now - last >= EVENT_INTERVAL_SECONDS:
-        ctx.jit_failures_reported[key] = now
+        ctx.runner_set_state.jit_failures_reported[key] = now
         message = (
             f"no JIT config for runners of scale set {scale_set_id}: {error.code.value}: "
             f"{error.reason}; each runner asks again every {JIT_RETRY_SECONDS:g} s"

@@ -41,7 +41,7 @@ from arcflow.common.kube import (
     ConflictError,
     Resource,
 )
-from arcflow.common.models import AutoscalingListener
+from arcflow.common.models import AutoscalingListener, Pod
 from arcflow.common.naming import listener_config_secret_name, listener_proxy_secret_name
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import (
@@ -154,7 +154,7 @@ async def reconcile_listener(ctx: Context, al: AutoscalingListener) -> Result:
     await _ensure_metadata_object(ctx, role_binding, scope, compare=("subjects",))
 
     spec = doc.get("spec") or {}
-    proxy_credentials = await read_proxy_credentials(ctx.kube, scope.namespace, spec.get("proxy"))
+    proxy_credentials = await read_proxy_credentials(ctx.kube, scope.namespace, al.spec.proxy)
     proxy_secret = build_listener_proxy_secret(doc, proxy_credentials)
     if proxy_secret is not None:
         await _ensure_secret(ctx, proxy_secret, scope, "listener proxy settings")
@@ -270,44 +270,38 @@ async def _ensure_secret(ctx: Context, want: Manifest, scope: Scope, what: str) 
     await ctx.writer.patch("Secret", name, namespace, patch, scope, f"{what} changed: refresh data")
 
 
-def _listener_container_state(pod: Manifest) -> dict[str, Any] | None:
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") == LISTENER_CONTAINER:
-            state: dict[str, Any] = status.get("state") or {}
-            return state
-    return None
-
-
 async def _ensure_pod(
     ctx: Context, al: AutoscalingListener, want: Manifest, scope: Scope
 ) -> Result:
     name = str(meta(want)["name"])
     namespace = str(meta(want)["namespace"])
     gauge = upstream_labels(name, namespace, al.labels)
-    live = await _live_or_create(ctx, POD, want, scope, "listener pod")
-    if live is None:
+    found = await _live_or_create(ctx, POD, want, scope, "listener pod")
+    if found is None:
         ctx.metrics.running_listeners.set(0, gauge)
         return Result.done()
-    if is_deleting(live):
+    live = Pod.from_observed(found)
+    if live.is_deleting:
         ctx.metrics.running_listeners.set(0, gauge)
         return Result.again(WAIT_SECONDS)
-    live_hash = annotations_of(live).get(ANNOTATION_INTEGRITY_HASH)
+    live_hash = live.annotations.get(ANNOTATION_INTEGRITY_HASH)
     why = None
     if live_hash != annotations_of(want).get(ANNOTATION_INTEGRITY_HASH):
         why = "listener inputs changed (integrity hash): recreate the pod"
-    elif (live.get("status") or {}).get("reason") == "Evicted":
+    elif live.status.reason == "Evicted":
         why = "listener pod was evicted: recreate"
     else:
-        state = _listener_container_state(live)
-        if state is not None and state.get("terminated") is not None:
+        container = live.status.container(LISTENER_CONTAINER)
+        state = container.state if container is not None else None
+        if state is not None and state.terminated is not None:
             why = "listener container terminated: recreate (restartPolicy Never)"
-        elif state is not None and state.get("running") is not None:
+        elif state is not None and state.running is not None:
             ctx.metrics.running_listeners.set(1, gauge)
             return Result.done()
     if why is None:
         return Result.done()  # not started yet: its status change brings us back
     ctx.metrics.running_listeners.set(0, gauge)
-    await ctx.writer.delete(live, scope, why)
+    await ctx.writer.delete(live.manifest, scope, why)
     return Result.again(WAIT_SECONDS)
 
 

@@ -17,10 +17,11 @@ from arcflow.common.constants import (
     LABEL_SCALE_SET_NAMESPACE,
 )
 from arcflow.common.kube import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
+from arcflow.common.models import EphemeralRunner, EphemeralRunnerSet, InvalidManifestError
 from arcflow.common.rpc.registrar import RegistrarRpcError
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context
-from arcflow.reconciler.controllers.manifest import Manifest, is_deleting, labels_of, meta
+from arcflow.reconciler.controllers.manifest import Manifest
 from arcflow.reconciler.controllers.orphan_rules import (
     GitHubRunner,
     KubeRunner,
@@ -33,13 +34,13 @@ from arcflow.reconciler.keys import Key
 log = logging.getLogger(__name__)
 
 
-def _kube_runner(er: Manifest) -> KubeRunner:
-    status = er.get("status") or {}
+def _kube_runner(er: EphemeralRunner) -> KubeRunner:
+    status = er.status
     return KubeRunner(
-        name=str(meta(er).get("name") or ""),
-        runner_id=int(status.get("runnerId") or 0),
-        has_job=bool(status.get("jobId") or status.get("jobRequestId")),
-        deleting=is_deleting(er),
+        name=er.name,
+        runner_id=status.runner_id if status else 0,
+        has_job=bool(status and (status.job_id or status.job_request_id)),
+        deleting=er.is_deleting,
     )
 
 
@@ -49,17 +50,22 @@ async def scan_orphans(ctx: Context, suspects: Suspects) -> dict[str, int]:
         return {}
     # The scale sets: one per EphemeralRunnerSet (its runners may all be gone).
     sets: dict[tuple[str, str, int], tuple[str, str]] = {}
-    for runner_set in ctx.cache.list(EPHEMERAL_RUNNER_SET, None, shared=True):
-        labels = labels_of(runner_set)
-        spec = (runner_set.get("spec") or {}).get("ephemeralRunnerSpec") or {}
-        scale_set_id = int(spec.get("runnerScaleSetId") or 0)
+    for doc in ctx.cache.list(EPHEMERAL_RUNNER_SET, None, shared=True):
+        try:
+            runner_set = EphemeralRunnerSet.from_observed(doc)
+        except InvalidManifestError:
+            continue  # its own pass reports it (ADR 0050)
+        labels = runner_set.labels
+        scale_set_id = runner_set.spec.ephemeral_runner_spec.runner_scale_set_id
         ars = labels.get(LABEL_SCALE_SET_NAME, "")
-        namespace = str(meta(runner_set).get("namespace") or "")
+        namespace = runner_set.namespace
         scope_namespace = labels.get(LABEL_SCALE_SET_NAMESPACE) or namespace
-        if scale_set_id and ars and not is_deleting(runner_set):
+        if scale_set_id and ars and not runner_set.is_deleting:
             variant = labels.get(LABEL_RUNNER_VARIANT, "")
             sets[(scope_namespace, ars, scale_set_id)] = (namespace, variant)
     removed = {"github_runners": 0, "ephemeral_runners": 0}
+    # Every runner is parsed once per scan (ADR 0071: a periodic pass, not the hot path).
+    parsed: dict[int, EphemeralRunner | None] = {}
     for (scope_namespace, ars, scale_set_id), (namespace, variant) in sets.items():
         try:
             listed = await ctx.registrar.list_runners(scope_namespace, ars, scale_set_id)
@@ -69,8 +75,8 @@ async def scan_orphans(ctx: Context, suspects: Suspects) -> dict[str, int]:
         # Read after the call: a runner the cache saw since the listing is not an orphan.
         ers = [
             er
-            for er in ctx.cache.list(EPHEMERAL_RUNNER, namespace, shared=True)
-            if int((er.get("spec") or {}).get("runnerScaleSetId") or 0) == scale_set_id
+            for er in _parsed(ctx.cache.list(EPHEMERAL_RUNNER, namespace, shared=True), parsed)
+            if er.spec.runner_scale_set_id == scale_set_id
         ]
         runners = [_kube_runner(er) for er in ers]
         github = [GitHubRunner(r.id, r.name) for r in listed]
@@ -93,7 +99,7 @@ async def scan_orphans(ctx: Context, suspects: Suspects) -> dict[str, int]:
             if outcome == "ok":
                 removed["github_runners"] += 1
                 ctx.metrics.orphans_removed.add(1, {"namespace": namespace, "name": ars})
-        by_name: dict[str, Manifest] = {str(meta(item).get("name")): item for item in ers}
+        by_name = {item.name: item for item in ers}
         gone = {r.name: r for r in gone_from_github(github, runners)}
         for name in suspects.confirm(f"er:{scope_key}", gone, now):
             doomed = by_name[name]
@@ -102,11 +108,28 @@ async def scan_orphans(ctx: Context, suspects: Suspects) -> dict[str, int]:
                 "its set makes a fresh one"
             )
             log.warning("EphemeralRunner %s/%s: %s", namespace, name, why)
-            await ctx.writer.delete(doomed, scope, why, unchanged=True)
+            await ctx.writer.delete(doomed.manifest, scope, why, unchanged=True)
             ctx.enqueue(Key("er", namespace, name))
             suspects.forget(f"er:{scope_key}", name)
             removed["ephemeral_runners"] += 1
     return removed
+
+
+def _parsed(docs: list[Manifest], memo: dict[int, EphemeralRunner | None]) -> list[EphemeralRunner]:
+    """``docs`` parsed, each once per scan (the cache hands out the same shared document, kept
+    alive by its model, so its id is its key); one that does not parse is left out (its own
+    pass reports it, ADR 0050)."""
+    out: list[EphemeralRunner] = []
+    for doc in docs:
+        if id(doc) not in memo:
+            try:
+                memo[id(doc)] = EphemeralRunner.from_observed(doc)
+            except InvalidManifestError:
+                memo[id(doc)] = None
+        found = memo[id(doc)]
+        if found is not None:
+            out.append(found)
+    return out
 
 
 __all__ = ["scan_orphans"]

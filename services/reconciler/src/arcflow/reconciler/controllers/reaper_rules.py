@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
-from arcflow.common.constants import RUNNER_CONTAINER
+from arcflow.common.models import ContainerStatus, Pod
 from arcflow.common.timestamps import parse_kube_time
 
 Stage = Literal["Pending", "ImagePull", "Init", "ContainerCreating", "NodeLost"]
@@ -137,72 +137,57 @@ def _time(value: Any) -> float | None:
     return None if parsed is None else parsed.timestamp()
 
 
-def _condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == kind:
-            return condition  # type: ignore[no-any-return]
-    return None
-
-
-def _true(pod: Mapping[str, Any], kind: str) -> bool:
-    condition = _condition(pod, kind)
-    return condition is not None and condition.get("status") == "True"
-
-
-def _waiting(statuses: Any) -> list[str]:
+def _waiting(statuses: list[ContainerStatus]) -> list[str]:
+    """The reasons of the containers that wait (a ``waiting: {}`` says nothing: skipped)."""
     return [
-        str(((s.get("state") or {}).get("waiting") or {}).get("reason") or "")
-        for s in statuses or []
-        if (s.get("state") or {}).get("waiting")
+        s.state.waiting.reason
+        for s in statuses
+        if s.state.waiting is not None
+        and (s.state.waiting.model_fields_set or s.state.waiting.model_extra)
     ]
 
 
-def pod_stage(pod: Mapping[str, Any]) -> tuple[Stage, str, float | None] | None:
+def pod_stage(pod: Pod) -> tuple[Stage, str, float | None] | None:
     """The start-up stage a runner pod is in (stage, the kubelet's reason, since when in epoch
     seconds), or ``None`` for a pod past start-up (running, finished, being deleted)."""
-    meta = pod.get("metadata") or {}
-    if meta.get("deletionTimestamp"):
+    if pod.is_deleting:
         return None
-    status = pod.get("status") or {}
-    phase = status.get("phase") or "Pending"
-    created = _time(meta.get("creationTimestamp"))
-    started = _time(status.get("startTime")) or created
+    status = pod.status
+    phase = status.phase or "Pending"
+    created = _time(pod.metadata.creation_timestamp)
+    started = _time(status.start_time) or created
     if phase == "Running" or phase in ("Succeeded", "Failed"):
         if phase == "Running":
             return _node_lost(pod)
         return None
-    if not (pod.get("spec") or {}).get("nodeName") and not _true(pod, "PodScheduled"):
-        scheduled = _condition(pod, "PodScheduled")
-        reason = str((scheduled or {}).get("reason") or "")
-        return "Pending", reason, created
-    init_waiting = _waiting(status.get("initContainerStatuses"))
-    main_waiting = _waiting(status.get("containerStatuses"))
+    if not pod.spec.node_name and not status.is_true("PodScheduled"):
+        scheduled = status.condition("PodScheduled")
+        return "Pending", scheduled.reason if scheduled else "", created
+    init_waiting = _waiting(status.init_container_statuses)
+    main_waiting = _waiting(status.container_statuses)
     for reason in (*init_waiting, *main_waiting):
         if reason in IMAGE_PULL_REASONS:
             return "ImagePull", reason, started
-    if status.get("initContainerStatuses") and not _true(pod, "Initialized"):
+    if status.init_container_statuses and not status.is_true("Initialized"):
         return "Init", next(iter(init_waiting), ""), started
-    initialized = _condition(pod, "Initialized")
-    since = _time((initialized or {}).get("lastTransitionTime")) or started
+    initialized = status.condition("Initialized")
+    since = _time(initialized.last_transition_time if initialized else None) or started
     return "ContainerCreating", next(iter(main_waiting), "ContainerCreating"), since
 
 
-def _node_lost(pod: Mapping[str, Any]) -> tuple[Stage, str, float | None] | None:
-    status = pod.get("status") or {}
-    if status.get("reason") == "NodeLost":
+def _node_lost(pod: Pod) -> tuple[Stage, str, float | None] | None:
+    status = pod.status
+    if status.reason == "NodeLost":
         return "NodeLost", "NodeLost", None
-    running = any(
-        "running" in (s.get("state") or {})
-        for s in status.get("containerStatuses") or []
-        if s.get("name") == RUNNER_CONTAINER
-    )
-    ready = _condition(pod, "Ready")
-    if running and ready is not None and ready.get("status") != "True":
-        return "NodeLost", "NodeNotReady", _time(ready.get("lastTransitionTime"))
+    state = pod.runner_state
+    running = state is not None and state.running is not None
+    ready = status.condition("Ready")
+    if running and ready is not None and ready.status != "True":
+        return "NodeLost", "NodeNotReady", _time(ready.last_transition_time)
     return None
 
 
-def stuck(pod: Mapping[str, Any], now: float, deadlines: Deadlines) -> Stuck | None:
+def stuck(pod: Pod, now: float, deadlines: Deadlines) -> Stuck | None:
     """The pod's stage when it is past its deadline, else ``None``."""
     found = pod_stage(pod)
     if found is None:
@@ -217,7 +202,7 @@ def stuck(pod: Mapping[str, Any], now: float, deadlines: Deadlines) -> Stuck | N
     return Stuck(stage, reason, seconds, deadline) if seconds >= deadline else None
 
 
-def recheck_after(pod: Mapping[str, Any], now: float, deadlines: Deadlines) -> float | None:
+def recheck_after(pod: Pod, now: float, deadlines: Deadlines) -> float | None:
     """Seconds until the pod's current stage reaches its deadline (``None``: nothing to wait
     for), so the reconciler looks again then even if nothing else changes."""
     found = pod_stage(pod)

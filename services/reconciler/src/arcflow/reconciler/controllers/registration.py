@@ -33,13 +33,13 @@ async def check_registration(
     """Keep the condition current; a status write and an Event only when it turns or its
     reason changes. Returns the ARS as written (itself when nothing was)."""
     key = (scope.namespace, scope.ars)
-    event = ctx.registration_failures.get(key)
+    event = ctx.ars_state.registration_failures.get(key)
     written = {v: a.updated_at for v, a in assignments.items() if v in variants and a.updated_at}
     failure = None
     if event is not None:
         failure = Failure(event.variant, event.kind, event.reason, event.occurred_at)
         if not is_current(failure, written):
-            del ctx.registration_failures[key]  # a record was written since: it is over
+            del ctx.ars_state.registration_failures[key]  # a record was written since: it is over
             failure = None
     current = condition_of(ars.manifest, CONDITION_REGISTERED)
     verdict = decide(current, failure, list(variants), written, utc_now())

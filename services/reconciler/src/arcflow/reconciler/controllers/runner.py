@@ -10,13 +10,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from arcflow.common.builders import build_jit_secret, build_runner_pod, decode_secret_data
+from arcflow.common.builders import build_jit_secret, build_runner_pod
 from arcflow.common.constants import (
     FINALIZER_ER,
     FINALIZER_ER_REGISTRATION,
     KIND_ERS,
     LABEL_RUNNER_POD,
-    RUNNER_CONTAINER,
     RUNNER_OUTDATED_EXIT_CODE,
 )
 from arcflow.common.kube import (
@@ -26,8 +25,9 @@ from arcflow.common.kube import (
     ConflictError,
     ForbiddenError,
     InvalidError,
+    Resource,
 )
-from arcflow.common.models import EphemeralRunner, EphemeralRunnerStatus
+from arcflow.common.models import EphemeralRunner, EphemeralRunnerStatus, KubeObject, Pod, Secret
 from arcflow.common.naming import trim_label_value
 from arcflow.common.rpc.registrar import (
     RegistrarRpcClient,
@@ -43,17 +43,17 @@ from arcflow.reconciler.controllers.manifest import (
     Manifest,
     finalizer_patch,
     is_deleting,
-    meta,
     owner_name,
 )
 from arcflow.reconciler.controllers.runner_claims import ANNOTATION_JIT_CLAIM, jit_claim_holder
 from arcflow.reconciler.controllers.runner_reaper import reap_if_stuck
 from arcflow.reconciler.controllers.runner_rules import (
     PodCreateDecision,
+    Registration,
     backoff_remaining,
     parse_time,
     pod_create_decision,
-    runner_container_state,
+    registration_status,
     stamp,
 )
 from arcflow.reconciler.controllers.runner_set import scope_of
@@ -76,12 +76,22 @@ def _registrar(ctx: Context) -> RegistrarRpcClient:
     return ctx.registrar
 
 
-async def _get(ctx: Context, kind: Any, name: str, namespace: str) -> Manifest | None:
+async def _read(ctx: Context, kind: Resource, name: str, namespace: str) -> Manifest | None:
     """The runner's Pod and JIT Secret: from the cache (both carry our labels). Only read here
-    (followed, decoded, passed to deletes): the cached objects themselves (ADR 0050)."""
+    (parsed, followed, passed to deletes): the cached objects themselves (ADR 0050)."""
     if ctx.cache is not None and ctx.cache.caches(kind):
         return ctx.cache.get(kind, name, namespace, shared=True)
     return await get_or_none(ctx.kube, kind, name, namespace)
+
+
+async def _get_pod(ctx: Context, name: str, namespace: str) -> Pod | None:
+    doc = await _read(ctx, POD, name, namespace)
+    return None if doc is None else Pod.from_observed(doc)
+
+
+async def _get_secret(ctx: Context, name: str, namespace: str) -> Secret | None:
+    doc = await _read(ctx, SECRET, name, namespace)
+    return None if doc is None else Secret.from_observed(doc)
 
 
 def status_of(er: EphemeralRunner) -> EphemeralRunnerStatus:
@@ -143,11 +153,12 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
         )
         er = EphemeralRunner.from_observed(patched)
 
-    secret = await _get(ctx, SECRET, name, namespace)
+    secret = await _get_secret(ctx, name, namespace)
     if secret is None and ctx.cache is not None and status.runner_id:
         # Registered already but not in the cache: a Secret made before it carried our
         # label. Look once before asking the registrar again.
-        secret = await ctx.cache.get_or_read(SECRET, name, namespace)
+        read = await ctx.cache.get_or_read(SECRET, name, namespace)
+        secret = None if read is None else Secret.from_observed(read)
     if secret is None:
         try:
             secret = await _create_jit_secret(ctx, er, scope)
@@ -157,28 +168,25 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
         if secret is None:
             return Result.again(WAIT_SECONDS)
         ctx.stages.mark(namespace, name, "jit_config")
-    jit_data = decode_secret_data(secret.get("data"))
+    jit_data = secret.decoded_data()
 
     # The registration goes into the ER status with the runner's first pod-driven status
     # write, not in a write of its own (ADR 0032); until then the JIT Secret says it.
-    registration: dict[str, Any] = {}
+    registration: Registration | None = None
     if status.runner_id == 0:
         try:
             registered_id = int(jit_data.get("runnerId", ""))
         except ValueError:
-            await ctx.writer.delete(secret, scope, "JIT Secret has no usable runnerId")
+            await ctx.writer.delete(secret.manifest, scope, "JIT Secret has no usable runnerId")
             return Result.again(WAIT_SECONDS)
-        registration = {
-            "runnerId": registered_id,
-            "runnerName": jit_data.get("runnerName", name),
-        }
+        registration = Registration(registered_id, jit_data.get("runnerName", name))
 
     failures: dict[str, str] = dict(status.failures or {})
     if len(failures) > MAX_FAILURES:
         await _delete_runner(ctx, er, scope, f"runner pod failed more than {MAX_FAILURES} times")
         return Result.done()
 
-    pod = await _get(ctx, POD, name, namespace)
+    pod = await _get_pod(ctx, name, namespace)
     if pod is None:
         now = ctx.clock()
         remaining = backoff_remaining(failures, now, ctx.failure_backoff)
@@ -196,8 +204,10 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
             if decision.action == "retry":
                 # Transient (a service account not there yet): retried with the per-key
                 # backoff of the work queue, the registration written meanwhile.
-                if registration:
-                    await set_runner_status(ctx, er, scope, registration, "runner registered")
+                if registration is not None:
+                    await set_runner_status(
+                        ctx, er, scope, registration.status(), "runner registered"
+                    )
                 raise
             return await _pod_refused(ctx, er, scope, decision, registration)
         # The created pod re-queues the runner (cache routing by owner); the registration is
@@ -221,11 +231,11 @@ async def _pod_refused(
     er: EphemeralRunner,
     scope: Scope,
     decision: PodCreateDecision,
-    registration: dict[str, Any],
+    registration: Registration | None,
 ) -> Result:
     if decision.action == "requeue":
-        if registration:  # no pod status will carry it while the pod is refused
-            await set_runner_status(ctx, er, scope, registration, "runner registered")
+        if registration is not None:  # no pod status will carry it while the pod is refused
+            await set_runner_status(ctx, er, scope, registration.status(), "runner registered")
         return Result.again(decision.requeue_after or WAIT_SECONDS)
     if decision.action == "delete_runner":
         await _delete_runner(ctx, er, scope, "runner pod refused by quota for over 10 minutes")
@@ -234,7 +244,12 @@ async def _pod_refused(
         ctx,
         er,
         scope,
-        {**registration, "phase": "Failed", "reason": "InvalidPod", "message": decision.message},
+        {
+            **registration_status(registration),
+            "phase": "Failed",
+            "reason": "InvalidPod",
+            "message": decision.message,
+        },
         "runner pod is invalid",
     )
     runner = _runner_id(er, registration)
@@ -243,13 +258,10 @@ async def _pod_refused(
     return Result.done()
 
 
-async def _create_jit_secret(ctx: Context, er: EphemeralRunner, scope: Scope) -> Manifest | None:
+async def _create_jit_secret(ctx: Context, er: EphemeralRunner, scope: Scope) -> Secret | None:
     name = er.name
     scale_set_id = er.spec.runner_scale_set_id
-    work_folder = ""
-    for container in (er.spec.pod_spec or {}).get("containers") or []:
-        if container.get("name") == RUNNER_CONTAINER:
-            work_folder = str(container.get("workingDir") or "")
+    work_folder = er.runner_working_dir()
     registrar = _registrar(ctx)
     holder = jit_claim_holder(er.annotations, ctx.clock())
     if holder is not None and holder != ctx.instance:
@@ -276,7 +288,7 @@ async def _create_jit_secret(ctx: Context, er: EphemeralRunner, scope: Scope) ->
         runner_id=jit.runner_id,
         runner_name=jit.runner_name,
     )
-    return await ctx.writer.create(secret, scope, "JIT config of the runner")
+    return Secret.from_observed(await ctx.writer.create(secret, scope, "JIT config of the runner"))
 
 
 async def _claim_jit(ctx: Context, er: EphemeralRunner, scope: Scope, name: str) -> None:
@@ -297,28 +309,29 @@ async def _claim_jit(ctx: Context, er: EphemeralRunner, scope: Scope, name: str)
     )
 
 
-def _runner_id(er: EphemeralRunner, registration: dict[str, Any]) -> int:
+def _runner_id(er: EphemeralRunner, registration: Registration | None) -> int:
     """The runner's id: from its status, or from a registration not written there yet."""
-    return int(status_of(er).runner_id or registration.get("runnerId") or 0)
+    return status_of(er).runner_id or (registration.runner_id if registration else 0)
 
 
-def _age_seconds(obj: Manifest, now: datetime) -> float:
-    created = meta(obj).get("creationTimestamp")
-    return now.timestamp() - parse_time(str(created)).timestamp() if created else 0.0
+def _age_seconds(obj: KubeObject, now: datetime) -> float:
+    created = obj.metadata.creation_timestamp
+    return now.timestamp() - parse_time(created).timestamp() if created else 0.0
 
 
 async def _follow_pod(
-    ctx: Context, er: EphemeralRunner, pod: Manifest, scope: Scope, registration: dict[str, Any]
+    ctx: Context, er: EphemeralRunner, pod: Pod, scope: Scope, registration: Registration | None
 ) -> Result:
     namespace = er.namespace
-    ctx.stages.observe(namespace, er.name, pod, er.has_job() or bool(status_of(er).job_request_id))
-    pod_status = pod.get("status") or {}
-    state = runner_container_state(pod)
-    terminated = (state or {}).get("terminated")
-    if pod_status.get("phase") == "Failed" and terminated is None:
+    has_job = er.has_job() or bool(status_of(er).job_request_id)
+    ctx.stages.observe(namespace, er.name, pod.manifest, has_job)
+    pod_status = pod.status
+    state = pod.runner_state
+    terminated = state.terminated if state is not None else None
+    if pod_status.phase == "Failed" and terminated is None:
         return await _pod_failed(ctx, er, pod, scope, registration)
     if terminated is not None:
-        exit_code = int(terminated.get("exitCode") or 0)
+        exit_code = terminated.exit_code
         if exit_code == 0:
             await _delete_runner(ctx, er, scope, "runner finished its job")
             return Result.done()
@@ -328,7 +341,7 @@ async def _follow_pod(
                 er,
                 scope,
                 {
-                    **registration,
+                    **registration_status(registration),
                     "phase": "Outdated",
                     "reason": "Outdated",
                     "message": "Runner is deprecated",
@@ -343,10 +356,9 @@ async def _follow_pod(
                 ctx.enqueue(Key("ers", namespace, owner))
             return Result.done()
         return await _pod_failed(ctx, er, pod, scope, registration)
-    phase = pod_status.get("phase") or "Pending"
-    # Compared key by key with what a status patch would write: the live document.
-    status = er.manifest.get("status") or {}
-    if not status.get("phase") and (state is None or phase != "Running"):
+    phase = pod_status.phase or "Pending"
+    live_phase = status_of(er).phase
+    if not live_phase and (state is None or phase != "Running"):
         # A new runner's pod that is not running yet: its first status write (phase and
         # registration in one) waits for it to run, or for ``pending_status_delay`` to pass
         # (ADR 0032). An empty phase already counts as pending for its set.
@@ -357,23 +369,25 @@ async def _follow_pod(
         if wait > 0:
             return Result.again(wait)
     if state is None:
-        if not registration and status.get("phase"):
+        if registration is None and live_phase:
             return Result.done()
-        wanted: dict[str, Any] = {**registration, "phase": status.get("phase") or "Pending"}
+        wanted: dict[str, Any] = {
+            **registration_status(registration),
+            "phase": live_phase or "Pending",
+        }
         await set_runner_status(ctx, er, scope, wanted, "runner pod is not started yet")
         return Result.done()
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in pod_status.get("conditions") or []
-    )
     wanted = {
-        **registration,
-        "phase": phase if phase in ("Pending", "Running") else status.get("phase", "Pending"),
-        "ready": ready,
-        "reason": str(pod_status.get("reason") or ""),
-        "message": str(pod_status.get("message") or ""),
+        **registration_status(registration),
+        "phase": phase if phase in ("Pending", "Running") else live_phase or "Pending",
+        "ready": pod_status.is_true("Ready"),
+        "reason": pod_status.reason,
+        "message": pod_status.message,
     }
-    if any(status.get(k) != v for k, v in wanted.items()):
+    # Compared key by key with what the status patch would write, on the live document: a
+    # key the status lacks is written even when the model's default equals the wanted value.
+    live = er.manifest.get("status") or {}
+    if any(live.get(k) != v for k, v in wanted.items()):
         await set_runner_status(ctx, er, scope, wanted, f"runner pod is {phase}")
         owner = owner_name(er, KIND_ERS)
         if owner:
@@ -382,27 +396,26 @@ async def _follow_pod(
 
 
 async def _pod_failed(
-    ctx: Context, er: EphemeralRunner, pod: Manifest, scope: Scope, registration: dict[str, Any]
+    ctx: Context, er: EphemeralRunner, pod: Pod, scope: Scope, registration: Registration | None
 ) -> Result:
     """``deleteEphemeralRunnerOrPod``: a runner with a job goes; otherwise retry its pod."""
     name, namespace = er.name, er.namespace
     if er.has_job():
         await _delete_runner(ctx, er, scope, "runner pod failed during a job")
         return Result.done()
-    await ctx.writer.delete(pod, scope, "runner pod failed: retry with backoff")
+    await ctx.writer.delete(pod.manifest, scope, "runner pod failed: retry with backoff")
     failures = dict(status_of(er).failures or {})
-    failures[str(meta(pod).get("uid", ""))] = stamp(ctx.clock())
-    pod_status = pod.get("status") or {}
+    failures[pod.uid] = stamp(ctx.clock())
     await ctx.writer.patch_status(
         EPHEMERAL_RUNNER.kind,
         name,
         namespace,
         {
-            **registration,
+            **registration_status(registration),
             "failures": failures,
             "ready": False,
-            "reason": str(pod_status.get("reason") or ""),
-            "message": str(pod_status.get("message") or ""),
+            "reason": pod.status.reason,
+            "message": pod.status.message,
         },
         scope,
         "record a runner pod failure",
@@ -413,20 +426,17 @@ async def _pod_failed(
 async def _delete_pod_and_secret(ctx: Context, er: EphemeralRunner, scope: Scope, why: str) -> bool:
     name, namespace = er.name, er.namespace
     remaining = False
-    for kind in (POD, SECRET):
-        obj = await _get(ctx, kind, name, namespace)
+    for obj in (await _get_pod(ctx, name, namespace), await _get_secret(ctx, name, namespace)):
         if obj is not None:
             remaining = True
-            if not is_deleting(obj):  # a terminating pod needs no second delete
-                await ctx.writer.delete(obj, scope, why)
+            if not obj.is_deleting:  # a terminating pod needs no second delete
+                await ctx.writer.delete(obj.manifest, scope, why)
     return remaining
 
 
 async def _delete_running_pod_and_secret(ctx: Context, er: EphemeralRunner, scope: Scope) -> None:
-    pod = await _get(ctx, POD, er.name, er.namespace)
-    if pod is None or is_deleting(pod):
-        return
-    if (pod.get("status") or {}).get("phase") in POD_FINISHED:
+    pod = await _get_pod(ctx, er.name, er.namespace)
+    if pod is None or pod.is_deleting or pod.phase in POD_FINISHED:
         return
     await _delete_pod_and_secret(ctx, er, scope, "runner is being deleted; its pod still runs")
 
@@ -452,10 +462,10 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
     if FINALIZER_ER_REGISTRATION in finalizers:
         registered = status_of(er).runner_id
         if registered == 0:
-            secret = await _get(ctx, SECRET, er.name, er.namespace)
+            secret = await _get_secret(ctx, er.name, er.namespace)
             if secret is not None:
                 try:
-                    registered = int(decode_secret_data(secret.get("data")).get("runnerId", "0"))
+                    registered = int(secret.decoded_data().get("runnerId", "0"))
                 except ValueError:
                     registered = 0
         if registered > 0:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER, build_event
-from arcflow.common.models import EphemeralRunner
+from arcflow.common.models import EphemeralRunner, Pod
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context, read_observed
-from arcflow.reconciler.controllers.manifest import Manifest, meta
+from arcflow.reconciler.controllers.manifest import annotations_of, resource_version
 from arcflow.reconciler.controllers.reaper_rules import (
     Deadlines,
     Stuck,
@@ -28,7 +27,11 @@ from arcflow.reconciler.controllers.reaper_rules import (
     recheck_after,
     stuck,
 )
-from arcflow.reconciler.controllers.runner_rules import stamp
+from arcflow.reconciler.controllers.runner_rules import (
+    Registration,
+    registration_status,
+    stamp,
+)
 from arcflow.reconciler.metrics import variant_labels
 
 log = logging.getLogger(__name__)
@@ -38,12 +41,12 @@ REASON_BAD_DEADLINES = "InvalidRunnerDeadlines"
 
 async def set_deadlines(ctx: Context, er: EphemeralRunner, scope: Scope) -> Deadlines:
     ars = await read_observed(ctx, AUTOSCALING_RUNNER_SET, scope.ars, er.namespace)
-    annotations = dict(meta(ars).get("annotations") or {}) if ars is not None else {}
+    annotations = annotations_of(ars) if ars is not None else {}
     deadlines, error = deadlines_for(annotations, scope.variant, ctx.deadlines)
     if error is not None and ars is not None:
-        key = (er.namespace, scope.ars, str(meta(ars).get("resourceVersion") or ""))
-        if ctx.deadline_errors_reported.get(key[:2]) != key[2]:
-            ctx.deadline_errors_reported[key[:2]] = key[2]
+        key = (er.namespace, scope.ars, resource_version(ars) or "")
+        if ctx.ars_state.deadline_errors_reported.get(key[:2]) != key[2]:
+            ctx.ars_state.deadline_errors_reported[key[:2]] = key[2]
             event = build_event(
                 ars, REASON_BAD_DEADLINES, error, type="Warning", component="arcflow-reconciler"
             )
@@ -53,7 +56,7 @@ async def set_deadlines(ctx: Context, er: EphemeralRunner, scope: Scope) -> Dead
 
 
 async def reap_if_stuck(
-    ctx: Context, er: EphemeralRunner, pod: Manifest, scope: Scope, registration: dict[str, Any]
+    ctx: Context, er: EphemeralRunner, pod: Pod, scope: Scope, registration: Registration | None
 ) -> tuple[bool, float | None]:
     """(whether the pod was reaped, seconds until its stage's deadline if it was not)."""
     deadlines = await set_deadlines(ctx, er, scope)
@@ -68,13 +71,13 @@ async def reap_if_stuck(
 async def _reap(
     ctx: Context,
     er: EphemeralRunner,
-    pod: Manifest,
+    pod: Pod,
     scope: Scope,
-    registration: dict[str, Any],
+    registration: Registration | None,
     verdict: Stuck,
 ) -> None:
     message = verdict.message
-    labels = variant_labels(str(meta(er.manifest).get("name")), er.namespace, er.labels)
+    labels = variant_labels(er.name, er.namespace, er.labels)
     ers_name = next(
         (r.name for r in er.metadata.owner_references or [] if r.controller), labels["name"]
     )
@@ -93,18 +96,18 @@ async def _reap(
     grace = 0 if verdict.stage == "NodeLost" else None
     if er.has_job():
         # Its job died with the pod: the runner goes (deleteEphemeralRunnerOrPod).
-        await ctx.writer.delete(pod, scope, message, grace_period_seconds=grace)
+        await ctx.writer.delete(pod.manifest, scope, message, grace_period_seconds=grace)
         await ctx.writer.delete(er.manifest, scope, f"runner's pod lost during a job: {message}")
         return
-    await ctx.writer.delete(pod, scope, message, grace_period_seconds=grace)
+    await ctx.writer.delete(pod.manifest, scope, message, grace_period_seconds=grace)
     failures = dict((er.status.failures if er.status else None) or {})
-    failures[str(meta(pod).get("uid", ""))] = stamp(ctx.clock())
+    failures[pod.uid] = stamp(ctx.clock())
     await ctx.writer.patch_status(
         EPHEMERAL_RUNNER.kind,
         er.name,
         er.namespace,
         {
-            **registration,
+            **registration_status(registration),
             "failures": failures,
             "ready": False,
             "reason": f"{verdict.stage}:{verdict.reason}" if verdict.reason else verdict.stage,

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from arcflow.common.constants import RUNNER_CONTAINER
 from arcflow.common.kube.errors import ConflictError, ForbiddenError, InvalidError, KubeApiError
-from arcflow.reconciler.controllers.manifest import FAILURE_BACKOFF_SECONDS, Manifest
+from arcflow.reconciler.controllers.manifest import FAILURE_BACKOFF_SECONDS
 
 ALREADY_EXISTS_RECHECK_SECONDS = 5.0
 QUOTA_RECHECK_SECONDS = 30.0
@@ -31,6 +30,24 @@ def is_missing_service_account(message: str) -> bool:
 
 def stamp(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """What the runner's JIT Secret says it was registered as, while its status does not say
+    it yet: written with the runner's first pod-driven status write (ADR 0032)."""
+
+    runner_id: int
+    runner_name: str
+
+    def status(self) -> dict[str, Any]:
+        """The fields of the status patch that records it."""
+        return {"runnerId": self.runner_id, "runnerName": self.runner_name}
+
+
+def registration_status(registration: Registration | None) -> dict[str, Any]:
+    """The status fields of a registration to write along (``{}``: none)."""
+    return registration.status() if registration is not None else {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,14 +85,6 @@ def pod_create_decision(error: KubeApiError, runner_age_seconds: float) -> PodCr
 
 def parse_time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def runner_container_state(pod: Manifest) -> dict[str, Any] | None:
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") == RUNNER_CONTAINER:
-            state: dict[str, Any] = status.get("state") or {}
-            return state
-    return None
 
 
 def backoff_remaining(

@@ -148,13 +148,14 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
     # the listener's replicas still count them. The claim remembers it across replicas and
     # restarts when runners were created; this replica also remembers the requests (patchID
     # and replicas) it evaluated without creating anything.
+    memo = ctx.runner_set_state
     served = patch_id != 0 and (
-        patch_id == claim.patch_id or ctx.scaled_for.get(ers_uid) == (patch_id, replicas)
+        patch_id == claim.patch_id or memo.scaled_for.get(ers_uid) == (patch_id, replicas)
     )
     live_names = {str(meta(er).get("name")) for er in runners}
     # Runners claimed by an earlier pass whose create failed are owed whatever the request's
     # state: without this, a served request would never get them and their jobs would wait.
-    owed = sorted(ctx.uncreated.pop(ers_uid, set()) - live_names)
+    owed = sorted(ctx.runner_set_state.uncreated.pop(ers_uid, set()) - live_names)
     if owed:
         await _create_named(ctx, ers, scope, owed, f"retry runner creation (patchID {patch_id})")
     if should_scale(patch_id, latest_patch_id(runners)) and not served:
@@ -182,7 +183,7 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
             wait = await _update_status(ctx, ers, scope, bucket_runners(await runners_of(ctx, ers)))
             return Result.again(max(wait, CAPACITY_RECHECK_SECONDS))
         # Remembered only once the request's writes went through: a failed pass retries it.
-        ctx.scaled_for[ers_uid] = (patch_id, replicas)
+        ctx.runner_set_state.scaled_for[ers_uid] = (patch_id, replicas)
     wait = await _update_status(ctx, ers, scope, bucket_runners(await runners_of(ctx, ers)))
     return Result.again(wait) if wait else Result.done()
 
@@ -262,7 +263,7 @@ async def _create_runners(
     uid = ers.uid
     namespace = ers.namespace
     now = ctx.clock().timestamp()
-    block = ctx.name_blocks.get(uid)
+    block = ctx.runner_set_state.name_blocks.get(uid)
     if (
         block is not None
         and claim.by == ctx.instance
@@ -294,7 +295,7 @@ async def _create_runners(
             f"claim {count} runner name(s) and the set's creation lease",
         )
         block = (start, start + reserved)
-    ctx.name_blocks[uid] = (start + count, block[1])
+    ctx.runner_set_state.name_blocks[uid] = (start + count, block[1])
     names = tuple(runner_name(generate_name, uid, start + i) for i in range(count))
     why = f"scale up to {replicas} (patchID {patch_id})"
     await _create_named(ctx, ers, scope, names, why, template=template)
@@ -310,8 +311,9 @@ async def _create_named(
     template: Manifest | None = None,
 ) -> None:
     """Creates the runners ``names`` of ``ers``, a bounded number at once; an existing one
-    counts as created. Names whose create failed are remembered in ``ctx.uncreated`` (the next
-    pass creates them) and the first error is raised."""
+    counts as created. Names whose create failed are remembered in
+    ``ctx.runner_set_state.uncreated`` (the next pass creates them) and the first error is
+    raised."""
     if template is None:
         template = build_ephemeral_runner(ers.manifest, ctx.build)
         template["metadata"].pop("generateName", None)
@@ -343,7 +345,7 @@ async def _create_named(
         if isinstance(result, BaseException)
     ]
     if failed:
-        ctx.uncreated.setdefault(ers.uid, set()).update(n for n, _ in failed)
+        ctx.runner_set_state.uncreated.setdefault(ers.uid, set()).update(n for n, _ in failed)
         raise failed[0][1]
 
 
@@ -374,7 +376,8 @@ async def _update_status(
     ctx.metrics.record_runner_counts(name, namespace, ers.labels, counts)
     # Compared key by key with what the status patch would write: the live document.
     status = ers.manifest.get("status") or {}
-    phase = "Outdated" if buckets["outdated"] else (status.get("phase") or "Running")
+    live_phase = ers.status.phase if ers.status is not None else ""
+    phase = "Outdated" if buckets["outdated"] else (live_phase or "Running")
     wanted: dict[str, Any] = {
         "currentReplicas": counts["pending"] + counts["running"] + counts["failed"],
         "pendingEphemeralRunners": counts["pending"],
@@ -384,20 +387,20 @@ async def _update_status(
     }
     if all(status.get(k) == v for k, v in wanted.items()):
         return 0.0
-    wait = ctx.status_wait("ers", namespace, name)
-    if wait > 0 and status.get("phase") == phase:
+    wait = ctx.status_pacer.wait("ers", namespace, name)
+    if wait > 0 and live_phase == phase:
         return wait
     await ctx.writer.patch_status(
         EPHEMERAL_RUNNER_SET.kind, name, namespace, wanted, scope, "runner counts changed"
     )
-    ctx.status_sent("ers", namespace, name)
+    ctx.status_pacer.sent("ers", namespace, name)
     ctx.enqueue(Key("ars", scope.namespace, scope.ars))
     return 0.0
 
 
 async def _ensure_proxy_secret(ctx: Context, ers: EphemeralRunnerSet, scope: Scope) -> None:
-    proxy = runner_spec_of(ers).get("proxy")
-    if not proxy:
+    proxy = ers.spec.ephemeral_runner_spec.proxy
+    if proxy is None:
         return
     credentials = await read_proxy_credentials(ctx.kube, scope.namespace, proxy)
     want = build_runner_proxy_secret(ers.manifest, credentials)

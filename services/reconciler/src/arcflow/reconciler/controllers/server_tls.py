@@ -12,7 +12,7 @@ from arcflow.common.kube import CONFIG_MAP
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context, get_or_none
-from arcflow.reconciler.controllers.conditions import condition_of, turn_ars_condition
+from arcflow.reconciler.controllers.conditions import ars_condition, turn_ars_condition
 
 CONDITION_SERVER_TLS = "GitHubServerTLSValid"
 REASON_CA_VALID = "CACertificateFound"
@@ -27,7 +27,7 @@ async def check_server_tls(
     ARS as written (itself when nothing was)."""
     # As the live document holds it: what the registrar and the listener config read too.
     tls: dict[str, Any] = (ars.manifest.get("spec") or {}).get("githubServerTLS") or {}
-    current = condition_of(ars.manifest, CONDITION_SERVER_TLS)
+    current = ars_condition(ars, CONDITION_SERVER_TLS)
     if not tls:
         return ars  # a condition left from an earlier CA stays until it is set again
     name, _ = ca_config_map_ref(tls)
@@ -40,11 +40,10 @@ async def check_server_tls(
         ok, message = True, f"CA certificate of ConfigMap {scope.namespace}/{name} is usable"
     if current is None and ok:
         return ars
-    was = current or {}
     if (
         current is not None
-        and (was.get("status") == "True") == ok
-        and (ok or was.get("message") == message)
+        and (current.status == "True") == ok
+        and (ok or current.message == message)
     ):
         return ars
     return await turn_ars_condition(

@@ -1,16 +1,24 @@
 """The ``ListenerSessionsOpen`` condition of an AutoscalingRunnerSet, decided (pure; ADR 0064,
-amendment "Listener sessions").
+amendment "Listener sessions"; level-based since ADR 0073).
 
 Inputs: the condition as the ARS has it, the newest ``session.failed`` / ``session.opened``
-the listener published per variant, and the variants the ARS wants. A variant whose newest
-event is a failure makes the condition False (the first such variant by name gives the
-reason). It turns True only when no wanted variant is failing and the listener said something
-newer than the condition's ``lastTransitionTime``. A set that never failed gets no condition.
+this reconciler saw per variant, the variants the ARS wants with their scale set ids, and the
+variants whose session is open now (the listener's sessions bucket; empty when it was not
+read or cannot be). An event about another scale set id than the variant's current one (the
+ARS deleted and created again, the set registered again) is stale and ignored.
+
+A wanted variant whose newest event is a failure and whose session is not open now makes the
+condition False (the first such variant by name gives the reason). Once False, it turns True
+only when every wanted variant is open: its session is in the bucket, or its newest event is a
+``session.opened`` newer than the condition's ``lastTransitionTime``. A variant that is neither
+keeps it False even when this reconciler never saw its failure (it restarted since): what the
+reconciler remembers can delay the condition, never turn it True while a session is missing.
+A set that never failed gets no condition.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -27,6 +35,7 @@ REASONS: Final[Mapping[str, str]] = {
     "error": "SessionError",
 }
 REASON_OTHER: Final = "SessionError"
+ALSO: Final = "; also failing: "
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,31 +47,80 @@ class SessionState:
     reason: str
     message: str
     occurred_at: datetime
+    #: The scale set the event is about (0: not said; then it is taken as current).
+    scale_set_id: int = 0
 
 
 def variant_name(variant: str) -> str:
     return f"variant {variant}" if variant else "the default variant"
 
 
+def _also(variants: Sequence[str]) -> str:
+    return ALSO + ", ".join(v or "(default)" for v in variants) if variants else ""
+
+
 def failure_message(failing: Sequence[SessionState]) -> str:
     first = failing[0]
     why = first.message or first.reason
     text = f"{variant_name(first.variant)}: the listener cannot open a message session ({why})"
-    if len(failing) > 1:
-        others = ", ".join(s.variant or "(default)" for s in failing[1:])
-        text += f"; also failing: {others}"
-    return text
+    return text + _also([s.variant for s in failing[1:]])
+
+
+def is_false(current: Mapping[str, Any] | None) -> bool:
+    return current is not None and current.get("status") == "False"
+
+
+def current_states(
+    states: Mapping[str, SessionState], wanted: Mapping[str, int]
+) -> dict[str, SessionState]:
+    """The states of wanted variants about their current scale set (others are stale)."""
+    return {
+        v: s
+        for v, s in states.items()
+        if v in wanted and (not s.scale_set_id or not wanted[v] or s.scale_set_id == wanted[v])
+    }
+
+
+def needs_open_sessions(
+    current: Mapping[str, Any] | None,
+    states: Mapping[str, SessionState],
+    wanted: Mapping[str, int],
+) -> bool:
+    """Whether the pass must learn which sessions are open: the condition is False or a
+    wanted variant's newest event is a failure. A healthy set needs no read."""
+    return is_false(current) or any(s.failed for s in current_states(states, wanted).values())
+
+
+def still_closed(current: Mapping[str, Any], closed: Sequence[str]) -> tuple[str, str]:
+    """Reason and message of a False condition whose variants ``closed`` have no session and
+    no failure this reconciler saw (it restarted since): the condition's own text for the
+    variant it names first when that one is still closed, else a plain "no session open"."""
+    text = str(current.get("message") or "")
+    named = [v for v in closed if text.startswith(f"{variant_name(v)}: ")]
+    if named:
+        first = named[0]
+        reason, why = str(current.get("reason") or REASON_OTHER), text.split(ALSO, 1)[0]
+    else:
+        first = closed[0]
+        reason = REASON_OTHER
+        why = f"{variant_name(first)}: the listener has no message session open"
+    return reason, why + _also([v for v in closed if v != first])
 
 
 def decide(
     current: Mapping[str, Any] | None,
     states: Mapping[str, SessionState],
-    wanted: Sequence[str],
+    wanted: Mapping[str, int],
     now: datetime,
+    open_now: Collection[str] | None = None,
 ) -> Verdict | None:
-    """The condition to write, or ``None`` when the one the ARS has is right."""
+    """The condition to write, or ``None`` when the one the ARS has is right. ``open_now``:
+    the wanted variants whose session is open now; ``None`` when that could not be read (the
+    decision then rests on the events alone, as before ADR 0073)."""
+    known = current_states(states, wanted)
+    opened = frozenset(open_now or ())
     failing = sorted(
-        (s for v, s in states.items() if v in wanted and s.failed), key=lambda s: s.variant
+        (s for v, s in known.items() if s.failed and v not in opened), key=lambda s: s.variant
     )
     if failing:
         reason = REASONS.get(failing[0].reason, REASON_OTHER)
@@ -70,18 +128,25 @@ def decide(
         if says_false(current, reason, message):
             return None
         since = min(s.occurred_at for s in failing)
-        if current is not None and current.get("status") == "False":
+        if current is not None and is_false(current):
             since = parse_kube_time(current.get("lastTransitionTime")) or since  # still failing
         return Verdict(False, reason, message, min(since, now))
-    if current is None or current.get("status") != "False" or not states:
+    if current is None or not is_false(current):
         return None
-    newest = max(s.occurred_at for s in states.values())
-    turned = parse_kube_time(current.get("lastTransitionTime"))
-    if turned is not None and newest < turned:
-        return None
+    said = [s.occurred_at for s in known.values() if not s.failed]
+    newest = min(now, max(said)) if said else now
+    if open_now is None:  # events alone: True once the listener said anything newer
+        turned = parse_kube_time(current.get("lastTransitionTime"))
+        if not said or (turned is not None and newest < turned):
+            return None
+    else:
+        closed = sorted(v for v in wanted if v not in opened and v not in known)
+        if closed:
+            reason, message = still_closed(current, closed)
+            if says_false(current, reason, message):
+                return None
+            turned = parse_kube_time(current.get("lastTransitionTime")) or now
+            return Verdict(False, reason, message, min(turned, now))
     return Verdict(
-        True,
-        REASON_OPEN,
-        f"every variant's listener session is open ({len(wanted)})",
-        min(now, newest),
+        True, REASON_OPEN, f"every variant's listener session is open ({len(wanted)})", newest
     )

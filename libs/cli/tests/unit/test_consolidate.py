@@ -21,7 +21,7 @@ from arcflow.common.builders import BuildSettings, plan_objects
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.validation import validate_autoscaling_runner_set
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "consolidate"
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples" / "consolidate"
 ARS_FILES = sorted(EXAMPLES.glob("ars-*.yaml"))
 VALUES_FILES = sorted(EXAMPLES.glob("values-*.yaml"))
 

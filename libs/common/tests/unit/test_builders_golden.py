@@ -3,7 +3,7 @@
 The files in ``libs/common/tests/golden/`` were produced once by these tests. To regenerate
 them after a deliberate change, run::
 
-    ARCFLOW_UPDATE_GOLDENS=1 .venv/bin/pytest libs/common/tests/builders/test_golden.py
+    ARCFLOW_UPDATE_GOLDENS=1 .venv/bin/pytest libs/common/tests/unit/test_builders_golden.py
 
 and review the diff: a changed integrity hash recreates listener pods fleet-wide.
 """

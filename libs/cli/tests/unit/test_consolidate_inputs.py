@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from arcflow.cli.main import cli
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "consolidate"
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples" / "consolidate"
 ARS_FILES = sorted(EXAMPLES.glob("ars-*.yaml"))
 VALUES_FILES = sorted(EXAMPLES.glob("values-*.yaml"))
 SERVICE_ACCOUNT = {

@@ -1,0 +1,109 @@
+"""The work queue (arcflow.common.reconcile.workqueue): one reconcile per key at a time,
+retries with backoff, coalescing, deadlines, terminal errors."""
+
+from __future__ import annotations
+
+import asyncio
+
+from arcflow.common.kube import InvalidError
+from arcflow.common.reconcile.keys import Key, Result
+from arcflow.common.reconcile.workqueue import WorkQueue, backoff_delay
+
+
+def test_backoff_doubles_and_caps() -> None:
+    assert [backoff_delay(n, 0.5, 3.0) for n in range(5)] == [0.0, 0.5, 1.0, 2.0, 3.0]
+
+
+async def test_work_queue_serialises_per_key_and_retries() -> None:
+    running: set[Key[str]] = set()
+    overlaps = 0
+    calls: dict[Key[str], int] = {}
+    a = Key("ars", "ns", "a")
+    first_run_of_a = asyncio.Event()
+    release_a = asyncio.Event()
+
+    async def reconcile(key: Key[str]) -> Result:
+        nonlocal overlaps
+        if key in running:
+            overlaps += 1
+        running.add(key)
+        calls[key] = calls.get(key, 0) + 1
+        if key == a and calls[key] == 1:
+            first_run_of_a.set()
+            await release_a.wait()  # in flight while the same key is added again
+        await asyncio.sleep(0)
+        running.discard(key)
+        if key.name == "flaky" and calls[key] < 3:
+            raise RuntimeError("boom")
+        return Result.done()
+
+    queue: WorkQueue[Key[str]] = WorkQueue(
+        reconcile, workers=4, retry_base_seconds=0.01, retry_cap_seconds=0.02
+    )
+    queue.start()
+    try:
+        queue.add(a)
+        await asyncio.wait_for(first_run_of_a.wait(), 5)
+        for _ in range(4):
+            queue.add(a)
+        queue.add(Key("ars", "ns", "flaky"))
+        release_a.set()
+        await queue.wait_idle(5)
+    finally:
+        await queue.stop()
+    assert overlaps == 0
+    assert calls[a] == 2  # four adds while in flight coalesce into one more run
+    assert calls[Key("ars", "ns", "flaky")] == 3
+
+
+async def test_work_queue_drops_a_terminal_error_until_the_next_add() -> None:
+    calls: dict[str, int] = {}
+
+    async def reconcile(key: Key[str]) -> Result:
+        calls[key.name] = calls.get(key.name, 0) + 1
+        if key.name == "invalid":
+            raise InvalidError("spec.replicas: must be >= 0", status=422)
+        raise RuntimeError("try again")
+
+    queue = WorkQueue(reconcile, workers=2, retry_base_seconds=0.01, retry_cap_seconds=0.01)
+    queue.start()
+    try:
+        queue.add(Key("ers", "ns", "invalid"))
+        queue.add(Key("ers", "ns", "flaky"))
+        await asyncio.sleep(0.3)
+        assert calls["invalid"] == 1  # terminal: not retried
+        assert calls["flaky"] > 3  # retryable: retried with backoff
+        queue.add(Key("ers", "ns", "invalid"))  # a new event runs it again
+        await asyncio.sleep(0.05)
+        assert calls["invalid"] == 2
+    finally:
+        await queue.stop()
+
+
+async def test_adds_while_waiting_coalesce_and_a_pass_past_its_deadline_is_retried() -> None:
+    calls: dict[str, int] = {}
+    gate = asyncio.Event()
+
+    async def reconcile(key: Key[str]) -> Result:
+        calls[key.name] = calls.get(key.name, 0) + 1
+        if key.name == "slow" and calls[key.name] == 1:
+            await asyncio.sleep(10)  # past the deadline: cancelled, then retried
+        await gate.wait()
+        return Result.done()
+
+    queue: WorkQueue[Key[str]] = WorkQueue(
+        reconcile, workers=2, retry_base_seconds=0.01, deadline_seconds=0.1
+    )
+    queue.start()
+    try:
+        queue.add(Key("ars", "ns", "slow"))
+        queue.add(Key("ars", "ns", "a"))
+        await asyncio.sleep(0.02)  # both in flight
+        for _ in range(3):
+            queue.add(Key("ars", "ns", "a"))  # the first makes one more pass, two coalesce
+        gate.set()
+        await queue.wait_idle(5)
+    finally:
+        await queue.stop()
+    assert calls == {"slow": 2, "a": 2}
+    assert queue.coalesced == 2
