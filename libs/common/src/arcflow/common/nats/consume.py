@@ -147,7 +147,7 @@ class EventConsumer:
     feeds it the messages of a FastStream subscriber
     (:func:`arcflow.common.service.subscribers.attach_consumer`)::
 
-        consumer = EventConsumer(CONSUMER_RECONCILER_K8S, handle, service="reconciler")
+        consumer = EventConsumer(CONSUMER_REGISTRAR_ARS, handle, service="registrar")
         attach_consumer(broker, consumer)
 
     ``event_types`` limits which event classes reach the handler (others are acked and
