@@ -12,6 +12,7 @@ from arcflow.registrar.planning import (
     ActionKind,
     Change,
     desired_scale_sets,
+    github_config_of,
     live_variants,
     plan_scale_sets,
     registration_of,
@@ -290,3 +291,20 @@ def test_an_invalid_ars_is_refused_with_field_paths_and_planned_as_gone_once_del
     assert any(path.startswith("spec.runnerVariants[0]") for path, _ in refused.value.problems)
     deleting = _manifest([{"name": "Not_A_DNS_Label"}], deletionTimestamp="2026-12-01T00:00:00Z")
     assert registration_of(deleting).ars is None
+
+
+def test_the_github_config_comes_from_the_ars_else_from_a_registration() -> None:
+    doc = {"spec": {"githubConfigUrl": URL, "githubConfigSecret": "creds"}}
+    spec, url, secret = github_config_of(
+        doc, [record("a", name="arc-a", url="https://elsewhere")], "ns", "arc"
+    )
+    assert (url, secret) == (URL, "creds")
+    assert spec["githubConfigSecret"] == "creds"
+    spec, url, secret = github_config_of(
+        None, [record("a", name="arc-a", url="https://gone.example")], "ns", "arc"
+    )
+    assert (spec, url, secret) == ({}, "https://gone.example", "gh")
+    with pytest.raises(LookupError, match="ns/arc not found"):
+        github_config_of(None, [], "ns", "arc")
+    with pytest.raises(LookupError, match="has no githubConfigUrl"):
+        github_config_of({"spec": {}}, [], "ns", "arc")

@@ -10,6 +10,7 @@ from arcflow.common.actions.client import ActionsClient
 from arcflow.registrar.ars_reads import ClusterReads
 from arcflow.registrar.connection import read_server_connection
 from arcflow.registrar.credentials import ActionsClientCache, read_secret_data
+from arcflow.registrar.planning import github_config_of
 from arcflow.registrar.records import ScaleSetRecords
 
 
@@ -45,17 +46,5 @@ class ArsClients:
         its registration count; raises ``LookupError`` when neither exists."""
         doc = await self.reads.ars(namespace, name)
         records = await self.records.load(namespace, name)
-        spec: Mapping[str, Any] = {}
-        if doc is not None:
-            spec = doc.get("spec") or {}
-            url, secret = (
-                str(spec.get("githubConfigUrl") or ""),
-                str(spec.get("githubConfigSecret") or ""),
-            )
-        elif records:
-            url, secret = records[0].github_config_url, records[0].github_config_secret
-        else:
-            raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} not found")
-        if not url:
-            raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} has no githubConfigUrl")
+        spec, url, secret = github_config_of(doc, records, namespace, name)
         return await self.client_for(namespace, url, secret, spec), len(records)

@@ -19,8 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import nats.errors
 from nats.js.kv import KeyValue
@@ -35,6 +34,7 @@ from arcflow.registrar.credentials import (
     CredentialsUnavailableError,
     decode_secret_data,
 )
+from arcflow.registrar.planning import github_config_of
 
 log = logging.getLogger(__name__)
 
@@ -167,17 +167,7 @@ class JitLookup:
         await self.synced()
         doc = self.ars.get(AUTOSCALING_RUNNER_SET, name, namespace)
         records = self.records_of(namespace, name)
-        spec: Mapping[str, Any] = {}
-        if doc is not None:
-            spec = doc.get("spec") or {}
-            url = str(spec.get("githubConfigUrl") or "")
-            secret = str(spec.get("githubConfigSecret") or "")
-        elif records:
-            url, secret = records[0].github_config_url, records[0].github_config_secret
-        else:
-            raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} not found")
-        if not url:
-            raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} has no githubConfigUrl")
+        spec, url, secret = github_config_of(doc, records, namespace, name)
         data = await self._secret_data(namespace, secret)
         connection = await read_server_connection(self._watched, namespace, spec)
         client = await self.clients.client_for(url, data, f"{namespace}/{secret}", connection)

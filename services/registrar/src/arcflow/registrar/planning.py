@@ -301,3 +301,23 @@ def live_variants(
             variant = owner_variants[0] if owner_variants else DEFAULT_VARIANT
         live.add(variant)
     return live
+
+
+def github_config_of(
+    doc: Mapping[str, Any] | None, records: Sequence[ScaleSetRecord], namespace: str, name: str
+) -> tuple[Mapping[str, Any], str, str]:
+    """Where an ARS's Actions client points: its spec, URL and credentials Secret name, from
+    the ARS itself or, once it is gone, from one of its registrations (the spec is then
+    empty). Raises ``LookupError`` when neither exists or there is no URL."""
+    spec: Mapping[str, Any] = {}
+    if doc is not None:
+        spec = doc.get("spec") or {}
+        url = str(spec.get("githubConfigUrl") or "")
+        secret = str(spec.get("githubConfigSecret") or "")
+    elif records:
+        url, secret = records[0].github_config_url, records[0].github_config_secret
+    else:
+        raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} not found")
+    if not url:
+        raise LookupError(f"AutoscalingRunnerSet {namespace}/{name} has no githubConfigUrl")
+    return spec, url, secret
