@@ -53,11 +53,11 @@ Handler = Callable[[Any, Any, "Delivery"], Awaitable[None]]
 class Subscription:
     """Events of ``event_types`` from one durable consumer, handed to ``handler``.
 
-    ``handler(state, event, delivery)`` receives a parsed event that FastStream validated as
-    one of ``event_types`` (anything else on the subject is acked and skipped; a malformed
-    message is dead-lettered). ``concurrency`` is how many messages are handled at once
-    (FastStream's ``max_workers``; 1: one at a time in stream order, one message per fetch);
-    ``batch`` how many one fetch asks for when ``concurrency`` is above 1. ``tune`` adapts the
+    ``handler(state, event, delivery)`` receives one parsed event of ``event_types``
+    (anything else on the subject is acked and skipped; a malformed message is dead-lettered).
+    ``batch`` is how many messages one fetch asks for (one FastStream call per fetch);
+    ``concurrency`` how many of a fetch's events are handled at once (1: one at a time in
+    stream order); the next fetch starts when the batch is settled. ``tune`` adapts the
     consumer spec to the settings (retry delays).
     """
 

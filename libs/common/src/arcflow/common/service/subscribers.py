@@ -29,22 +29,25 @@ never redelivers a message whose handler is within its deadline.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
-import inspect
-import typing
+import logging
 from typing import TYPE_CHECKING, Any
 
 from arcflow.common.nats.consume import Delivery, Outcome, SettlePolicy, delivery_of
 
 if TYPE_CHECKING:
     from faststream.nats import NatsBroker
+    from nats.aio.msg import Msg
     from nats.js import JetStreamContext
 
+    from arcflow.common.events import EventBase
     from arcflow.common.nats.jetstream import ConsumerSpec
     from arcflow.common.service.spec import Subscription
 
 __all__ = [
     "DEADLINE_SHARE_OF_ACK_WAIT",
+    "DEFAULT_BATCH_WINDOW_SECONDS",
     "HandlerDeadlineExceededError",
     "attach_subscription",
     "deadline_of",
@@ -54,7 +57,15 @@ __all__ = [
 #: The message the decoder admitted and its delivery facts, for the handler call that follows
 #: in the same task (FastStream's ``message`` context injection would resolve it through a
 #: worker thread on every call).
-_CURRENT: contextvars.ContextVar[tuple[Any, Delivery]] = contextvars.ContextVar("arcflow_delivery")
+_CURRENT: contextvars.ContextVar[tuple[float, list[tuple[Msg, Delivery, EventBase]]]] = (
+    contextvars.ContextVar("arcflow_batch")
+)
+
+#: Longest a fetch waits to fill its batch (FastStream's ``PullSub.timeout``): an event that
+#: arrives alone waits at most this long before its handler runs.
+DEFAULT_BATCH_WINDOW_SECONDS = 0.05
+
+log = logging.getLogger(__name__)
 
 #: Share of the consumer's ack wait a handler call may use before it is abandoned.
 DEADLINE_SHARE_OF_ACK_WAIT = 0.8
@@ -90,6 +101,7 @@ def attach_subscription(
     inbox_prefix: str | None = None,
     dead_letter_target: JetStreamContext | NatsBroker | None = None,
     fetch_timeout: float = 1.0,
+    batch_window: float = DEFAULT_BATCH_WINDOW_SECONDS,
 ) -> Any:
     """Register ``subscription`` on ``broker`` (before ``broker.start()``); returns FastStream's
     subscriber. The stream is referenced, not declared (``ensure_jetstream`` owns declarations);
@@ -98,7 +110,6 @@ def attach_subscription(
     inbox (``_INBOX_<service>``), which pull requests' replies must use under restricted users
     (None: FastStream's default)."""
     from faststream import AckPolicy
-    from faststream.exceptions import AckMessage, NackMessage, RejectMessage
     from faststream.nats import JStream, PullSub
 
     spec = effective_consumer(subscription, settings)
@@ -112,30 +123,51 @@ def attach_subscription(
     handler = subscription.handler
     workers = subscription.concurrency
     # a ``fetch_batch`` setting (ARCFLOW_<SERVICE>_FETCH_BATCH) overrides the declared batch
-    batch = int(getattr(settings, "fetch_batch", subscription.batch)) if workers > 1 else 1
+    batch = int(getattr(settings, "fetch_batch", subscription.batch))
+    # a message that waited this long in its batch restarts its ack wait before its handler
+    # starts: past ``ack_wait - deadline`` a handler within its deadline could be redelivered
+    refresh_after = max(0.0, spec.ack_wait_seconds - seconds) / 2
+    durable = spec.durable
 
-    def settle(outcome: Outcome, delay: float) -> BaseException:
-        if outcome is Outcome.SKIPPED:
-            return AckMessage()
-        if outcome is Outcome.RETRY:
-            return NackMessage(delay=delay)
-        return RejectMessage()  # dead-lettered (or a dead letter dropped): term the original
+    async def settle(msg: Msg, delivery: Delivery, outcome: Outcome) -> None:
+        try:
+            if outcome is Outcome.ACKED or outcome is Outcome.SKIPPED:
+                await msg.ack()
+            elif outcome is Outcome.RETRY:
+                await msg.nak(delay=policy.retry_delay(delivery))
+            else:  # dead-lettered (or a dead letter dropped): term the original
+                await msg.term()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the ack itself failed: JetStream redelivers after ack wait
+            log.warning(
+                "could not settle a message; it will be redelivered",
+                extra={
+                    "consumer": durable,
+                    "subject": delivery.subject,
+                    "outcome": str(outcome),
+                    "error": f"{type(exc).__name__}: {exc}",
+                },
+            )
 
     async def decode(message: Any) -> Any:
-        raw = message.raw_message
-        delivery = delivery_of(raw)
-        admitted = await policy.admit(raw, delivery)
-        if isinstance(admitted, Outcome):
-            raise settle(admitted, policy.retry_delay(delivery))
-        _CURRENT.set((message, delivery))
+        """The batch's admitted events (parsed, policy applied); the rest settled here."""
+        admitted: list[tuple[Msg, Delivery, EventBase]] = []
+        for raw in message.raw_message:
+            delivery = delivery_of(raw)
+            result = await policy.admit(raw, delivery)
+            if isinstance(result, Outcome):
+                await settle(raw, delivery, result)
+            else:
+                admitted.append((raw, delivery, result))
+        _CURRENT.set((asyncio.get_running_loop().time(), admitted))
         return admitted
 
-    async def on_event(event: Any) -> None:
-        message, delivery = _CURRENT.get()
-        raw = message.raw_message
-        if workers > 1:
-            await message.in_progress()  # the wait for a worker spent some of the ack wait
-        outcome: Outcome | None = None
+    async def handle_one(raw: Msg, delivery: Delivery, event: EventBase, fetched: float) -> None:
+        if asyncio.get_running_loop().time() - fetched > refresh_after:
+            with contextlib.suppress(Exception):
+                await raw.in_progress()
+        outcome = Outcome.ACKED
         with policy.span(event, delivery):
             try:
                 async with asyncio.timeout(seconds) as deadline:
@@ -145,25 +177,33 @@ def attach_subscription(
                     exc = HandlerDeadlineExceededError(
                         f"handler overran its {seconds:g} s deadline and was abandoned"
                     )
-                outcome = await policy.failed(raw, delivery, event, exc)
-        if outcome is not None:
-            raise settle(outcome, policy.retry_delay(delivery))
+                try:
+                    outcome = await policy.failed(raw, delivery, event, exc)
+                except Exception:  # never lose the batch's other messages
+                    log.exception("settle policy failed", extra={"consumer": durable})
+                    outcome = Outcome.RETRY
+        await settle(raw, delivery, outcome)
 
-    # FastStream validates ``event`` against the declared classes (pydantic)
-    event_union: Any = typing.Union[subscription.event_types]  # noqa: UP007 - built at run time
-    on_event.__annotations__ = {"event": event_union, "return": None}
-    on_event.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter(
-                "event", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=event_union
-            )
-        ],
-        return_annotation=None,
-    )
-    on_event.__name__ = f"on_{spec.durable.replace('-', '_')}"
-    on_event.__doc__ = spec.description or None
+    async def on_batch(events: list[Any]) -> None:
+        fetched, admitted = _CURRENT.get()
+        if workers == 1 or len(admitted) <= 1:
+            for raw, delivery, event in admitted:  # stream order
+                await handle_one(raw, delivery, event, fetched)
+            return
+        pending = iter(admitted)
 
-    options: dict[str, Any] = {"max_workers": workers} if workers > 1 else {}
+        async def worker() -> None:
+            for raw, delivery, event in pending:
+                await handle_one(raw, delivery, event, fetched)
+
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(workers, len(admitted))):
+                group.create_task(worker())
+
+    on_batch.__name__ = f"on_{spec.durable.replace('-', '_')}"
+    on_batch.__doc__ = spec.description or None
+
+    options: dict[str, Any] = {}
     if inbox_prefix:
         options["inbox_prefix"] = (inbox_prefix.rstrip(".") + ".").encode()
     subscriber = broker.subscriber(
@@ -171,12 +211,12 @@ def attach_subscription(
         stream=JStream(spec.stream, declare=False),
         durable=spec.durable,
         config=spec.to_config(),
-        pull_sub=PullSub(batch_size=batch, timeout=fetch_timeout),
-        ack_policy=AckPolicy.NACK_ON_ERROR,
+        pull_sub=PullSub(batch_size=batch, timeout=min(fetch_timeout, batch_window), batch=True),
+        ack_policy=AckPolicy.MANUAL,
         decoder=decode,
         title=f"{spec.durable}:{spec.filter_subject}",
         description=spec.description or None,
         **options,
     )
-    subscriber(on_event)
+    subscriber(on_batch)
     return subscriber
