@@ -218,10 +218,14 @@ install_actionlint
 
 # Prometheus and promtool (Debian's package, unpacked). Without apt it is only reported: the
 # tests on the prometheus fixture then say so.
-mkdir -p "$ROOT/.cache"
-PROMETHEUS_LOG="$ROOT/.cache/install-prometheus.log"
-PROMETHEUS_STATE="$(bash scripts/install-prometheus.sh 2>"$PROMETHEUS_LOG")" || \
-  PROMETHEUS_STATE="not installed: $(grep -m 1 '^install-prometheus:' "$PROMETHEUS_LOG" || true) (log: $PROMETHEUS_LOG)"
+# A checkout without the script (a partial copy) skips it, as actionlint without its go.mod.
+PROMETHEUS_STATE=""
+if [ -f scripts/install-prometheus.sh ]; then
+  mkdir -p "$ROOT/.cache"
+  PROMETHEUS_LOG="$ROOT/.cache/install-prometheus.log"
+  PROMETHEUS_STATE="$(bash scripts/install-prometheus.sh 2>"$PROMETHEUS_LOG")" || \
+    PROMETHEUS_STATE="not installed: $(grep -m 1 '^install-prometheus:' "$PROMETHEUS_LOG" || true) (log: $PROMETHEUS_LOG)"
+fi
 
 KUBECTL=""
 if [ -x "$VENV_BIN/kubectl" ]; then
@@ -253,7 +257,7 @@ printf '  %-15s %s\n' helm "$BIN_DIR/helm -> $(readlink -f "$HELM_BIN") ($(insta
 if [ -n "$ACTIONLINT_STATE" ]; then
   printf '  %-15s %s\n' actionlint "$BIN_DIR/actionlint -> $ACTIONLINT_BIN ($ACTIONLINT_STATE)"
 fi
-printf '  %-15s %s\n' prometheus "$PROMETHEUS_STATE"
+[ -n "$PROMETHEUS_STATE" ] && printf '  %-15s %s\n' prometheus "$PROMETHEUS_STATE"
 if [ -n "$KUBECTL" ]; then
   printf '  %-15s %s\n' kubectl "$BIN_DIR/kubectl -> $(readlink -f "$KUBECTL")"
 else

@@ -22,8 +22,13 @@ pytestmark = [pytest.mark.chaos, pytest.mark.timeout(300)]
 BROKEN = "gpu"
 JOBS = 300
 #: Before ADR 0044 the siblings needed 51.7 s (load 2) and once 150 s for 139 of their 200
-#: jobs (load 10); 12.5 s after it, at load 2.
+#: jobs (load 10); 12.5 s after it, at load 2. On a loaded machine (the suite's other worker
+#: beside it) the whole burst is slower, so the bound grows with the burst's own pace before the
+#: outage: at most PACE_FACTOR times the seconds its first sixth took (stack start included),
+#: never less than SIBLINGS_WITHIN. Starved siblings (most of the rest waiting on gpu's retries)
+#: take many times that pace.
 SIBLINGS_WITHIN = 45.0
+PACE_FACTOR = 4.0
 
 
 async def test_lasting_outage_on_one_variant_does_not_starve_its_siblings(
@@ -38,6 +43,8 @@ async def test_lasting_outage_on_one_variant_does_not_starve_its_siblings(
         began = time.monotonic()
         burst.enqueue(JOBS)
         await burst.wait_completed(JOBS // 6, within=150)
+        sixth_seconds = time.monotonic() - began
+        within = max(SIBLINGS_WITHIN, PACE_FACTOR * sixth_seconds)
         outage = sim.inject_status(
             f"*/runnerscalesets/{scale_set_id}/generatejitconfig", 503, times=10**6
         )
@@ -50,7 +57,11 @@ async def test_lasting_outage_on_one_variant_does_not_starve_its_siblings(
             done = completed_by_variant(burst)
             return all(done[v] >= per_variant for v in siblings)
 
-        await eventually(siblings_done, within=SIBLINGS_WITHIN, what="siblings completing")
+        await eventually(
+            siblings_done,
+            within=within,
+            what=f"siblings completing (first sixth took {sixth_seconds:.1f} s)",
+        )
         siblings_after = time.monotonic() - outage_began
         during = completed_by_variant(burst)
         sim.clear_faults()
@@ -64,6 +75,8 @@ async def test_lasting_outage_on_one_variant_does_not_starve_its_siblings(
                     "completed at the outage": at_outage,
                     "completed when the siblings were done": during,
                     "siblings done after": round(siblings_after, 1),
+                    "first sixth took": round(sixth_seconds, 1),
+                    "bound": round(within, 1),
                     "JIT requests answered 503": outage.hits,
                 }
             )

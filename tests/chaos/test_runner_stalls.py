@@ -266,7 +266,10 @@ async def check_never_pulls(
     # The alerts with a long ``for``: their expressions, evaluated now.
     assert await prom.query(alerts["ArcflowScaleSetWithoutSession"]) == []
     assert await prom.query(alerts["ArcflowListenerNotScraped"]) == []
-    assert await prom.query(alerts["ArcflowListenerDown"]) == []
+    # The reconciler reports every listener in the cluster; the control plane is shared by the
+    # tests of this worker, so only this set's listener is judged.
+    down = await prom.query(alerts["ArcflowListenerDown"])
+    assert [s for s in down if s["metric"].get("name", "").startswith(f"{ARS_NAME}-")] == [], down
     assert await prom.query(f'up{{job="{LISTENER_JOB}"}} == 1'), "no listener target is up"
 
     # Every dashboard panel and variable and every rule runs on Prometheus; a panel shows
