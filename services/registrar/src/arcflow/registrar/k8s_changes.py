@@ -15,7 +15,12 @@ from arcflow.common.constants import LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMES
 from arcflow.common.events import K8sObjectChanged
 from arcflow.common.kube.resources import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET
 from arcflow.common.nats.consume import Delivery
-from arcflow.common.nats.jetstream import CONSUMER_REGISTRAR_ARS, STREAM_K8S, ConsumerSpec
+from arcflow.common.nats.jetstream import (
+    CONSUMER_REGISTRAR_ARS,
+    ENQUEUE_ACK_WAIT_SECONDS,
+    STREAM_K8S,
+    ConsumerSpec,
+)
 
 if TYPE_CHECKING:
     from arcflow.registrar.state import RegistrarState
@@ -25,7 +30,7 @@ CONSUMER_REGISTRAR_ERS: Final = ConsumerSpec(
     stream=STREAM_K8S.name,
     filter_subject=subjects.k8s_filter(EPHEMERAL_RUNNER_SET.plural),
     description="registrar: ERS deleted -> re-check pending scale set deletions of its ARS",
-    ack_wait_seconds=60.0,
+    ack_wait_seconds=ENQUEUE_ACK_WAIT_SECONDS,
 )
 
 
