@@ -162,6 +162,37 @@ async def test_typed_event_round_trip_with_trace(broker: NatsBroker) -> None:
     assert (await js.stream_info("ARC_DLQ")).state.messages == 0
 
 
+async def test_sparse_events_are_each_handled_within_their_batch_window(
+    broker: NatsBroker,
+) -> None:
+    """Events that arrive one by one, at odd moments of the subscriber's batch window, are each
+    handled at once, none left unacknowledged for the ack wait: the window's fetched messages
+    are never dropped (nats-py 2.15 and 2.16 raised a plain TimeoutError from a late fetch,
+    which ended FastStream's batch loop without them, docs/service-skeleton.md)."""
+    handled: dict[int, asyncio.Event] = {n: asyncio.Event() for n in range(60)}
+
+    async def handle(event: EventBase, delivery: Delivery) -> None:
+        assert isinstance(event, JobsBatch)
+        handled[event.message_id].set()
+
+    spec = ConsumerSpec("t-sparse", "ARC_SCALE", "arc.scale.>", ack_wait_seconds=20)
+    attach_consumer(broker, spec, handle, event_types=(JobsBatch,))
+    await broker.start()
+    js = jetstream_of(broker)
+    late = []
+    for n, done in handled.items():
+        await publish_event(broker, "arc.scale.9", _batch(n))
+        try:  # a dropped window would wait the whole 20 s ack wait
+            await asyncio.wait_for(done.wait(), 5)
+        except TimeoutError:
+            late.append(n)
+            await asyncio.wait_for(done.wait(), 30)
+        await asyncio.sleep(0.007 * (n % 9))  # a different moment of the 50 ms window
+    assert late == [], f"events {late} waited for the ack wait"
+    info = await js.consumer_info("ARC_SCALE", "t-sparse")
+    assert (info.num_ack_pending, info.num_pending, info.num_redelivered) == (0, 0, 0)
+
+
 async def test_malformed_and_failing_messages_are_dead_lettered_and_consuming_goes_on(
     broker: NatsBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
