@@ -32,7 +32,8 @@ fi
 set +e
 # Two pytest workers (pytest-xdist), one test file at a time each: the tests mostly wait on servers,
 # so two workers on two cores halve the wall time. ARCFLOW_TEST_WORKERS=0 runs them in this process.
-uv run --frozen pytest -n "${ARCFLOW_TEST_WORKERS:-2}" --dist loadfile "$@"
+# The 30 slowest tests are listed at the end: the suite must stay under 20 minutes on 2 cores.
+uv run --frozen pytest -n "${ARCFLOW_TEST_WORKERS:-2}" --dist loadfile --durations=30 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

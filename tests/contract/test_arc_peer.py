@@ -16,9 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from arcflow.common.kube import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER, POD
+from arcflow.common.kube import (
+    AUTOSCALING_LISTENER,
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+    POD,
+)
 from arcflow.devstack import upstream_arc
-from arcflow.devstack.factory import StackFactory
+from arcflow.devstack.factory import StackFactory, StackParts
 from arcflow.devstack.pod_runner import classify_pod
 from tests.polling import eventually
 
@@ -97,7 +102,10 @@ async def test_one_upstream_scale_set_runs_one_job(
                 assert state == "completed", f"job is {state}"
                 return True
 
-            await eventually(completed, within=60, interval=0.25, what="the job completed")
+            try:
+                await eventually(completed, within=120, interval=0.25, what="the job completed")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{await _world(parts, peer, tmp_path)}") from None
             runner_pods = [r for r in parts.pod_runner.records.values() if r.kind == "runner"]
             assert [r.job_id for r in runner_pods] == [job]
             assert runner_pods[0].exit_code == 0
@@ -118,3 +126,45 @@ async def test_one_upstream_scale_set_runs_one_job(
             assert peer.controller.alive
         finally:
             await asyncio.to_thread(peer.stop)
+
+
+async def _world(parts: StackParts, peer: upstream_arc.ArcPeer, tmp_path: Path) -> str:
+    """What a stuck job's test shows: the sets, runners and pods, what the pod runner ran, and
+    the tails of upstream's controller log and of the listener's output."""
+    kube = parts.kube
+    sets = (await kube.list(EPHEMERAL_RUNNER_SET, namespace=NAMESPACE)).items
+    runners = (await kube.list(EPHEMERAL_RUNNER, namespace=NAMESPACE)).items
+    pods = (await kube.list(POD)).items
+    lines = [
+        "EphemeralRunnerSets: "
+        + str([(s["metadata"]["name"], s["spec"].get("replicas"), s.get("status")) for s in sets]),
+        "EphemeralRunners: "
+        + str([(r["metadata"]["name"], r.get("status", {}).get("phase")) for r in runners]),
+        "pods: "
+        + str(
+            [
+                (
+                    p["metadata"]["namespace"],
+                    p["metadata"]["name"],
+                    p.get("status", {}).get("phase"),
+                )
+                for p in pods
+            ]
+        ),
+    ]
+    if parts.pod_runner is not None:
+        lines.append(
+            "pod runner: "
+            + str(
+                [
+                    (r.kind, r.name, r.started_at is not None, r.exit_code, r.job_id)
+                    for r in parts.pod_runner.records.values()
+                ]
+            )
+        )
+    if peer.controller is not None:
+        lines.append("upstream controller log:\n" + peer.controller.tail(25))
+    for log in sorted(tmp_path.rglob("listener.log")):
+        text = log.read_text(errors="replace").splitlines()[-15:]
+        lines.append(f"{log.name} of {log.parent.name}:\n" + "\n".join(text))
+    return "\n".join(lines)

@@ -224,7 +224,7 @@ class WatcherHarness:
             await asyncio.sleep(0.05)
 
     async def wait_keys(
-        self, expected: list[tuple[str, str, str]], within: float = 5.0
+        self, expected: list[tuple[str, str, str]], within: float = 20.0
     ) -> list[Seen]:
         """Wait until every expected (resource, name, change) is stored; return all events."""
         return await self.wait_events(
