@@ -200,7 +200,7 @@ async def one_run(
                 "pods": len(stages.get("listener_pod_running", {})),
             }
             for name, n in counts.items():
-                if name not in done and n >= want[name]:
+                if name in want and name not in done and n >= want[name]:
                     done[name] = time.monotonic() - started
             await asyncio.sleep(0.5)
         busy = stack.counts()

@@ -1,24 +1,26 @@
 """Benchmark: events/s through each service's JetStream consumer path (fetch, parse, settle).
 
-Not a test. Starts one nats-server, publishes ``--events`` ``k8s.object.changed`` events into
-``ARC_K8S`` and measures how long the consumer of each service takes to settle (ack) all of
-them, with the service's real consume path and a stub in place of the business logic. The
-clock runs from the first handled event until the consumer has nothing pending and nothing
-waiting for an ack (connect and bind excluded, and a full garbage collection done before it);
-over the same span it also reports the CPU time the process spent per event, which other
-processes competing for the cores disturb far less:
+Not a test. Starts one nats-server, publishes ``--events`` events into a stream and measures how
+long the consumer of each service takes to settle (ack) all of them, with the service's real
+subscription (its ``ServiceSpec``, run by ``subscriptions_only``) and a stub in place of the
+business logic. The clock runs from the first handled event until the consumer has nothing
+pending and nothing waiting for an ack (connect and bind excluded, and a full garbage
+collection done before it); over the same span it also reports the CPU time the process spent
+per event, which other processes competing for the cores disturb far less:
 
-* ``registrar``: the ``registrar-ars`` consumer; its real handler (event -> ARS -> converge),
-  with the converge replaced by a stub that awaits ``--handler-ms`` (simulated I/O: GitHub and
-  Kubernetes calls);
-* (``reconciler``: the ``reconciler-k8s`` consumer, measured in
-  ``docs/benchmarks/service-skeleton.md``; gone since ADR 0069, the reconciler's Kubernetes
-  trigger is its own watch.)
+* ``registrar``: ``k8s.object.changed`` events on ``registrar-ars``; its real handler
+  (event -> ARS -> the work queue's key, ADR 0072), the work queue replaced by a counter
+  (``--handler-ms`` does not apply: the handler only enqueues);
+* ``reconciler``: ``scaleset.assigned`` events on ``reconciler-scalesets``; the handler
+  (event -> work-queue keys) is the real one, the work queue is not started (reconciles are
+  not measured), then it awaits ``--handler-ms``.
 
-``--impl loops`` measures the hand-written fetch loops (before issue 13), ``--impl skeleton``
-the FastStream subscribers of ``arcflow.common.service`` (after). Three runs per case.
+The script uses only what the service skeleton offered before and after ADR 0070, so the same
+file measures both: run it with the interpreter of each checkout, alternating, so both see the
+same load (docs/benchmarks/service-skeleton.md)::
 
-    .venv/bin/python benchmarks/service_throughput.py --impl loops --events 2000
+    .venv/bin/python benchmarks/service_throughput.py --label after --runs 1
+    /path/to/main/.venv/bin/python benchmarks/service_throughput.py --label before --runs 1
 """
 
 from __future__ import annotations
@@ -43,14 +45,10 @@ import nats.errors
 from nats.js import JetStreamContext
 
 from arcflow.common import subjects
-from arcflow.common.events import K8sObjectChanged
-from arcflow.common.nats import (
-    STREAM_K8S,
-    EventConsumer,
-    ensure_jetstream,
-    publish_event,
-)
+from arcflow.common.events import EventBase, EventKeys, K8sObjectChanged, ScaleSetAssigned
+from arcflow.common.nats import ensure_jetstream, publish_event
 from arcflow.common.nats.jetstream import (
+    CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_REGISTRAR_ARS,
     ConsumerSpec,
 )
@@ -61,6 +59,7 @@ from arcflow.devstack.nats_server import NatsServer
 NAMESPACE = "bench"
 
 Runner = Callable[[str, int, float, Callable[[], None]], Awaitable[Callable[[], Awaitable[None]]]]
+Publisher = Callable[[JetStreamContext, int], Awaitable[None]]
 
 
 def _event(i: int, run: str) -> K8sObjectChanged:
@@ -77,77 +76,44 @@ def _event(i: int, run: str) -> K8sObjectChanged:
     )
 
 
-async def _publish(js: JetStreamContext, n: int) -> None:
+async def _publish_all(js: JetStreamContext, items: list[tuple[str, EventBase]]) -> None:
     sem = asyncio.Semaphore(64)
-    run = os.urandom(4).hex()
 
-    async def one(i: int) -> None:
+    async def one(subject: str, event: EventBase) -> None:
         async with sem:
-            event = _event(i, run)
-            await publish_event(
-                js,
-                subjects.k8s_subject(event.resource, event.namespace, event.name),
-                event,
-            )
+            await publish_event(js, subject, event)
 
-    await asyncio.gather(*(one(i) for i in range(n)))
+    await asyncio.gather(*(one(subject, event) for subject, event in items))
+
+
+async def _publish_k8s(js: JetStreamContext, n: int) -> None:
+    run = os.urandom(4).hex()
+    events = [_event(i, run) for i in range(n)]
+    await _publish_all(
+        js, [(subjects.k8s_subject(e.resource, e.namespace, e.name), e) for e in events]
+    )
+
+
+async def _publish_scalesets(js: JetStreamContext, n: int) -> None:
+    items: list[tuple[str, EventBase]] = []
+    for i in range(n):
+        ars, variant = f"ars-{i // 10}", f"v{i % 10}"
+        event = ScaleSetAssigned(
+            source="bench",
+            keys=EventKeys(namespace=NAMESPACE, ars=ars, variant=variant),
+            variant=variant,
+            scale_set_id=i + 1,
+            scale_set_name=f"{ars}-{variant}",
+            runner_group_id=1,
+            runner_group_name="default",
+        )
+        items.append((subjects.scalesets_subject(NAMESPACE, ars, variant), event))
+    await _publish_all(js, items)
 
 
 async def _pending(js: JetStreamContext, spec: ConsumerSpec) -> tuple[int, int]:
     info = await js.consumer_info(spec.stream, spec.durable)
     return int(info.num_pending or 0), int(info.num_ack_pending or 0)
-
-
-# --- before: the hand-written loops ------------------------------------------------------------
-# The fetch loops the registrar (``ChangeConsumer._run``: fetch a batch, settle it with
-# ``gather``) and the reconciler (its app's ``_consume``: fetch a batch, settle one by one)
-# ran before issue 13 (commit 661bb54), kept here so before and after run under the same load.
-
-
-async def _loop(
-    url: str, spec: ConsumerSpec, handle: Any, *, batch: int, gather: bool
-) -> Callable[[], Awaitable[None]]:
-    nc = await nats.connect(url)
-    js = nc.jetstream()
-    settler = EventConsumer(
-        spec, handle, service="bench", event_types=(K8sObjectChanged,), dead_letter_target=js
-    )
-    subscription = await js.pull_subscribe_bind(durable=spec.durable, stream=spec.stream)
-
-    async def run() -> None:
-        while True:
-            try:
-                messages = await subscription.fetch(batch, timeout=1.0)
-            except (nats.errors.TimeoutError, TimeoutError):
-                continue
-            if gather:
-                await asyncio.gather(*(settler.process(m) for m in messages))
-            else:
-                for message in messages:
-                    await settler.process(message)
-
-    task = asyncio.create_task(run())
-
-    async def stop() -> None:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await nc.drain()
-
-    return stop
-
-
-async def _loops_registrar(
-    url: str, n: int, handler_s: float, on_event: Callable[[], None]
-) -> Callable[[], Awaitable[None]]:
-    from arcflow.registrar.k8s_changes import on_k8s_change
-
-    # the same handler the skeleton runs (event -> ARS -> converge), as ChangeConsumer._handle did
-    state = _stub_registrar_state(handler_s, on_event)
-
-    async def handle(event: Any, delivery: Any) -> None:
-        await on_k8s_change(state, event, delivery)
-
-    return await _loop(url, CONSUMER_REGISTRAR_ARS, handle, batch=16, gather=True)
 
 
 def _stub_registrar_state(handler_s: float, on_event: Callable[[], None]) -> Any:
@@ -161,7 +127,20 @@ def _stub_registrar_state(handler_s: float, on_event: Callable[[], None]) -> Any
     return SimpleNamespace(enqueue=enqueue)
 
 
-# --- after: the service skeleton (FastStream subscribers declared by each spec) ------------
+def _reconciler_state() -> Any:
+    """The reconciler's real event -> keys handler with a work queue that is not started."""
+    from arcflow.reconciler.settings import ReconcilerSettings
+    from arcflow.reconciler.state import ReconcilerState
+    from arcflow.reconciler.workqueue import WorkQueue
+
+    async def never(key: Any) -> Any:
+        raise AssertionError("the work queue is not started in this benchmark")
+
+    real = ReconcilerState.__new__(ReconcilerState)
+    real.settings = ReconcilerSettings()
+    real._trace_parents = {}
+    real.queue = WorkQueue(never)
+    return real
 
 
 async def _run_spec(url: str, spec: ServiceSpec[Any], state: Any) -> Callable[[], Awaitable[None]]:
@@ -178,25 +157,37 @@ async def _skeleton_registrar(
     return await _run_spec(url, SERVICE, _stub_registrar_state(handler_s, on_event))
 
 
-IMPLS: dict[str, dict[str, tuple[ConsumerSpec, Runner]]] = {
-    "loops": {
-        "registrar": (CONSUMER_REGISTRAR_ARS, _loops_registrar),
-    },
-    "skeleton": {
-        "registrar": (CONSUMER_REGISTRAR_ARS, _skeleton_registrar),
-    },
+async def _skeleton_reconciler(
+    url: str, n: int, handler_s: float, on_event: Callable[[], None]
+) -> Callable[[], Awaitable[None]]:
+    from arcflow.reconciler.service import SERVICE
+
+    real = _reconciler_state()
+
+    class Counted:
+        async def on_event(self, event: Any, delivery: Any) -> None:
+            await real.on_event(event, delivery)
+            await asyncio.sleep(handler_s)
+            on_event()
+
+    return await _run_spec(url, SERVICE, Counted())
+
+
+CASES: dict[str, tuple[ConsumerSpec, Runner, Publisher]] = {
+    "registrar": (CONSUMER_REGISTRAR_ARS, _skeleton_registrar, _publish_k8s),
+    "reconciler": (CONSUMER_RECONCILER_SCALESETS, _skeleton_reconciler, _publish_scalesets),
 }
 
 
-async def run_case(server: NatsServer, impl: str, service: str, n: int, handler_ms: float) -> Rate:
-    spec, runner = IMPLS[impl][service]
+async def run_case(server: NatsServer, service: str, n: int, handler_ms: float) -> Rate:
+    spec, runner, publish = CASES[service]
     nc = await nats.connect(server.url)
     js = nc.jetstream()
     await ensure_jetstream(js)
-    await js.purge_stream(STREAM_K8S.name)
+    await js.purge_stream(spec.stream)
     await js.delete_consumer(spec.stream, spec.durable)
     await ensure_jetstream(js)
-    await _publish(js, n)
+    await publish(js, n)
     # A full collection now, in both implementations: the first one after the imports (tens of
     # ms, more objects in the process that imports more) would otherwise land in the measured
     # half second or not, at random. It is a start-up cost, not a cost per event.
@@ -236,7 +227,8 @@ class Rate:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--impl", choices=sorted(IMPLS), required=True)
+    parser.add_argument("--label", default="run", help="names the results (before/after)")
+    parser.add_argument("--services", default="registrar,reconciler")
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--handler-ms", default="0,5", help="comma-separated handler latencies")
@@ -244,14 +236,14 @@ def main() -> int:
     args = parser.parse_args()
     results: list[dict[str, Any]] = []
     with NatsServer() as server:
-        for service in IMPLS[args.impl]:
+        for service in args.services.split(","):
             for handler_ms in (float(x) for x in args.handler_ms.split(",")):
                 rates = [
-                    asyncio.run(run_case(server, args.impl, service, args.events, handler_ms))
+                    asyncio.run(run_case(server, service, args.events, handler_ms))
                     for _ in range(args.runs)
                 ]
                 row = {
-                    "impl": args.impl,
+                    "label": args.label,
                     "service": service,
                     "handler_ms": handler_ms,
                     "events": args.events,
@@ -262,12 +254,12 @@ def main() -> int:
                 }
                 results.append(row)
                 print(
-                    f"{args.impl:9} {service:10} handler {handler_ms:4.0f} ms: "
+                    f"{args.label:9} {service:10} handler {handler_ms:4.0f} ms: "
                     f"median {row['median']:6} ev/s  runs {row['events_per_s']}  "
                     f"CPU median {row['cpu_median']} us/event  runs {row['cpu_us_per_event']}",
                     flush=True,
                 )
-    out = args.out or Path("benchmarks/results") / f"service-throughput-{args.impl}.json"
+    out = args.out or Path("benchmarks/results") / f"service-throughput-{args.label}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {
         "python": sys.version.split()[0],

@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 
 from arcflow.common.kube import EPHEMERAL_RUNNER, EVENT, POD, KubeClient, NotFoundError
+from arcflow.common.naming import listener_name
 from arcflow.devstack.control_plane import ControlPlane
 from deploy.tests.helpers import HELM_DIR, ensure_helm
 from tests.chaos.harness import ARS_NAME, ChaosStack
@@ -267,9 +268,11 @@ async def check_never_pulls(
     assert await prom.query(alerts["ArcflowScaleSetWithoutSession"]) == []
     assert await prom.query(alerts["ArcflowListenerNotScraped"]) == []
     # The reconciler reports every listener in the cluster; the control plane is shared by the
-    # tests of this worker, so only this set's listener is judged.
+    # tests of this worker, whose sets are all named ARS_NAME (a listener left by an earlier
+    # test's set may be down), so only this set's listener, named after its namespace, is judged.
+    own = listener_name(ARS_NAME, namespace, "", stack.sim.config_url())
     down = await prom.query(alerts["ArcflowListenerDown"])
-    assert [s for s in down if s["metric"].get("name", "").startswith(f"{ARS_NAME}-")] == [], down
+    assert [s for s in down if s["metric"].get("name") == own] == [], down
     assert await prom.query(f'up{{job="{LISTENER_JOB}"}} == 1'), "no listener target is up"
 
     # Every dashboard panel and variable and every rule runs on Prometheus; a panel shows

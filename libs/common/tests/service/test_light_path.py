@@ -1,4 +1,4 @@
-"""The runtime's light path, chosen by what a spec declares (ADR 0045): no subscriptions, so no
+"""The runtime's light path, chosen by what a spec declares (ADR 0070): no subscriptions, so no
 FastStream broker; ``streams`` narrows the layout; ``runtime_servers=False`` starts no server;
 a settings loader's error is printed as it is; a ``Loop`` component ends the service when it
 ends on its own and is stopped before the components started before it."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from arcflow.common.events import EventBase, RegistrationFailed, SessionFailed, SessionOpened
+from arcflow.common.events import RegistrationFailed, SessionFailed, SessionOpened
 from arcflow.common.nats.consume import Delivery
 from arcflow.common.nats.jetstream import CONSUMER_RECONCILER_ERRORS
 
@@ -22,7 +22,9 @@ CONSUMER = CONSUMER_RECONCILER_ERRORS
 
 
 async def on_registration_error(
-    state: ReconcilerState, event: EventBase, delivery: Delivery
+    state: ReconcilerState,
+    event: RegistrationFailed | SessionFailed | SessionOpened,
+    delivery: Delivery,
 ) -> None:
     if isinstance(event, RegistrationFailed) and event.keys.namespace and event.keys.ars:
         key = (event.keys.namespace, event.keys.ars)

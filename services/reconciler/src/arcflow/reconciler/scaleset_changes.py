@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from arcflow.common.events import EventBase
+from arcflow.common.events import ScaleSetAssigned, ScaleSetDeleted
 from arcflow.common.nats.consume import Delivery
 from arcflow.common.nats.jetstream import CONSUMER_RECONCILER_SCALESETS
 
@@ -15,5 +15,7 @@ if TYPE_CHECKING:
 CONSUMER = CONSUMER_RECONCILER_SCALESETS
 
 
-async def on_scaleset_change(state: ReconcilerState, event: EventBase, delivery: Delivery) -> None:
+async def on_scaleset_change(
+    state: ReconcilerState, event: ScaleSetAssigned | ScaleSetDeleted, delivery: Delivery
+) -> None:
     await state.on_event(event, delivery)

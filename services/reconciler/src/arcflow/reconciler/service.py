@@ -31,19 +31,21 @@ SERVICE: ServiceSpec[state.ReconcilerState] = ServiceSpec(
     kube_settings=lambda _settings: reconciler_kube_settings(),
     # Kubernetes changes reach the reconciler only through its own watch-fed cache (cache.py,
     # ADR 0069); these are the other services' events no watch can see. Handlers only enqueue
-    # keys (microseconds): one worker per consumer keeps event order.
+    # keys (microseconds) and do not depend on event order (ADR 0070).
     subscriptions=(
         Subscription(
             scaleset_changes.CONSUMER,
             (ScaleSetAssigned, ScaleSetDeleted),
             scaleset_changes.on_scaleset_change,
             batch=128,
+            concurrency=32,  # handlers only enqueue keys: order does not matter
             tune=_tune,
         ),
         Subscription(
             errors_changes.CONSUMER,
             (RegistrationFailed, SessionFailed, SessionOpened),
             errors_changes.on_registration_error,
+            concurrency=16,  # newest per ARS/variant by occurred_at: order does not matter
             tune=_tune,
         ),
     ),

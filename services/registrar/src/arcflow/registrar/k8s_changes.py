@@ -12,10 +12,15 @@ from typing import TYPE_CHECKING, Final
 
 from arcflow.common import subjects
 from arcflow.common.constants import LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE
-from arcflow.common.events import EventBase, K8sObjectChanged
+from arcflow.common.events import K8sObjectChanged
 from arcflow.common.kube.resources import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET
 from arcflow.common.nats.consume import Delivery
-from arcflow.common.nats.jetstream import CONSUMER_REGISTRAR_ARS, STREAM_K8S, ConsumerSpec
+from arcflow.common.nats.jetstream import (
+    CONSUMER_REGISTRAR_ARS,
+    ENQUEUE_ACK_WAIT_SECONDS,
+    STREAM_K8S,
+    ConsumerSpec,
+)
 
 if TYPE_CHECKING:
     from arcflow.registrar.state import RegistrarState
@@ -25,7 +30,7 @@ CONSUMER_REGISTRAR_ERS: Final = ConsumerSpec(
     stream=STREAM_K8S.name,
     filter_subject=subjects.k8s_filter(EPHEMERAL_RUNNER_SET.plural),
     description="registrar: ERS deleted -> re-check pending scale set deletions of its ARS",
-    ack_wait_seconds=60.0,
+    ack_wait_seconds=ENQUEUE_ACK_WAIT_SECONDS,
 )
 
 
@@ -42,10 +47,9 @@ def ars_of_event(event: K8sObjectChanged) -> tuple[str, str] | None:
     return None
 
 
-async def on_k8s_change(state: RegistrarState, event: EventBase, delivery: Delivery) -> None:
+async def on_k8s_change(state: RegistrarState, event: K8sObjectChanged, delivery: Delivery) -> None:
     """Enqueue the ARS the change is about (the message is acknowledged at once; the work
     queue retries the pass, not JetStream)."""
-    assert isinstance(event, K8sObjectChanged)
     target = ars_of_event(event)
     if target is None:
         return

@@ -1,13 +1,14 @@
-"""The reliable consumer: explicit ack, bounded retries with backoff, dead letters, never a crash.
+"""The settle policy: explicit ack, bounded retries with backoff, dead letters, never a crash.
 
-The messages come from a FastStream subscriber (``PullSub`` + ``durable`` +
-``AckPolicy.MANUAL``) that :mod:`arcflow.common.service.subscribers` attaches to the service's
-``NatsBroker``. With MANUAL acks FastStream never acks or naks on its own;
-:meth:`EventConsumer.process` owns the decision using the raw nats-py message (delivery count
-from the JetStream metadata, the original bytes for dead letters, ``nak(delay)``, ``term``).
-``process`` takes a plain nats-py ``Msg`` and imports nothing of FastStream.
+One policy (:class:`SettlePolicy`), two ways in (ADR 0070):
 
-Rules, per message:
+* the services' FastStream subscribers (:mod:`arcflow.common.service.subscribers`): FastStream
+  fetches, acks after the handler returned and settles what the policy decides (the decoder and
+  the typed handler raise FastStream's ``RejectMessage``/``NackMessage``/``AckMessage``);
+* the listener's light path, which runs no FastStream (ADR 0016):
+  :meth:`EventConsumer.process` settles a plain nats-py ``Msg`` itself.
+
+Neither imports FastStream here. Rules, per message:
 
 1. parse (:func:`~arcflow.common.events.parse_event`, with size, depth and integer limits);
    malformed, schema-invalid or of an unknown ``schema_version`` -> dead letter on the first
@@ -31,8 +32,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from nats.aio.msg import Msg
 from opentelemetry import trace
@@ -83,7 +86,8 @@ class Delivery:
 EventHandler = Callable[[EventBase, Delivery], Awaitable[None]]
 
 
-def _delivery_of(msg: Msg) -> Delivery:
+def delivery_of(msg: Msg) -> Delivery:
+    """The delivery facts of a nats-py message (JetStream metadata, headers)."""
     try:
         metadata = msg.metadata
         count, seq = int(metadata.num_delivered), int(metadata.sequence.stream)
@@ -140,52 +144,33 @@ def build_dead_letter(
     )
 
 
-class EventConsumer:
-    """A durable JetStream consumer that turns events into handler calls reliably.
-
-    Build one per :class:`~arcflow.common.nats.jetstream.ConsumerSpec`; the service skeleton
-    feeds it the messages of a FastStream subscriber
-    (:func:`arcflow.common.service.subscribers.attach_consumer`)::
-
-        consumer = EventConsumer(CONSUMER_REGISTRAR_ARS, handle, service="registrar")
-        attach_consumer(broker, consumer)
+class SettlePolicy:
+    """What to do with one delivery of ``spec``'s consumer (the rules of the module docstring),
+    without settling it: the caller acks, naks or terms as told.
 
     ``event_types`` limits which event classes reach the handler (others are acked and
-    skipped). ``dead_letter_target`` defaults to the broker the consumer is attached to.
+    skipped). ``dead_letter_target`` is where dead letters are published.
     """
 
     def __init__(
         self,
         spec: ConsumerSpec,
-        handler: EventHandler,
         *,
         service: str,
         event_types: tuple[type[EventBase], ...] | None = None,
         dead_letter_target: PublishTarget | None = None,
     ) -> None:
         self.spec = spec
-        self.handler = handler
         self.service = service
         self.event_types = event_types
         self.dead_letter_target = dead_letter_target
 
-    async def process(self, msg: Msg) -> Outcome:
-        """Handle one raw delivery end to end; never raises except on cancellation."""
-        delivery = _delivery_of(msg)
-        try:
-            return await self._process(msg, delivery)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # our own failure (e.g. the ack itself): let JetStream redeliver
-            log.exception(
-                "consumer failed to settle a message; it will be redelivered",
-                extra={"consumer": self.spec.durable, "subject": delivery.subject},
-            )
-            return Outcome.RETRY
-
-    async def _process(self, msg: Msg, delivery: Delivery) -> Outcome:
+    async def admit(self, msg: Msg, delivery: Delivery) -> EventBase | Outcome:
+        """The event to hand to the handler, or what was decided instead: ``SKIPPED`` (ack it),
+        ``DEAD_LETTERED``/``DROPPED`` (term it) or ``RETRY`` (nak it with :meth:`retry_delay`:
+        the dead letter could not be published)."""
         if delivery.delivery_count > self.spec.max_deliver:
-            return await self._dead_letter(
+            return await self.dead_letter(
                 msg,
                 delivery,
                 f"delivered {delivery.delivery_count} times, over max_deliver "
@@ -194,66 +179,71 @@ class EventConsumer:
         try:
             event = parse_event(msg.data)
         except MalformedEventError as exc:
-            return await self._dead_letter(msg, delivery, f"malformed event: {exc}")
+            return await self.dead_letter(msg, delivery, f"malformed event: {exc}")
         except Exception as exc:  # parse_event should not raise this; retrying cannot help
-            return await self._dead_letter(
-                msg, delivery, f"unparseable event: {type(exc).__name__}"
-            )
+            return await self.dead_letter(msg, delivery, f"unparseable event: {type(exc).__name__}")
         if self.event_types is not None and not isinstance(event, self.event_types):
-            await msg.ack()
             return Outcome.SKIPPED
+        return event
 
+    def retry_delay(self, delivery: Delivery) -> float:
+        return self.spec.retry_delay(delivery.delivery_count)
+
+    async def failed(
+        self, msg: Msg, delivery: Delivery, event: EventBase, exc: Exception
+    ) -> Outcome:
+        """The handler raised ``exc``: ``RETRY`` (nak with :meth:`retry_delay`) or, after a
+        permanent failure or the last attempt, the dead letter's outcome."""
+        if isinstance(exc, PermanentEventError):
+            return await self.dead_letter(
+                msg, delivery, f"permanent failure: {exc}", keys=event.keys
+            )
+        reason = f"{type(exc).__name__}: {exc}"
+        if delivery.delivery_count >= self.spec.max_deliver:
+            return await self.dead_letter(
+                msg,
+                delivery,
+                f"handler failed attempt {delivery.delivery_count} of "
+                f"{self.spec.max_deliver}; last error: {reason}",
+                keys=event.keys,
+            )
+        log.warning(
+            "handler failed; will retry",
+            extra={
+                "consumer": self.spec.durable,
+                "subject": delivery.subject,
+                "event_type": event.type,
+                "event_id": event.id,
+                "delivery_count": delivery.delivery_count,
+                "retry_in_seconds": self.retry_delay(delivery),
+                "error": redact_text(reason),
+            },
+        )
+        return Outcome.RETRY
+
+    def span(self, event: EventBase, delivery: Delivery) -> AbstractContextManager[Any]:
+        """The consumer span of one handler call, a child of the trace in the headers (or, for
+        an event published without them, of the trace context it carries)."""
         parent = extract_trace_context(delivery.headers or trace_headers_of(event.trace))
-        with _tracer.start_as_current_span(
+        return _tracer.start_as_current_span(
             f"consume {delivery.subject}",
             context=parent,
             kind=trace.SpanKind.CONSUMER,
             attributes={"event.type": event.type, "consumer": self.spec.durable},
-        ):
-            try:
-                await self.handler(event, delivery)
-            except PermanentEventError as exc:
-                return await self._dead_letter(
-                    msg, delivery, f"permanent failure: {exc}", keys=event.keys
-                )
-            except Exception as exc:
-                reason = f"{type(exc).__name__}: {exc}"
-                if delivery.delivery_count >= self.spec.max_deliver:
-                    return await self._dead_letter(
-                        msg,
-                        delivery,
-                        f"handler failed attempt {delivery.delivery_count} of "
-                        f"{self.spec.max_deliver}; last error: {reason}",
-                        keys=event.keys,
-                    )
-                delay = self.spec.retry_delay(delivery.delivery_count)
-                log.warning(
-                    "handler failed; will retry",
-                    extra={
-                        "consumer": self.spec.durable,
-                        "subject": delivery.subject,
-                        "event_type": event.type,
-                        "event_id": event.id,
-                        "delivery_count": delivery.delivery_count,
-                        "retry_in_seconds": delay,
-                        "error": redact_text(reason),
-                    },
-                )
-                await msg.nak(delay=delay)
-                return Outcome.RETRY
-        await msg.ack()
-        return Outcome.ACKED
+        )
 
-    async def _dead_letter(
+    async def dead_letter(
         self, msg: Msg, delivery: Delivery, reason: str, keys: EventKeys | None = None
     ) -> Outcome:
+        """Publish the dead letter of ``msg``: ``DEAD_LETTERED`` (term the original),
+        ``DROPPED`` (a dead letter itself failed: term it, never loop) or ``RETRY`` (the
+        publish failed: nak the original so nothing is lost)."""
         if delivery.subject.startswith(f"{subjects.PREFIX}.{subjects.DOMAIN_DLQ}."):
             # A dead letter that cannot be handled is not dead-lettered again (no loops).
             log.error(
                 "dead letter could not be handled; dropped",
                 extra={"consumer": self.spec.durable, "subject": delivery.subject},
             )
-            await msg.term()
             return Outcome.DROPPED
         dead = build_dead_letter(
             source=self.service,
@@ -273,7 +263,7 @@ class EventConsumer:
         target = self.dead_letter_target
         try:
             if target is None:
-                raise RuntimeError("no dead-letter target: attach() the consumer to a broker")
+                raise RuntimeError("no dead-letter target")
             await publish_event(target, subjects.dlq_subject(delivery.subject), dead)
         except asyncio.CancelledError:
             raise
@@ -287,7 +277,6 @@ class EventConsumer:
                     "error": redact_text(f"{type(exc).__name__}: {exc}"),
                 },
             )
-            await msg.nak(delay=self.spec.retry_delay(delivery.delivery_count))
             return Outcome.RETRY
         log.error(
             "message dead-lettered",
@@ -300,5 +289,73 @@ class EventConsumer:
                 "payload_size": dead.payload_size,
             },
         )
-        await msg.term()
         return Outcome.DEAD_LETTERED
+
+
+class EventConsumer:
+    """The policy for a process without FastStream (the listener's workers, ADR 0016): feed it
+    each message its own fetch loop got (:mod:`arcflow.common.service.fetch`) and it settles
+    it::
+
+        consumer = EventConsumer(spec, handle, service="listener", event_types=(JobsBatch,),
+                                 dead_letter_target=js)
+        await consumer.process(msg)
+
+    The services do not use this class: their FastStream subscribers apply the same
+    :class:`SettlePolicy` (:mod:`arcflow.common.service.subscribers`).
+    """
+
+    def __init__(
+        self,
+        spec: ConsumerSpec,
+        handler: EventHandler,
+        *,
+        service: str,
+        event_types: tuple[type[EventBase], ...] | None = None,
+        dead_letter_target: PublishTarget | None = None,
+    ) -> None:
+        self.handler = handler
+        self.policy = SettlePolicy(
+            spec, service=service, event_types=event_types, dead_letter_target=dead_letter_target
+        )
+
+    @property
+    def spec(self) -> ConsumerSpec:
+        return self.policy.spec
+
+    async def process(self, msg: Msg) -> Outcome:
+        """Handle one raw delivery end to end; never raises except on cancellation."""
+        delivery = delivery_of(msg)
+        try:
+            return await self._process(msg, delivery)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # our own failure (e.g. the ack itself): let JetStream redeliver
+            log.exception(
+                "consumer failed to settle a message; it will be redelivered",
+                extra={"consumer": self.spec.durable, "subject": delivery.subject},
+            )
+            return Outcome.RETRY
+
+    async def _process(self, msg: Msg, delivery: Delivery) -> Outcome:
+        policy = self.policy
+        admitted = await policy.admit(msg, delivery)
+        if isinstance(admitted, Outcome):
+            return await self._settle(msg, delivery, admitted)
+        with policy.span(admitted, delivery):
+            try:
+                await self.handler(admitted, delivery)
+            except Exception as exc:
+                outcome = await policy.failed(msg, delivery, admitted, exc)
+                return await self._settle(msg, delivery, outcome)
+        await msg.ack()
+        return Outcome.ACKED
+
+    async def _settle(self, msg: Msg, delivery: Delivery, outcome: Outcome) -> Outcome:
+        if outcome is Outcome.SKIPPED:
+            await msg.ack()
+        elif outcome is Outcome.RETRY:
+            await msg.nak(delay=self.policy.retry_delay(delivery))
+        else:
+            await msg.term()
+        return outcome

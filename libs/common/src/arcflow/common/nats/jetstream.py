@@ -184,6 +184,13 @@ STREAMS: Final[tuple[StreamSpec, ...]] = (
 )
 
 # --- consumers ----------------------------------------------------------------------------
+
+#: Ack wait of a consumer whose handler only enqueues a key (microseconds; ADRs 0069, 0072).
+#: Short on purpose: FastStream's batch pull loop can drop the messages it fetched in one
+#: batch window (a fetch that raises a plain ``TimeoutError`` ends the loop, which FastStream's
+#: supervisor restarts without them; docs/service-skeleton.md), and JetStream delivers a message
+#: that was never settled again only after the ack wait.
+ENQUEUE_ACK_WAIT_SECONDS: Final = 5.0
 # ARC_K8S has the registrar's consumers only: the reconciler's Kubernetes trigger is its own
 # watch-fed cache (ADR 0069); auditors read the stream through ephemeral consumers.
 
@@ -192,13 +199,14 @@ CONSUMER_REGISTRAR_ARS: Final = ConsumerSpec(
     stream=STREAM_K8S.name,
     filter_subject=subjects.k8s_filter("autoscalingrunnersets"),
     description="registrar: ARS changes -> get-or-create/delete scale sets per variant",
-    ack_wait_seconds=60.0,
+    ack_wait_seconds=ENQUEUE_ACK_WAIT_SECONDS,
 )
 CONSUMER_RECONCILER_SCALESETS: Final = ConsumerSpec(
     durable="reconciler-scalesets",
     stream=STREAM_SCALESETS.name,
     filter_subject="arc.scalesets.>",
     description="reconciler: scale set assigned/deleted -> converge ERS and listener",
+    ack_wait_seconds=ENQUEUE_ACK_WAIT_SECONDS,
 )
 
 #: Registration failures (and invalid specs) on the ARS they are about: the reconciler, the
@@ -208,6 +216,7 @@ CONSUMER_RECONCILER_ERRORS: Final = ConsumerSpec(
     stream=STREAM_ERRORS.name,
     filter_subject="arc.errors.>",
     description="reconciler: registration or listener session failed -> ARS condition and Event",
+    ack_wait_seconds=ENQUEUE_ACK_WAIT_SECONDS,
 )
 
 CONSUMERS: Final[tuple[ConsumerSpec, ...]] = (

@@ -12,6 +12,7 @@ per-service prefix lets the server grant each user only ``_INBOX_<service>.>``.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from nats.js import JetStreamContext
@@ -61,13 +62,29 @@ class NatsSettings(NatsConnection, BaseSettings):
         return None
 
 
+#: FastStream's own log lines: its per-message lines at DEBUG (``log_level``), so only its
+#: warnings and errors pass, such as its task supervisor restarting a pull loop that raised.
+FASTSTREAM_LOGGER = "arcflow.faststream"
+
+
+def _faststream_logger() -> logging.Logger:
+    """FastStream's logger; its INFO lines (a task callback ran) are dropped, which leaves its
+    warnings and errors."""
+    logger = logging.getLogger(FASTSTREAM_LOGGER)
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.WARNING)
+    return logger
+
+
 def make_broker(settings: NatsSettings, service: str, **broker_kwargs: Any) -> NatsBroker:
     """A faststream ``NatsBroker`` for these settings as ``service``, with faststream's
-    per-message logger off.
+    per-message lines at DEBUG.
 
     faststream logs every received/processed message at its ``log_level``
-    (docs/upstream-behaviour.md#toolchain-notes,
-    gotcha 4), so the logger is disabled unless the caller passes ``logger=`` explicitly.
+    (docs/upstream-behaviour.md#toolchain-notes), so the broker logs to
+    :data:`FASTSTREAM_LOGGER` with ``log_level=DEBUG`` (a caller may pass ``logger=`` and
+    ``log_level=``): the lines that remain are its errors, among them a pull loop that raised
+    and was restarted (which would otherwise go unseen; docs/service-skeleton.md).
     The broker's connection uses ``service``'s inbox prefix (faststream hands ``inbox_prefix``
     to nats-py). Caveat: faststream's pull subscribers pass their own ``inbox_prefix``
     (default ``_INBOX.``) to ``pull_subscribe``; give them
@@ -76,7 +93,8 @@ def make_broker(settings: NatsSettings, service: str, **broker_kwargs: Any) -> N
     """
     from faststream.nats import NatsBroker
 
-    broker_kwargs.setdefault("logger", None)
+    broker_kwargs.setdefault("logger", _faststream_logger())
+    broker_kwargs.setdefault("log_level", logging.DEBUG)
     broker_kwargs.setdefault("inbox_prefix", settings.inbox_prefix_for(service))
     if settings.name:
         broker_kwargs.setdefault("name", settings.name)

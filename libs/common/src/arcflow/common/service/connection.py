@@ -109,7 +109,7 @@ async def connect_plain(
 ) -> NatsClient:
     """A plain nats-py connection as ``identity`` (its inbox prefix) with the same state logs
     as the broker's: for a service without subscriptions, which needs no FastStream (the
-    watcher, the listener; ADR 0016, ADR 0045) and for short-lived clients
+    watcher, the listener; ADR 0016, ADR 0070) and for short-lived clients
     (:mod:`arcflow.common.service.client`, ADR 0034).
 
     ``quiet``: no state lines at all, for a command at a terminal that reports the failure
@@ -152,14 +152,14 @@ def make_service_broker(
 ) -> NatsBroker:
     """A broker that connects as ``identity`` (its inbox prefix) with the logging callbacks.
 
-    FastStream's argument injection is off (``apply_types=False``): the runtime's one
-    subscriber handler receives a whole fetch as it is, and each event is parsed and typed by
-    the subscription's decoder (pydantic, with the size and depth limits), so FastDepends
-    would only re-validate an untyped argument on every call (ADR 0055).
+    It reconnects for ever (``max_reconnect_attempts=-1`` whatever the settings say): only the
+    runtime closes it, after its subscribers stopped. FastStream's pull loop fetches again at
+    once after ``ConnectionClosedError``, which nats-py raises without suspending, so a
+    connection that closed under running subscribers would hold the event loop (ADR 0070).
     """
     from arcflow.common.nats.settings import make_broker
 
     options.setdefault("reconnect_time_wait", 0.5)
-    options.setdefault("apply_types", False)
     callbacks = connection_callbacks(identity, on_error, closing)
-    return make_broker(settings, identity, **callbacks, **options)
+    forever = settings.model_copy(update={"max_reconnect_attempts": -1})
+    return make_broker(forever, identity, **callbacks, **options)

@@ -1,10 +1,11 @@
 """The light JetStream pull loop, for a process that does not run FastStream.
 
-The services' subscriptions go through FastStream (``pull.py``). The listener stays light
-(ADR 0016: no FastStream in its process), so its workers pull with this loop instead: bind to
-the durable, fetch in stream order until asked to stop, and end as soon as a task that runs
-beside the loop (the listener's statistics ticks) fails. Keeping both loops here keeps every
-JetStream fetch of arcflow in the skeleton (ADR 0034).
+This is the one place where arcflow fetches from JetStream itself. The services' subscriptions
+are fetched by FastStream's own pull loop (``subscribers.py``, ADR 0070); the listener stays
+light (ADR 0016: no FastStream in its process, plain nats-py), so its workers pull with this
+loop instead: bind to the durable, fetch in stream order until asked to stop, and end as soon
+as a task that runs beside the loop (the listener's statistics ticks) fails. The messages are
+settled by the same policy as the services' (``EventConsumer``, ADR 0034).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A :class:`~arcflow.common.service.spec.Component` around a loop that runs until stopped.
 
 Some services are not a set of handlers but long-running loops of their own (the listener's
-session pumps, workers and lease contest, ADR 0045). ``Loop("scale sets", run, ctx.fatal)``
+session pumps, workers and lease contest, ADR 0070). ``Loop("scale sets", run, ctx.fatal)``
 starts ``run(stop)`` as a task when the runtime starts its components; the runtime's stop sets
 ``stop`` and waits for the loop to finish its own shutdown (the listener deletes its sessions
 then). A loop that ends before it was asked to, with an error or without, hands the runtime

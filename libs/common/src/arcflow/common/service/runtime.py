@@ -6,7 +6,7 @@ state -> components -> health server -> subscribers -> periodic tasks; :meth:`st
 in reverse. Used by :func:`arcflow.common.service.main` (a process) and by
 :mod:`arcflow.common.service.inprocess` (tests: several services in one event loop).
 
-The spec picks the light path (ADR 0045): without subscriptions the connection is plain
+The spec picks the light path (ADR 0070): without subscriptions the connection is plain
 nats-py (no FastStream imported), ``streams`` narrows the layout, ``runtime_servers=False``
 starts neither the metrics nor the health server.
 """
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from arcflow.common.health import HealthServer
     from arcflow.common.kube import KubeClient
     from arcflow.common.nats.settings import NatsSettings
-    from arcflow.common.service.subscribers import AttachedConsumer
     from arcflow.common.telemetry.metrics import MetricsServer
 
 log = logging.getLogger("arcflow.service")
@@ -95,7 +94,6 @@ class ServiceRuntime:
         self.context: ServiceContext | None = None
         self.state: Any = None
         self.components: list[Component] = []
-        self.consumers: list[AttachedConsumer] = []
         self._subscribers: list[Any] = []
         self._periodic: list[asyncio.Task[None]] = []
         self._metrics: MetricsServer | None = None
@@ -301,8 +299,8 @@ class ServiceRuntime:
         fetch_timeout = self._fetch_timeout or float(
             getattr(self.settings, "fetch_timeout_seconds", 1.0)
         )
-        for subscription in self.spec.subscriptions:
-            consumer = attach_subscription(
+        self._subscribers = [
+            attach_subscription(
                 self.broker,
                 subscription,
                 self.state,
@@ -312,8 +310,8 @@ class ServiceRuntime:
                 dead_letter_target=self.context.js,
                 fetch_timeout=fetch_timeout,
             )
-            self.consumers.append(consumer)
-        self._subscribers = list(self.broker.subscribers)
+            for subscription in self.spec.subscriptions
+        ]
         await self.broker.start()
 
     def _start_periodic(self, task: PeriodicTask) -> asyncio.Task[None]:
@@ -345,8 +343,6 @@ class ServiceRuntime:
         for subscriber in reversed(self._subscribers):
             with contextlib.suppress(Exception):
                 await subscriber.stop()
-        for consumer in self.consumers:
-            await consumer.stop()
 
     async def stop(self) -> None:
         """Stop everything that was started, in reverse order; safe to call twice."""

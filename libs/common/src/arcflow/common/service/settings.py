@@ -1,6 +1,6 @@
 """What every service's settings have: its name as a replica, logging, the metrics and health
 servers. A service's settings class extends :class:`ServiceSettings` with what it decides and
-its own ``env_prefix`` (``ARCFLOW_<SERVICE>_``); the runtime reads these fields (ADR 0006).
+its own ``env_prefix`` (``ARCFLOW_<SERVICE>_``); the runtime reads these fields (ADR 0070).
 """
 
 from __future__ import annotations

@@ -44,17 +44,21 @@ class Component(Protocol):
     def ready(self) -> bool: ...
 
 
-Handler = Callable[[Any, "EventBase", "Delivery"], Awaitable[None]]
+#: ``handler(state, event, delivery)``; ``event`` is typed by the handler as the union of its
+#: subscription's ``event_types`` (``event: ScaleSetAssigned | ScaleSetDeleted``).
+Handler = Callable[[Any, Any, "Delivery"], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
 class Subscription:
     """Events of ``event_types`` from one durable consumer, handed to ``handler``.
 
-    ``handler(state, event, delivery)`` receives a parsed, validated event of one of
-    ``event_types`` (anything else on the subject is acked and skipped). ``concurrency`` is
-    how many messages are handled at once (FastStream workers); ``batch`` how many one pull
-    asks for. ``tune`` adapts the consumer spec to the settings (retry delays).
+    ``handler(state, event, delivery)`` receives one parsed event of ``event_types``
+    (anything else on the subject is acked and skipped; a malformed message is dead-lettered).
+    ``batch`` is how many messages one fetch asks for (one FastStream call per fetch);
+    ``concurrency`` how many of a fetch's events are handled at once (1: one at a time in
+    stream order); the next fetch starts when the batch is settled. ``tune`` adapts the
+    consumer spec to the settings (retry delays).
     """
 
     consumer: ConsumerSpec
@@ -108,7 +112,8 @@ class Publication:
 class Pull:
     """Event types the service's own loops pull through :mod:`arcflow.common.service.fetch`
     rather than through a :class:`Subscription` (the listener's workers: one durable per scale
-    set, known only at run time). Declared for the flow table; the runtime starts nothing."""
+    set, known only at run time, on plain nats-py without FastStream, ADR 0016 and ADR 0070).
+    Declared for the flow table; the runtime starts nothing."""
 
     subject: str
     event_types: tuple[type[EventBase], ...]
@@ -132,7 +137,7 @@ class ServiceSpec(Generic[StateT]):
       it (``None``: no client);
     * ``ready(state)`` adds a service-specific readiness condition.
 
-    What the spec declares also picks the light path of the runtime (ADR 0045): a spec with no
+    What the spec declares also picks the light path of the runtime (ADR 0070): a spec with no
     ``subscriptions`` connects with plain nats-py (no FastStream broker); ``streams`` narrows the
     JetStream layout to those streams; ``runtime_servers=False`` leaves ``/metrics`` and health
     to the service's components. ``settings`` is a pydantic-settings class or any loader

@@ -1,51 +1,78 @@
-"""A spec's subscriptions as FastStream subscribers (imported only when a spec has some).
+"""A spec's subscriptions as FastStream subscribers, by FastStream's public API only (ADR 0070).
 
 Each :class:`~arcflow.common.service.spec.Subscription` becomes one durable JetStream pull
-subscriber on the service's ``NatsBroker`` (ADR 0006):
+subscriber on the service's ``NatsBroker`` (``broker.subscriber(subject, stream=JStream(...,
+declare=False), durable=..., config=..., pull_sub=PullSub(...), max_workers=...)``): FastStream's
+own fetch loop, workers and acknowledgement. What arcflow adds goes through FastStream's
+documented hooks:
 
-* ``ack_policy=MANUAL``: FastStream never settles; the project's
-  :class:`~arcflow.common.nats.EventConsumer` parses (with size/depth/integer limits), calls the
-  typed handler and acks, naks with backoff or dead-letters;
-* one FastStream call per fetch (``PullSub(batch=True)``), whose messages a pool of
-  ``concurrency`` worker tasks settles (1: in stream order), so one slow message does not hold
-  back the others fetched with it; the next fetch waits until every fetched message has a
-  worker (:class:`~arcflow.common.service.settle.SettlePool`);
-* ``inbox_prefix``: the service's own inbox, which the NATS permissions rely on;
-* a deadline per handler call: an overrunning call is abandoned (cancelled), logged and
-  retried through the same nak/backoff path as any other failure
-  (:class:`~arcflow.common.service.deadline.DeadlineWatch`).
+* ``decoder=``: parses the raw bytes with :func:`~arcflow.common.events.parse_event` (its size,
+  depth and integer limits) and applies the :class:`~arcflow.common.nats.consume.SettlePolicy`
+  before any handler runs: a malformed or schema-invalid message is dead-lettered on its first
+  delivery (ADR 0007) and rejected (``RejectMessage``: JetStream ``term``), an event of a type
+  the subscription does not declare is acked and skipped (``AckMessage``);
+* the handler is typed: FastStream validates the decoded event against the union of the
+  subscription's ``event_types`` (pydantic, through its argument injection) and takes the
+  delivery from its ``message`` context; it calls ``handler(state, event, delivery)`` inside
+  the consumer span (the trace in the headers continued) and under the handler's deadline;
+* ``ack_policy=AckPolicy.NACK_ON_ERROR``: FastStream acks after the handler returned. A handler
+  failure is the policy's: ``NackMessage(delay=...)`` (retry with backoff) or, after a permanent
+  failure or the last attempt, a dead letter and ``RejectMessage``;
+* ``inbox_prefix``: the service's own inbox, which the NATS permissions rely on.
+
+``concurrency`` is FastStream's ``max_workers`` (the fetch's messages wait in FastStream's queue
+for a worker); with 1, a fetch is one message, handled in stream order. A message that waited
+for a worker restarts its ack wait (``in_progress``) before its handler starts, so JetStream
+never redelivers a message whose handler is within its deadline.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import asyncio
+import contextlib
+import contextvars
+import logging
 from typing import TYPE_CHECKING, Any
 
-from arcflow.common.nats.consume import EventConsumer
-from arcflow.common.service.deadline import DeadlineWatch, HandlerDeadlineExceededError
-from arcflow.common.service.settle import SettlePool
+from arcflow.common.nats.consume import Delivery, Outcome, SettlePolicy, delivery_of
 
 if TYPE_CHECKING:
     from faststream.nats import NatsBroker
+    from nats.aio.msg import Msg
     from nats.js import JetStreamContext
 
+    from arcflow.common.events import EventBase
     from arcflow.common.nats.jetstream import ConsumerSpec
     from arcflow.common.service.spec import Subscription
 
 __all__ = [
     "DEADLINE_SHARE_OF_ACK_WAIT",
-    "AttachedConsumer",
+    "DEFAULT_BATCH_WINDOW_SECONDS",
     "HandlerDeadlineExceededError",
-    "SettlePool",
-    "attach_consumer",
     "attach_subscription",
-    "build_consumer",
     "deadline_of",
     "effective_consumer",
 ]
 
+#: The message the decoder admitted and its delivery facts, for the handler call that follows
+#: in the same task (FastStream's ``message`` context injection would resolve it through a
+#: worker thread on every call).
+_CURRENT: contextvars.ContextVar[tuple[float, list[tuple[Msg, Delivery, EventBase]]]] = (
+    contextvars.ContextVar("arcflow_batch")
+)
+
+#: Longest a fetch waits to fill its batch (FastStream's ``PullSub.timeout``): an event that
+#: arrives alone waits at most this long before its handler runs.
+DEFAULT_BATCH_WINDOW_SECONDS = 0.05
+
+log = logging.getLogger(__name__)
+
 #: Share of the consumer's ack wait a handler call may use before it is abandoned.
 DEADLINE_SHARE_OF_ACK_WAIT = 0.8
+
+
+class HandlerDeadlineExceededError(TimeoutError):
+    """A handler call overran its deadline and was cancelled; the message will be retried."""
 
 
 def effective_consumer(subscription: Subscription, settings: Any) -> ConsumerSpec:
@@ -64,109 +91,118 @@ def deadline_of(subscription: Subscription, settings: Any, spec: ConsumerSpec) -
     return spec.ack_wait_seconds * DEADLINE_SHARE_OF_ACK_WAIT
 
 
-def build_consumer(
+def attach_subscription(
+    broker: NatsBroker,
     subscription: Subscription,
     state: Any,
     settings: Any,
     *,
     service: str,
-    dead_letter_target: JetStreamContext | NatsBroker | None,
-) -> EventConsumer:
-    """The settling consumer for one subscription, its handler bound to ``state``."""
-    spec = effective_consumer(subscription, settings)
-    watch = DeadlineWatch(deadline_of(subscription, settings, spec))
-    return EventConsumer(
-        replace(spec),
-        watch.bind(subscription.handler, state),
-        service=service,
-        event_types=subscription.event_types,
-        dead_letter_target=dead_letter_target,
-    )
-
-
-async def _fetch_as_message(messages: Any) -> Any:
-    """FastStream parser: one fetch as FastStream's batch message, built once per fetch with
-    only what our handler reads (the nats-py messages).
-
-    FastStream's own batch parser also matches every subject against the subscription's
-    pattern, copies each message's headers and body into lists and draws a random correlation
-    id; nothing reads them here (the settle policy works on the raw messages, ADR 0006), and on
-    a quick consume path they were about a fifth of FastStream's cost per fetch (ADR 0055).
-    The first message's JetStream reply subject is unique per delivery: it stands in for the
-    ids. A coroutine function, so that FastStream does not run it in a worker thread.
-    """
-    from faststream.nats.message import NatsBatchMessage
-
-    batch = messages if isinstance(messages, list) else [messages]
-    first = batch[0].reply if batch else ""
-    return NatsBatchMessage(
-        raw_message=batch, body=b"", correlation_id=first or "empty", message_id=first
-    )
-
-
-async def _raw_messages(message: Any) -> Any:
-    """FastStream decoder: the fetched nats-py messages themselves, undecoded.
-
-    FastStream would json-decode the bodies before our handler runs; a body it cannot decode
-    (100,000 levels deep, a 5,000-digit number) would then never reach the dead-letter policy,
-    so :meth:`EventConsumer.process` parses the raw bytes (``parse_event``'s limits, ADR 0007).
-    Handing the messages over as the body also spares the handler FastStream's ``message``
-    injection, which resolves through a worker thread on every call (ADR 0035); and this is a
-    coroutine function because FastStream runs a plain-function decoder in a worker thread too.
-    """
-    raw = message.raw_message
-    return raw if isinstance(raw, list) else [raw]
-
-
-@dataclass
-class AttachedConsumer:
-    """A consumer registered on a broker: FastStream's subscriber and the workers behind it."""
-
-    consumer: EventConsumer
-    subscriber: Any
-    pool: SettlePool
-
-    async def stop(self) -> None:
-        """Stop settling (after the broker stopped fetching)."""
-        await self.pool.stop()
-
-
-def attach_consumer(
-    broker: NatsBroker,
-    consumer: EventConsumer,
-    *,
-    batch_size: int = 16,
-    fetch_timeout: float = 1.0,
-    concurrency: int = 1,
     inbox_prefix: str | None = None,
-    progress_after: float | None = None,
-) -> AttachedConsumer:
-    """Register ``consumer``'s durable pull subscriber on ``broker`` (before ``broker.start()``).
-
-    The stream is referenced, not declared (``ensure_jetstream`` owns declarations); the durable
-    consumer is created from the spec if it does not exist yet. FastStream hands over each fetch
-    at once (its per-message cost would otherwise cap a consumer at a few thousand messages a
-    second) to a :class:`SettlePool` of ``concurrency`` workers. ``inbox_prefix`` is the
-    service's own inbox (``_INBOX_<service>``), which pull requests' replies must use under
-    restricted users. A message that waited for a worker longer than ``progress_after``
-    seconds gets its ack wait restarted before it is handled (None: never). Dead letters go
-    to the broker unless the consumer names a target.
-    """
+    dead_letter_target: JetStreamContext | NatsBroker | None = None,
+    fetch_timeout: float = 1.0,
+    batch_window: float = DEFAULT_BATCH_WINDOW_SECONDS,
+) -> Any:
+    """Register ``subscription`` on ``broker`` (before ``broker.start()``); returns FastStream's
+    subscriber. The stream is referenced, not declared (``ensure_jetstream`` owns declarations);
+    the durable consumer is created from the spec if it does not exist yet. Dead letters go to
+    ``dead_letter_target``, else through the broker. ``inbox_prefix`` is the service's own
+    inbox (``_INBOX_<service>``), which pull requests' replies must use under restricted users
+    (None: FastStream's default)."""
     from faststream import AckPolicy
     from faststream.nats import JStream, PullSub
 
-    from arcflow.common.service.pull import make_steady
+    spec = effective_consumer(subscription, settings)
+    policy = SettlePolicy(
+        spec,
+        service=service,
+        event_types=subscription.event_types,
+        dead_letter_target=dead_letter_target or broker,
+    )
+    seconds = deadline_of(subscription, settings, spec)
+    handler = subscription.handler
+    workers = subscription.concurrency
+    # a ``fetch_batch`` setting (ARCFLOW_<SERVICE>_FETCH_BATCH) overrides the declared batch
+    batch = int(getattr(settings, "fetch_batch", subscription.batch))
+    # a message that waited this long in its batch restarts its ack wait before its handler
+    # starts: past ``ack_wait - deadline`` a handler within its deadline could be redelivered
+    refresh_after = max(0.0, spec.ack_wait_seconds - seconds) / 2
+    durable = spec.durable
 
-    if consumer.dead_letter_target is None:
-        consumer.dead_letter_target = broker
-    pool = SettlePool(consumer, concurrency, progress_after=progress_after)
-    spec = consumer.spec
+    async def settle(msg: Msg, delivery: Delivery, outcome: Outcome) -> None:
+        try:
+            if outcome is Outcome.ACKED or outcome is Outcome.SKIPPED:
+                await msg.ack()
+            elif outcome is Outcome.RETRY:
+                await msg.nak(delay=policy.retry_delay(delivery))
+            else:  # dead-lettered (or a dead letter dropped): term the original
+                await msg.term()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the ack itself failed: JetStream redelivers after ack wait
+            log.warning(
+                "could not settle a message; it will be redelivered",
+                extra={
+                    "consumer": durable,
+                    "subject": delivery.subject,
+                    "outcome": str(outcome),
+                    "error": f"{type(exc).__name__}: {exc}",
+                },
+            )
 
-    async def on_fetch(messages: Any) -> None:
-        await pool.submit(messages)
+    async def decode(message: Any) -> Any:
+        """The batch's admitted events (parsed, policy applied); the rest settled here."""
+        admitted: list[tuple[Msg, Delivery, EventBase]] = []
+        for raw in message.raw_message:
+            delivery = delivery_of(raw)
+            result = await policy.admit(raw, delivery)
+            if isinstance(result, Outcome):
+                await settle(raw, delivery, result)
+            else:
+                admitted.append((raw, delivery, result))
+        _CURRENT.set((asyncio.get_running_loop().time(), admitted))
+        return admitted
 
-    on_fetch.__name__ = f"consume_{spec.durable.replace('-', '_')}"
-    on_fetch.__doc__ = spec.description
+    async def handle_one(raw: Msg, delivery: Delivery, event: EventBase, fetched: float) -> None:
+        if asyncio.get_running_loop().time() - fetched > refresh_after:
+            with contextlib.suppress(Exception):
+                await raw.in_progress()
+        outcome = Outcome.ACKED
+        with policy.span(event, delivery):
+            try:
+                async with asyncio.timeout(seconds) as deadline:
+                    await handler(state, event, delivery)
+            except Exception as exc:
+                if isinstance(exc, TimeoutError) and deadline.expired():
+                    exc = HandlerDeadlineExceededError(
+                        f"handler overran its {seconds:g} s deadline and was abandoned"
+                    )
+                try:
+                    outcome = await policy.failed(raw, delivery, event, exc)
+                except Exception:  # never lose the batch's other messages
+                    log.exception("settle policy failed", extra={"consumer": durable})
+                    outcome = Outcome.RETRY
+        await settle(raw, delivery, outcome)
+
+    async def on_batch(events: list[Any]) -> None:
+        fetched, admitted = _CURRENT.get()
+        if workers == 1 or len(admitted) <= 1:
+            for raw, delivery, event in admitted:  # stream order
+                await handle_one(raw, delivery, event, fetched)
+            return
+        pending = iter(admitted)
+
+        async def worker() -> None:
+            for raw, delivery, event in pending:
+                await handle_one(raw, delivery, event, fetched)
+
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(workers, len(admitted))):
+                group.create_task(worker())
+
+    on_batch.__name__ = f"on_{spec.durable.replace('-', '_')}"
+    on_batch.__doc__ = spec.description or None
+
     options: dict[str, Any] = {}
     if inbox_prefix:
         options["inbox_prefix"] = (inbox_prefix.rstrip(".") + ".").encode()
@@ -175,43 +211,12 @@ def attach_consumer(
         stream=JStream(spec.stream, declare=False),
         durable=spec.durable,
         config=spec.to_config(),
-        pull_sub=PullSub(batch_size=batch_size, timeout=fetch_timeout, batch=True),
+        pull_sub=PullSub(batch_size=batch, timeout=min(fetch_timeout, batch_window), batch=True),
         ack_policy=AckPolicy.MANUAL,
-        parser=_fetch_as_message,
-        decoder=_raw_messages,
+        decoder=decode,
         title=f"{spec.durable}:{spec.filter_subject}",
         description=spec.description or None,
         **options,
     )
-    # a fetch loop that never spins, paced by the pool (at most one fetch waits for workers)
-    make_steady(subscriber, gate=pool)
-    return AttachedConsumer(consumer, subscriber(on_fetch), pool)
-
-
-def attach_subscription(
-    broker: NatsBroker,
-    subscription: Subscription,
-    state: Any,
-    settings: Any,
-    *,
-    service: str,
-    inbox_prefix: str,
-    dead_letter_target: JetStreamContext | NatsBroker | None,
-    fetch_timeout: float = 1.0,
-) -> AttachedConsumer:
-    """Register ``subscription`` on ``broker`` (before ``broker.start()``)."""
-    consumer = build_consumer(
-        subscription, state, settings, service=service, dead_letter_target=dead_letter_target
-    )
-    spec = consumer.spec
-    return attach_consumer(
-        broker,
-        consumer,
-        # a ``fetch_batch`` setting (ARCFLOW_<SERVICE>_FETCH_BATCH) overrides the declared batch
-        batch_size=int(getattr(settings, "fetch_batch", subscription.batch)),
-        fetch_timeout=fetch_timeout,
-        concurrency=subscription.concurrency,
-        inbox_prefix=inbox_prefix,
-        # past this wait, the handler's deadline would outlast what is left of the ack wait
-        progress_after=max(0.0, spec.ack_wait_seconds - deadline_of(subscription, settings, spec)),
-    )
+    subscriber(on_batch)
+    return subscriber
