@@ -2,28 +2,31 @@
 
 Each :class:`~arcflow.common.service.spec.Subscription` becomes one durable JetStream pull
 subscriber on the service's ``NatsBroker`` (``broker.subscriber(subject, stream=JStream(...,
-declare=False), durable=..., config=..., pull_sub=PullSub(...), max_workers=...)``): FastStream's
-own fetch loop, workers and acknowledgement. What arcflow adds goes through FastStream's
-documented hooks:
+declare=False), durable=..., config=..., pull_sub=PullSub(batch=True, ...),
+ack_policy=AckPolicy.MANUAL, decoder=...)``): FastStream's own fetch loop makes one call per
+fetch (up to ``batch`` messages, waiting at most the batch window). What arcflow adds goes
+through FastStream's documented hooks and nats-py's public ``Msg`` API:
 
-* ``decoder=``: parses the raw bytes with :func:`~arcflow.common.events.parse_event` (its size,
-  depth and integer limits) and applies the :class:`~arcflow.common.nats.consume.SettlePolicy`
-  before any handler runs: a malformed or schema-invalid message is dead-lettered on its first
-  delivery (ADR 0007) and rejected (``RejectMessage``: JetStream ``term``), an event of a type
-  the subscription does not declare is acked and skipped (``AckMessage``);
-* the handler is typed: FastStream validates the decoded event against the union of the
-  subscription's ``event_types`` (pydantic, through its argument injection) and takes the
-  delivery from its ``message`` context; it calls ``handler(state, event, delivery)`` inside
-  the consumer span (the trace in the headers continued) and under the handler's deadline;
-* ``ack_policy=AckPolicy.NACK_ON_ERROR``: FastStream acks after the handler returned. A handler
-  failure is the policy's: ``NackMessage(delay=...)`` (retry with backoff) or, after a permanent
-  failure or the last attempt, a dead letter and ``RejectMessage``;
+* ``decoder=``: for each message of the fetch, parses the raw bytes with
+  :func:`~arcflow.common.events.parse_event` (its size, depth and integer limits) and applies
+  the :class:`~arcflow.common.nats.consume.SettlePolicy` before any handler runs: a malformed or
+  schema-invalid message is dead-lettered on its first delivery (ADR 0007) and termed, an event
+  of a type the subscription does not declare is acked and skipped. The admitted events go on to
+  the batch handler;
+* the batch handler calls the subscription's typed ``handler(state, event, delivery)`` once per
+  admitted event, inside the consumer span (the trace in the headers continued) and under the
+  handler's deadline: in stream order with ``concurrency`` 1, else on up to ``concurrency``
+  tasks at once;
+* each message is settled on its own (``AckPolicy.MANUAL``: ``ack``, ``nak(delay=...)`` for a
+  retry with backoff, ``term`` after a dead letter), so one failing event never holds back or
+  repeats the batch's others. A message that waited in its batch restarts its ack wait
+  (``in_progress``) before its handler starts, so JetStream never redelivers a message whose
+  handler is within its deadline;
 * ``inbox_prefix``: the service's own inbox, which the NATS permissions rely on.
 
-``concurrency`` is FastStream's ``max_workers`` (the fetch's messages wait in FastStream's queue
-for a worker); with 1, a fetch is one message, handled in stream order. A message that waited
-for a worker restarts its ack wait (``in_progress``) before its handler starts, so JetStream
-never redelivers a message whose handler is within its deadline.
+nats-py is pinned (ADR 0070, docs/service-skeleton.md): newer releases raise a plain
+``TimeoutError`` from a late fetch, which ends FastStream's batch loop without the fetch's
+messages.
 """
 
 from __future__ import annotations
