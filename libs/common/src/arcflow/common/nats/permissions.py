@@ -7,7 +7,8 @@ calls). Writing them by hand drifts; deriving them from :mod:`arcflow.common.sub
 generate_nats_permissions.py`` renders them into ``deploy/nats/authorization.conf`` and into
 each Helm chart; tests run every service against a real nats-server with exactly these lists.
 
-What JetStream needs besides the data subjects (nats-py 2.16 against nats-server 2.10+):
+What JetStream needs besides the data subjects (nats-py 2.14, pinned by ADR 0070, against
+nats-server 2.10+):
 
 * a JetStream publish is a request: publish on the data subject, the PubAck comes back on the
   client's inbox. Each service connects with its own inbox prefix ``_INBOX_<service>``
@@ -22,7 +23,8 @@ What JetStream needs besides the data subjects (nats-py 2.16 against nats-server
   ``$JS.ACK.<S>.<C>.>``;
 * a KV write publishes ``$KV.<bucket>.<key>``; a KV read is ``DIRECT.GET.KV_<bucket>.>`` (the
   buckets allow direct gets) or ``STREAM.MSG.GET.KV_<bucket>``; a KV watch is an ordered push
-  consumer on ``KV_<bucket>`` whose flow-control replies go to ``$JS.FC.KV_<bucket>.>``.
+  consumer on ``KV_<bucket>`` whose flow-control replies go to ``$JS.FC.KV_<bucket>.>``, after a
+  ``STREAM.NAMES`` lookup of the bucket's stream.
 
 NATS permissions match whole tokens, so a consumer name that is a hash (the listener's
 ``listener-jobs-<hash>``, the auditor's ephemeral ``<nuid>``) is matched with ``*``.
@@ -232,9 +234,12 @@ def flow_control_reply(stream: str) -> str:
 
 def kv_watch(bucket: str) -> list[str]:
     """``kv.watch``: an ordered push consumer, created ephemeral (nats-py names none), whose
-    info it reads by its generated name; it never deletes a consumer."""
+    info it reads by its generated name; it never deletes a consumer. nats-py 2.14 (pinned,
+    ADR 0070) first looks the bucket's stream up by subject (``STREAM.NAMES``, which answers
+    stream names only, never their messages)."""
     stream = kv_stream(bucket)
     return [
+        _api("STREAM", "NAMES"),
         ephemeral_consumer_create(stream),
         _api("CONSUMER", "INFO", stream, ANY_CONSUMER),
         flow_control_reply(stream),
