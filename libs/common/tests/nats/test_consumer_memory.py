@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from faststream.nats import JStream, NatsBroker, TestNatsBroker
 from faststream.nats.annotations import NatsMessage
 
 from arcflow.common import subjects
 from arcflow.common.events import (
-    EVENT_REGISTRY,
     DeadLetter,
     EventBase,
     JobsBatch,
@@ -23,29 +20,10 @@ from arcflow.common.nats import (
     make_broker,
     publish_event,
 )
-from arcflow.common.service import Subscription
-from arcflow.common.service.subscribers import attach_subscription
+
+from ._subscribe import attach_consumer
 
 SPEC = ConsumerSpec("mem-jobs", "ARC_JOBS", "arc.jobs.>", max_deliver=1)
-
-
-def attach_consumer(
-    broker: NatsBroker,
-    spec: ConsumerSpec,
-    handle: Callable[[EventBase, Delivery], Awaitable[None]],
-    *,
-    event_types: tuple[type[EventBase], ...] = tuple(EVENT_REGISTRY.values()),
-    fetch_timeout: float = 1.0,
-) -> None:
-    """``handle`` as a one-subscription service's handler, on ``broker``."""
-
-    async def handler(_state: object, event: EventBase, delivery: Delivery) -> None:
-        await handle(event, delivery)
-
-    subscription = Subscription(spec, event_types, handler)
-    attach_subscription(
-        broker, subscription, None, None, service="test", fetch_timeout=fetch_timeout
-    )
 
 
 def _batch(message_id: int) -> JobsBatch:

@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 
 import nats
 import pytest
@@ -16,7 +16,6 @@ from opentelemetry import trace
 
 from arcflow.common import subjects
 from arcflow.common.events import (
-    EVENT_REGISTRY,
     DeadLetter,
     EventBase,
     JobsBatch,
@@ -34,10 +33,10 @@ from arcflow.common.nats import (
     make_broker,
     publish_event,
 )
-from arcflow.common.service import Subscription
-from arcflow.common.service.subscribers import attach_subscription
 from arcflow.common.telemetry import setup_tracing
 from arcflow.devstack.nats_server import NatsServer
+
+from ._subscribe import attach_consumer
 
 pytestmark = pytest.mark.integration
 
@@ -65,25 +64,6 @@ async def _dead_letters(js: JetStreamContext, expected: int) -> list[DeadLetter]
         assert stored.subject == subjects.dlq_subject(event.original_subject)
         letters.append(event)
     return letters
-
-
-def attach_consumer(
-    broker: NatsBroker,
-    spec: ConsumerSpec,
-    handle: Callable[[EventBase, Delivery], Awaitable[None]],
-    *,
-    event_types: tuple[type[EventBase], ...] = tuple(EVENT_REGISTRY.values()),
-    fetch_timeout: float = 1.0,
-) -> None:
-    """``handle`` as a one-subscription service's handler, on ``broker``."""
-
-    async def handler(_state: object, event: EventBase, delivery: Delivery) -> None:
-        await handle(event, delivery)
-
-    subscription = Subscription(spec, event_types, handler)
-    attach_subscription(
-        broker, subscription, None, None, service="test", fetch_timeout=fetch_timeout
-    )
 
 
 def _batch(message_id: int) -> JobsBatch:
