@@ -95,10 +95,16 @@ async def test_second_session_on_a_scale_set_is_a_conflict(
         assert mq.session.owner_name == "second", "free again once the first one closed"
 
 
+TOKEN_TTL = 1.0
+
+
 async def test_expired_queue_token_mid_poll_loses_no_message(
     actions_sim: ActionsSimulator, actions_clients
 ):
-    actions_sim.set_mq_token_ttl(0.4)
+    # A token lives 1 s and each round waits 1 s before its delete, so the delete meets an
+    # expired token, refreshes once and retries with a fresh one (a shorter life failed on a
+    # loaded machine: the retry after the refresh came later than the fresh token's 0.4 s).
+    actions_sim.set_mq_token_ttl(TOKEN_TTL)
     actions_sim.set_poll_timeout(0.2)
     client = actions_clients.client()
     scale_set = await client.create_runner_scale_set(RunnerScaleSet(name="ttl", runner_group_id=1))
@@ -117,7 +123,7 @@ async def test_expired_queue_token_mid_poll_loses_no_message(
             seen.append(message.message_id)
             jobs_seen += [m.job_id for m in message.job_messages]
             last = message.message_id
-            await asyncio.sleep(0.25)  # let the short-lived token run out between polls
+            await asyncio.sleep(TOKEN_TTL)  # let the short-lived token run out between polls
             await mq.delete_message(message.message_id)
             tokens.add(mq.session.message_queue_access_token.get_secret_value())
     assert seen == list(range(seen[0], seen[0] + 6)), "ids in order, none skipped"
