@@ -288,7 +288,13 @@ async def test_listener_runs_with_its_pods_service_account_not_the_admin(
 
         async def started() -> dict[str, Any]:
             assert out.exists(), "the listener process has not started"
-            return dict(json.loads(out.read_text()))
+            text = out.read_text()
+            try:  # the process may have created the file and not yet written it
+                return dict(json.loads(text))
+            except json.JSONDecodeError as exc:
+                raise AssertionError(
+                    f"the listener's output is not complete yet: {text!r}"
+                ) from exc
 
         seen = await eventually(started, within=30, what="listener process start")
         pod_kubeconfig = Path(seen["kubeconfig"])
