@@ -108,7 +108,16 @@ async def test_one_upstream_scale_set_runs_one_job(
                 raise AssertionError(f"{exc}\n{await _world(parts, peer, tmp_path)}") from None
             runner_pods = [r for r in parts.pod_runner.records.values() if r.kind == "runner"]
             assert [r.job_id for r in runner_pods] == [job]
-            assert runner_pods[0].exit_code == 0
+
+            # The runner reports the job done before its process exits: the exit comes after.
+            async def exited() -> bool:
+                assert parts.pod_runner is not None
+                (pod,) = [r for r in parts.pod_runner.records.values() if r.kind == "runner"]
+                assert pod.exit_code is not None, f"runner pod {pod.name} has not exited"
+                assert pod.exit_code == 0, f"runner pod {pod.name} exited {pod.exit_code}"
+                return True
+
+            await eventually(exited, within=30, interval=0.25, what="the runner pod exited 0")
 
             async def cleaned_up() -> bool:
                 runners = (await parts.kube.list(EPHEMERAL_RUNNER, namespace=NAMESPACE)).items
