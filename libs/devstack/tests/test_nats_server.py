@@ -7,7 +7,7 @@ import os
 import nats
 import pytest
 
-from arcflow.devstack.nats_server import NatsServer
+from arcflow.devstack.nats_server import NatsServer, free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -36,3 +36,20 @@ async def test_jetstream_round_trip_survives_restart() -> None:
     assert store is not None
     assert not os.path.exists(store)
     assert not server.running
+
+
+def test_free_ports_are_distinct_while_chosen() -> None:
+    ports = free_ports(64)
+    assert len(set(ports)) == 64, "a port was given twice"
+    assert all(0 < p < 65536 for p in ports)
+
+
+def test_a_server_with_one_port_fixed_gets_another_for_its_monitor() -> None:
+    (fixed,) = free_ports(1)
+    server = NatsServer(port=fixed).start()
+    try:
+        assert server.port == fixed
+        assert server.monitor_port not in (0, fixed)
+        assert server.running
+    finally:
+        server.stop()

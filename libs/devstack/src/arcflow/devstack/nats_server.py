@@ -33,6 +33,18 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct free TCP ports on ``host``: all held open until every one is chosen
+    (one at a time, the kernel may give the same port twice)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
+
+
 def find_nats_server_binary() -> str:
     """Locate ``nats-server``: next to the running interpreter first (the venv), then PATH."""
     candidate = Path(sys.executable).parent / "nats-server"
@@ -81,10 +93,11 @@ class NatsServer:
     def start(self) -> NatsServer:
         if self.running:
             return self
-        if self.port == 0:
-            self.port = free_port(self.host)
-        if self.monitor_port == 0:
-            self.monitor_port = free_port(self.host)
+        if self.port == 0 or self.monitor_port == 0:
+            # both at once: two separate picks once gave the client and monitor one port
+            client, monitor = free_ports(2, self.host)
+            self.port = self.port or (monitor if client == self.monitor_port else client)
+            self.monitor_port = self.monitor_port or (client if monitor == self.port else monitor)
         if self.store_dir is None:
             self.store_dir = tempfile.mkdtemp(prefix="arcflow-nats-")
             self._owns_store = True
