@@ -33,6 +33,7 @@ from arcflow.common.nats import (
     make_broker,
     publish_event,
 )
+from arcflow.common.service.subscribers import DEFAULT_BATCH_WINDOW_SECONDS
 from arcflow.common.telemetry import setup_tracing
 from arcflow.devstack.nats_server import NatsServer
 
@@ -167,7 +168,8 @@ async def test_sparse_events_are_each_handled_within_their_batch_window(
         except TimeoutError:
             late.append(n)
             await asyncio.wait_for(done.wait(), 30)
-        await asyncio.sleep(0.007 * (n % 9))  # a different moment of the 50 ms window
+        # a different moment of the batch window each time
+        await asyncio.sleep(DEFAULT_BATCH_WINDOW_SECONDS * (n % 9) / 8)
     assert late == [], f"events {late} waited for the ack wait"
     info = await js.consumer_info("ARC_SCALE", "t-sparse")
     assert (info.num_ack_pending, info.num_pending, info.num_redelivered) == (0, 0, 0)

@@ -87,6 +87,11 @@ class NatsServer:
         return f"http://{self.host}:{self.monitor_port}"
 
     @property
+    def pid(self) -> int | None:
+        """The running server's process id (benchmarks read its CPU time)."""
+        return self._process.pid if self.running and self._process is not None else None
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 

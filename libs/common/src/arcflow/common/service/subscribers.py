@@ -65,8 +65,10 @@ _CURRENT: contextvars.ContextVar[tuple[float, list[tuple[Msg, Delivery, EventBas
 )
 
 #: Longest a fetch waits to fill its batch (FastStream's ``PullSub.timeout``): an event that
-#: arrives alone waits at most this long before its handler runs.
-DEFAULT_BATCH_WINDOW_SECONDS = 0.05
+#: arrives alone waits at most this long before its handler runs. It also sets how often an
+#: idle subscriber fetches: 50 ms cost the registrar's and reconciler's four subscribers
+#: 20 times the idle CPU of 1 s (ADR 0070, benchmarks/idle_fetch.py).
+DEFAULT_BATCH_WINDOW_SECONDS = 0.25
 
 log = logging.getLogger(__name__)
 
