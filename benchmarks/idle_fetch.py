@@ -19,36 +19,15 @@ import json
 import os
 import platform
 import time
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from arcflow.common.nats.settings import NatsSettings
-from arcflow.common.service import ServiceSpec
-from arcflow.common.service.runtime import ServiceRuntime
+from arcflow.common.service.inprocess import subscriptions_only
 from arcflow.devstack.nats_server import NatsServer
 
 
 def _server_cpu(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def _start(url: str, spec: ServiceSpec[Any], window: float) -> ServiceRuntime:
-    async def build(_ctx: Any) -> Any:
-        return None
-
-    stub = replace(spec, build=build, components=None, kube_settings=None, periodic=())
-    runtime = ServiceRuntime(
-        stub,
-        spec.settings(),
-        nats_settings=NatsSettings(url=url),
-        serve_health=False,
-        serve_metrics=False,
-        fetch_timeout=window,
-    )
-    await runtime.start()
-    return runtime
 
 
 async def idle(window: float, seconds: float) -> dict[str, float]:
@@ -58,7 +37,10 @@ async def idle(window: float, seconds: float) -> dict[str, float]:
     with NatsServer() as server:
         pid = server.pid
         assert pid is not None
-        runtimes = [await _start(server.url, spec, window) for spec in (REGISTRAR, RECONCILER)]
+        runtimes = [
+            await subscriptions_only(server.url, spec, None, fetch_timeout=window)
+            for spec in (REGISTRAR, RECONCILER)
+        ]
         subscriptions = len(REGISTRAR.subscriptions) + len(RECONCILER.subscriptions)
         try:
             await asyncio.sleep(2.0)  # consumers bound, first fetches out

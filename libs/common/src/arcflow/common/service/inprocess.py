@@ -67,10 +67,12 @@ async def running(
             await runtime.stop()
 
 
-async def subscriptions_only(url: str, spec: ServiceSpec[Any], state: Any) -> ServiceRuntime:
+async def subscriptions_only(
+    url: str, spec: ServiceSpec[Any], state: Any, *, fetch_timeout: float | None = None
+) -> ServiceRuntime:
     """A started runtime with only ``spec``'s subscriptions, handed ``state`` instead of what
     its ``build`` makes (no components, Kubernetes client, periodic tasks or servers): for
-    tests and benchmarks of the consume path."""
+    tests and benchmarks of the consume path. ``fetch_timeout`` caps the batch window."""
 
     from arcflow.common.nats.settings import NatsSettings
 
@@ -84,6 +86,7 @@ async def subscriptions_only(url: str, spec: ServiceSpec[Any], state: Any) -> Se
         nats_settings=NatsSettings(url=url),
         serve_health=False,
         serve_metrics=False,
+        fetch_timeout=fetch_timeout,
     )
     await runtime.start()
     return runtime
