@@ -28,9 +28,8 @@ class NatsServerError(RuntimeError):
 
 def free_port(host: str = "127.0.0.1") -> int:
     """Ask the kernel for a free TCP port on ``host``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    (port,) = free_ports(1, host)
+    return port
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -99,10 +98,12 @@ class NatsServer:
         if self.running:
             return self
         if self.port == 0 or self.monitor_port == 0:
-            # both at once: two separate picks once gave the client and monitor one port
-            client, monitor = free_ports(2, self.host)
-            self.port = self.port or (monitor if client == self.monitor_port else client)
-            self.monitor_port = self.monitor_port or (client if monitor == self.port else monitor)
+            # all at once (two separate picks once gave the client and monitor one port); three,
+            # so that two are left besides a port already fixed
+            fixed = (self.port, self.monitor_port)
+            free = iter([p for p in free_ports(3, self.host) if p not in fixed])
+            self.port = self.port or next(free)
+            self.monitor_port = self.monitor_port or next(free)
         if self.store_dir is None:
             self.store_dir = tempfile.mkdtemp(prefix="arcflow-nats-")
             self._owns_store = True
