@@ -13,6 +13,7 @@ pytest_plugins = [
     "tests.fixtures.kube",
     "tests.fixtures.actions",
     "tests.fixtures.prometheus",
+    "tests.file_order",
 ]
 
 

@@ -32,8 +32,9 @@ fi
 set +e
 # Two pytest workers (pytest-xdist), one test file at a time each: the tests mostly wait on servers,
 # so two workers on two cores halve the wall time. ARCFLOW_TEST_WORKERS=0 runs them in this process.
+# Files go out longest kinds first (tests/file_order.py), not xdist's most-tests-first.
 # The 30 slowest tests are listed at the end: the suite must stay under 20 minutes on 2 cores.
-uv run --frozen pytest -n "${ARCFLOW_TEST_WORKERS:-2}" --dist loadfile --durations=30 "$@"
+uv run --frozen pytest -n "${ARCFLOW_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=30 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
