@@ -87,3 +87,20 @@ def test_the_gate_counts_resources_by_pod_request() -> None:
     # b's pods request no cpu: only a's count; two of a's exist (6 cpu), 2 cpu are left.
     assert runners_creatable(spec, "set-a", {"set-a": 2, "set-b": 9}, 3) == 0
     assert runners_creatable(spec, "set-b", {"set-a": 2, "set-b": 9}, 3) == 3
+
+
+def test_counted_runners_win_over_the_paced_status() -> None:
+    """The set's status counts are paced (ADR 0033): a fresh set reads 0 there while its runners
+    run jobs. Runners counted from the cache decide the drain and the reported runners."""
+    spec = ars({"maxRunners": 6}, a={"drain": True}, b={})
+    applied = ShareReport(share=0, advertised=0, drain=True)
+    stale = [ers("a", 0, applied), ers("b", 0, None)]
+    state = drain_state(spec, stale, {"set-a": 2})
+    assert state is not None
+    assert (state.reason, state.message) == (REASON_DRAINING, "variant a: 2 runner(s) left")
+    status = capacity_status(spec, stale, {"set-a": 2})
+    assert status is not None
+    assert [v["runners"] for v in status["variants"]] == [2, 0]  # b: not counted, its status
+    state = drain_state(spec, stale, {"set-a": 0})
+    assert state is not None
+    assert state.reason == REASON_DRAINED

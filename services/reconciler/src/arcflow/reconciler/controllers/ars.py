@@ -25,7 +25,11 @@ from arcflow.common.kube import AUTOSCALING_RUNNER_SET, RESOURCE_QUOTA, NotFound
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.validation import summarize, validate_parsed
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.ars_children import converge_listener, converge_runner_sets
+from arcflow.reconciler.controllers.ars_children import (
+    converge_listener,
+    converge_runner_sets,
+    current_runners,
+)
 from arcflow.reconciler.controllers.ars_cleanup import clean_up
 from arcflow.reconciler.controllers.ars_outdated import handle_outdated
 from arcflow.reconciler.controllers.ars_rules import (
@@ -52,7 +56,7 @@ from arcflow.reconciler.controllers.controller_namespace import (
     missing_message,
     report_controller_namespace,
 )
-from arcflow.reconciler.controllers.manifest import finalizer_patch
+from arcflow.reconciler.controllers.manifest import finalizer_patch, meta
 from arcflow.reconciler.controllers.quota_rules import uses_resource_quota, with_quota_budget
 from arcflow.reconciler.controllers.registration import check_registration
 from arcflow.reconciler.controllers.server_tls import check_server_tls
@@ -163,10 +167,12 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
 
     counts = sum_status(live)
     phase = PHASE_RUNNING if settled and listener_ready else PHASE_PENDING
-    drain = drain_state(ars, live)
+    # Counted from the cache: the sets' status counts are paced and can lag (ADR 0033).
+    runners = {str(meta(ers)["name"]): current_runners(ctx, ers) for ers in live}
+    drain = drain_state(ars, live, runners)
     ars = await report_drain(ctx, ars, scope, drain)
     held = await _patch_status(
-        ctx, ars, scope, phase=phase, counts=counts, capacity=capacity_status(ars, live)
+        ctx, ars, scope, phase=phase, counts=counts, capacity=capacity_status(ars, live, runners)
     )
     boundary = await report_effective_minimums(ctx, ars, scope)  # ADR 0063
     if waiting or draining or not listener_ready:

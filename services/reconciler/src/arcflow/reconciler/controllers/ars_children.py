@@ -139,19 +139,27 @@ async def converge_runner_sets(
 
 
 def active_runners(ctx: Context, ers: Manifest) -> int:
-    """Pending and running runners of a set: counted from the cache of its runners when there
-    is one (the set's status counts are written at most every ``status_interval``, ADR 0033),
-    else from its status."""
+    """Pending and running runners of a set (see :func:`count_runners`)."""
+    return count_runners(ctx, ers, ("pending", "running"))
+
+
+def current_runners(ctx: Context, ers: Manifest) -> int:
+    """Pending, running and failed runners of a set: its ``currentReplicas``, counted now."""
+    return count_runners(ctx, ers, ("pending", "running", "failed"))
+
+
+def count_runners(ctx: Context, ers: Manifest, buckets: tuple[str, ...]) -> int:
+    """The set's runners in ``buckets``: counted from the cache of its runners when there is one
+    (the set's status counts are written at most every ``status_interval``, ADR 0033), else from
+    its status."""
     if ctx.cache is not None and ctx.cache.caches(EPHEMERAL_RUNNER):
         runners = ctx.cache.list(
             EPHEMERAL_RUNNER, str(meta(ers)["namespace"]), owner_uid=str(meta(ers).get("uid"))
         )
-        buckets = bucket_runners(runners)
-        return len(buckets["pending"]) + len(buckets["running"])
+        by_bucket = bucket_runners(runners)
+        return sum(len(by_bucket[b]) for b in buckets)
     status = ers.get("status") or {}
-    return int(status.get("runningEphemeralRunners") or 0) + int(
-        status.get("pendingEphemeralRunners") or 0
-    )
+    return sum(int(status.get(f"{b}EphemeralRunners") or 0) for b in buckets)
 
 
 async def converge_one_runner_set(

@@ -4,7 +4,10 @@ The listener reports each variant's share in the ``arcflow.io/capacity-share`` a
 that variant's EphemeralRunnerSet, in the replica patch it sends anyway; the reconciler owns
 the ARS status and lifts the reports into ``status.capacity``. A variant is drained when its
 listener has applied the drain (its report says so) and its EphemeralRunnerSet has no runner
-left; the set is ``Drained`` when every draining variant is.
+left; the set is ``Drained`` when every draining variant is. Runners are counted by the caller
+from its cache of EphemeralRunners (``runners``, by EphemeralRunnerSet name): the set's status
+counts are written at most every ``status_interval`` (ADR 0033), so a fresh set can read 0 there
+while its runners run jobs. The status is the fallback for a set the caller did not count.
 """
 
 from __future__ import annotations
@@ -47,9 +50,12 @@ def _report(ers: Manifest | None) -> ShareReport | None:
     return ShareReport.decode(raw) if raw else None
 
 
-def _runners(ers: Manifest | None) -> int:
+def _runners(ers: Manifest | None, counted: Mapping[str, int] | None = None) -> int:
     if ers is None:
         return 0
+    name = str(meta(ers).get("name"))
+    if counted is not None and name in counted:
+        return counted[name]
     status = ers.get("status") or {}
     return int(status.get("currentReplicas") or 0)
 
@@ -59,7 +65,9 @@ def _label(name: str) -> str:
 
 
 def capacity_status(
-    ars: AutoscalingRunnerSet, runner_sets: list[Manifest]
+    ars: AutoscalingRunnerSet,
+    runner_sets: list[Manifest],
+    runners: Mapping[str, int] | None = None,
 ) -> dict[str, Any] | None:
     """``status.capacity`` from the listener's reports; ``None`` for a set without capacity."""
     spec = ars.spec
@@ -80,7 +88,7 @@ def capacity_status(
         entry: dict[str, Any] = {
             "name": variant.name,
             "priority": variant.priority,
-            "runners": _runners(ers),
+            "runners": _runners(ers, runners),
             "drain": variant.drain,
         }
         if report is not None:
@@ -96,7 +104,11 @@ def capacity_status(
     return out
 
 
-def drain_state(ars: AutoscalingRunnerSet, runner_sets: list[Manifest]) -> DrainState | None:
+def drain_state(
+    ars: AutoscalingRunnerSet,
+    runner_sets: list[Manifest],
+    runners: Mapping[str, int] | None = None,
+) -> DrainState | None:
     """The drain of the set, ``None`` when nothing drains."""
     draining = [v for v in ars.spec.effective_variants() if v.drain]
     if not draining:
@@ -106,7 +118,7 @@ def drain_state(ars: AutoscalingRunnerSet, runner_sets: list[Manifest]) -> Drain
     for variant in draining:
         ers = by_name.get(ephemeral_runner_set_name(ars.name, variant.name))
         report = _report(ers)
-        left = _runners(ers)
+        left = _runners(ers, runners)
         if ers is not None and (report is None or not report.drain):
             waiting.append(f"{_label(variant.name)}: the listener has not applied the drain yet")
         elif left:
