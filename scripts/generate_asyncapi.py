@@ -13,7 +13,7 @@ from pathlib import Path
 
 from arcflow.common.events.asyncapi import render_asyncapi_json
 from arcflow.common.nats.jetstream import ConsumerSpec
-from arcflow.common.service.spec import RpcEndpoint
+from arcflow.common.service.endpoints import RpcEndpoint
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "asyncapi.json"
 

@@ -43,7 +43,7 @@ from arcflow.common.nats.jetstream import (
 )
 
 if TYPE_CHECKING:
-    from arcflow.common.service.spec import RpcEndpoint
+    from arcflow.common.service.endpoints import RpcEndpoint
 
 _TOKEN_NOTE: Final = "encoded token: '' -> '_', '.' -> '~'"
 
