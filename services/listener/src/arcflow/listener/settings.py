@@ -27,7 +27,6 @@ from arcflow.listener.config import (
     scale_set_targets,
 )
 from arcflow.listener.lease import LeaseConfigError, ReplicaSettings
-from arcflow.listener.pump import CrashAfterPublish
 from arcflow.listener.supervisor import FatalError
 
 #: ``config.json``'s ``log_level`` (upstream's names) -> logging level name; others: INFO.
@@ -77,7 +76,6 @@ class ListenerSettings:
             raise ConfigError(str(exc)) from None
         scale_set_targets(config, options.host or hostname())  # names valid on NATS
         heartbeat = decision_heartbeat(options)
-        CrashAfterPublish.from_environ(os.environ)  # the pump reads the process environment
         resolved = dataclasses.replace(
             options,
             nats=options.nats or nats_settings(raw, options.environ),

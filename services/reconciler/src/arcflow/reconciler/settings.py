@@ -104,9 +104,6 @@ class ReconcilerSettings(ServiceSettings):
     cache_relist_seconds: float = Field(
         default=900.0, ge=0, description="Full relist of the cache guarding drift (0: never)"
     )
-    cache_delay_seconds: float = Field(
-        default=0.0, ge=0, description="Tests only: hold cache updates back (a lagging cache)"
-    )
     retry_base_seconds: float = Field(default=0.5, gt=0, description="First retry delay")
     retry_cap_seconds: float = Field(default=60.0, gt=0)
     resync_interval_seconds: float = Field(
