@@ -119,7 +119,7 @@ class ReconcilerSettings(ServiceSettings):
         default=128,
         ge=1,
         description="Messages pulled per fetch: handlers only enqueue keys, so a large fetch "
-        "spends FastStream's per-call cost on many events (ADR 0035)",
+        "spends FastStream's one call per fetch on many events (ADR 0070)",
     )
     fetch_timeout_seconds: float = Field(default=1.0, gt=0)
     rpc_timeout_seconds: float = Field(default=10.0, gt=0)
