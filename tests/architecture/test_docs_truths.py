@@ -115,6 +115,17 @@ def test_the_rpc_operations_named_are_the_declared_ones() -> None:
     )
 
 
+def test_the_registrar_and_permission_docs_list_every_declared_operation() -> None:
+    from arcflow.registrar.service import SERVICE as REGISTRAR
+
+    registrar_doc = (REPO / "docs/registrar.md").read_text()
+    deploy_doc = (REPO / "docs/deploy.md").read_text()
+    ops = [e.op for e in REGISTRAR.rpc]
+    for endpoint in REGISTRAR.rpc:
+        assert f"| `{endpoint.subject}` |" in registrar_doc, f"docs/registrar.md: {endpoint.op}"
+    assert f"`arc.rpc.registrar.{{{','.join(ops)}}}`" in deploy_doc, "docs/deploy.md, NATS"
+
+
 def _chart_rules(service: str) -> list[dict[str, object]]:
     """The fixed RBAC rules of a service chart (``<chart>.rules`` in ``_service.tpl``: YAML
     with template comments only, the same in every scope the chart renders)."""

@@ -45,3 +45,10 @@ def test_carries_secret_is_declared_where_the_reply_holds_a_credential() -> None
         ]
         assert endpoint.carries_secret == bool(secret_fields), endpoint.op
     assert sum(e.carries_secret for e in SERVICE.rpc) == 1
+
+
+def test_the_nats_permissions_let_the_registrar_serve_exactly_the_declared_subjects() -> None:
+    from arcflow.common.nats.permissions import REGISTRAR_DOCTOR_SUBJECTS, REGISTRAR_RPC_SUBJECTS
+
+    declared = {e.subject for e in SERVICE.rpc}
+    assert set(REGISTRAR_RPC_SUBJECTS) | set(REGISTRAR_DOCTOR_SUBJECTS) == declared
