@@ -88,6 +88,8 @@ def test_the_counts_of_services_and_libraries_are_the_workspaces() -> None:
         + f") and {NUMBERS[len(libraries)]}\nlibraries (`libs/`: "
     )
     assert claim in ARCHITECTURE, f"docs/architecture.md does not open with {claim!r}"
+    # one image per service (deploy/docker/Dockerfile has a target each)
+    assert f"the {NUMBERS[len(services)]} images" in README
     for library in libraries:
         assert f"`arcflow.{library.name}`" in ARCHITECTURE.split("\n\n", 2)[1]
     packages = _section(README, "How it works") if "\n## How it works\n" in README else README
@@ -109,6 +111,7 @@ def test_the_rpc_operations_named_are_the_declared_ones() -> None:
     assert f"the registrar's {NUMBERS[len(ops)]} operations" in ARCHITECTURE
     for op in ops:
         assert f"`{op}`" in ARCHITECTURE, f"docs/architecture.md does not name the {op} RPC"
+    assert f"{NUMBERS[len(ops)]} request/reply operations" in README
     assert secret == ["jitconfig"]
     assert f"One of the {NUMBERS[len(ops)]}, `{secret[0]}`, answers with a runner's" in (
         " ".join(ARCHITECTURE.split())
