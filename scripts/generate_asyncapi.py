@@ -13,6 +13,7 @@ from pathlib import Path
 
 from arcflow.common.events.asyncapi import render_asyncapi_json
 from arcflow.common.nats.jetstream import ConsumerSpec
+from arcflow.common.service.endpoints import RpcEndpoint
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "docs" / "asyncapi.json"
 
@@ -27,9 +28,20 @@ def spec_consumers() -> list[ConsumerSpec]:
     return [s.consumer for spec in specs for s in spec.subscriptions]
 
 
+def spec_rpc() -> list[tuple[str, RpcEndpoint]]:
+    """Every RPC endpoint a service spec declares, with the service that serves it."""
+    from arcflow.listener.service import SERVICE as LISTENER
+    from arcflow.reconciler.service import SERVICE as RECONCILER
+    from arcflow.registrar.service import SERVICE as REGISTRAR
+    from arcflow.watcher.service import SERVICE as WATCHER
+
+    specs = (WATCHER, REGISTRAR, RECONCILER, LISTENER)
+    return [(spec.name, endpoint) for spec in specs for endpoint in spec.rpc]
+
+
 def render() -> str:
     """docs/asyncapi.json as it should be."""
-    return render_asyncapi_json(spec_consumers())
+    return render_asyncapi_json(spec_consumers(), spec_rpc())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,8 @@ base (cached after the first build). Each image is then started two ways, as the
 (uid 10001, read-only root filesystem, a writable ``/tmp`` only, no capabilities):
 
 - ``podman``: rootful podman with runc and the host's network. Skipped, with podman's reason,
-  where the sandbox refuses to run containers;
+  only where the sandbox refuses to run containers (``SANDBOX_REFUSAL``: the OCI runtime cannot
+  set a container up); any other podman failure, a broken image included, fails;
 - ``chroot``: the image's filesystem (a buildah working container, mounted) bind-mounted
   read-only in a private mount namespace, the image's entrypoint and environment run in it with
   ``chroot --userspec=10001:10001``: no OCI runtime, no cgroups.
@@ -233,6 +234,31 @@ class PodmanStarted:
         return int(out.strip())
 
 
+#: The sandbox's refusal to run a container, as podman reports it: the OCI runtime could not
+#: set the container up (its namespaces, mounts, cgroups or rlimits) before anything of the
+#: image ran. runc says ``runc create failed: unable to start container process: error during
+#: container init: ...`` (this sandbox without CAP_SYS_RESOURCE: ``error setting rlimits``),
+#: crun 1.8 ``cgroups in hybrid mode not supported``, a sandbox without user namespaces
+#: ``cannot clone: Operation not permitted``. Only these skip the podman way.
+SANDBOX_REFUSAL = re.compile(
+    r"runc create failed: unable to start container process: error during container init"
+    r"|cgroups in hybrid mode not supported"
+    r"|cannot clone: operation not permitted",
+    re.IGNORECASE,
+)
+#: The image's own fault, also reported by the runtime's init: its entrypoint is missing or
+#: cannot be executed. Never a reason to skip.
+IMAGE_FAULT = re.compile(r"exec: |executable file not found|exec format error", re.IGNORECASE)
+
+
+def podman_refusal(code: int, stderr: str) -> str | None:
+    """The skip reason when podman's probe failed on the sandbox's known refusal, else
+    ``None`` (it ran, or it failed for a reason that is the image's or podman's: a failure)."""
+    if code in (0, 1, 127) or IMAGE_FAULT.search(stderr) or not SANDBOX_REFUSAL.search(stderr):
+        return None
+    return f"this sandbox refuses to run containers: {stderr.strip()[-500:]}"
+
+
 class PodmanRunner:
     """Rootful podman with runc and the host's network. Not crun: crun 1.8 refuses this
     sandbox's hybrid cgroup layout. Lower rlimits than podman's defaults: the sandbox lets no
@@ -245,7 +271,16 @@ class PodmanRunner:
             "podman", "run", "--rm", *PODMAN_FLAGS, "--entrypoint", "python", ref, "-c", "pass",
             check=False,
         )  # fmt: skip
-        return None if code == 0 else f"podman cannot run a container here: {err.strip()[-500:]}"
+        if code == 0:
+            return None
+        reason = podman_refusal(code, err)
+        if reason is None:
+            pytest.fail(
+                f"podman could not run {ref} (exit {code}), and not for the sandbox's known "
+                f"refusal of containers: a broken image or podman setup\n{err.strip()[-2000:]}",
+                pytrace=False,
+            )
+        return reason
 
     @asynccontextmanager
     async def start(self, ref: str, env: dict[str, str], conf: Path) -> AsyncIterator[Started]:

@@ -17,6 +17,7 @@ from arcflow.common.service.flow import (
     flow_table,
     node_of,
     render_markdown,
+    render_rpc_markdown,
 )
 from arcflow.listener.service import SERVICE as LISTENER
 from arcflow.reconciler.cache import CACHED_KINDS
@@ -28,6 +29,8 @@ from arcflow.watcher.watchers import WATCHED_RESOURCES
 
 EVENTS_DOC = Path(__file__).parents[2] / "docs" / "events.md"
 START, END = "<!-- flow-table:start -->", "<!-- flow-table:end -->"
+RPC_START, RPC_END = "<!-- rpc-table:start -->", "<!-- rpc-table:end -->"
+SPECS = (WATCHER, REGISTRAR, RECONCILER, LISTENER)
 
 #: `arcflow audit` and any third party: read everything, produce nothing.
 AUDITORS = FlowNode(
@@ -49,7 +52,7 @@ AUDITORS = FlowNode(
 
 
 def nodes() -> list[FlowNode]:
-    return [node_of(s) for s in (WATCHER, REGISTRAR, RECONCILER, LISTENER)] + [AUDITORS]
+    return [node_of(s) for s in SPECS] + [AUDITORS]
 
 
 def test_every_consumed_event_type_has_a_producer() -> None:
@@ -83,16 +86,32 @@ def test_every_subscription_filter_matches_what_the_watcher_or_registrar_publish
     assert all(s.consumer.stream != "ARC_K8S" for s in RECONCILER.subscriptions)
 
 
-def test_docs_events_md_shows_the_generated_table() -> None:
+def _between(text: str, start: str, end: str, body: str) -> str:
+    assert start in text, f"docs/events.md lost its {start} marker"
+    assert end in text, f"docs/events.md lost its {end} marker"
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{body}{end}{tail}"
+
+
+def test_docs_events_md_shows_the_generated_tables() -> None:
+    """The event flow table and the request/reply table, both from the specs."""
     text = EVENTS_DOC.read_text()
-    assert START in text, "docs/events.md lost its flow-table markers"
-    assert END in text, "docs/events.md lost its flow-table markers"
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    wanted = f"{head}{START}\n{render_markdown(flow_table(nodes()))}{END}{tail}"
+    wanted = _between(text, START, END, render_markdown(flow_table(nodes())))
+    wanted = _between(wanted, RPC_START, RPC_END, render_rpc_markdown(SPECS))
     if os.environ.get("ARCFLOW_UPDATE_DOCS") == "1":
         EVENTS_DOC.write_text(wanted)
     assert text == wanted, "run ARCFLOW_UPDATE_DOCS=1 pytest tests/flow to regenerate"
+
+
+def test_every_rpc_endpoint_is_in_the_asyncapi_document() -> None:
+    import json
+
+    doc = json.loads((Path(__file__).parents[2] / "docs" / "asyncapi.json").read_text())
+    addresses = {c["address"] for c in doc["channels"].values()}
+    declared = {e.subject for spec in SPECS for e in spec.rpc}
+    assert len(declared) == 5
+    assert declared <= addresses
 
 
 def test_docs_asyncapi_json_is_generated_from_the_specs() -> None:

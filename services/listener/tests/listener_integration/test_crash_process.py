@@ -1,6 +1,7 @@
-"""Publish before ack on a real process: ``python -m arcflow.listener`` dies between the PubAck
-and GitHub's ack (the test-only ``ARCFLOW_LISTENER_TEST_CRASH_AFTER_PUBLISH`` switch), is
-restarted, and loses no job and scales nothing twice.
+"""Publish before ack on a real process: the listener dies between the PubAck and GitHub's ack
+(``crashing_listener.py``: the listener process with the fault injected by the test, not a
+switch of the product, ADR 0082), is restarted as ``python -m arcflow.listener``, and loses no
+job and scales nothing twice.
 
 Two ways to die: SIGKILL from outside while the pump holds at a barrier file (the worker in
 the same process meanwhile patches the ERS and acks the batch), and ``os._exit(137)`` right
@@ -20,8 +21,8 @@ import pytest
 
 from arcflow.common.events import JobsBatch, ScaleDecision, parse_event
 from arcflow.common.kube import KubeClient
-from arcflow.listener.pump import CRASH_AFTER_PUBLISH_ENV, CRASH_BARRIER_ENV, CRASH_EXIT_CODE
 
+from .crashing_listener import CRASH_AFTER_PUBLISH_ENV, CRASH_BARRIER_ENV, CRASH_EXIT_CODE
 from .helpers import (
     ARS,
     ListenerRig,
@@ -37,7 +38,7 @@ VARIANTS = [Variant("cpu", 0, 10)]
 
 
 def _env(config_path: Path, nats_url: str, kubeconfig: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ARCFLOW_LISTENER_TEST_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRASH_")}
     env.update(
         {
             "LISTENER_CONFIG_PATH": str(config_path),
@@ -50,12 +51,17 @@ def _env(config_path: Path, nats_url: str, kubeconfig: Path, **extra: str) -> di
     return env
 
 
-async def _spawn(env: dict[str, str], log_path: Path) -> asyncio.subprocess.Process:
+CRASHING_LISTENER = Path(__file__).with_name("crashing_listener.py")
+
+
+async def _spawn(
+    env: dict[str, str], log_path: Path, *, crashing: bool = False
+) -> asyncio.subprocess.Process:
+    command = [str(CRASHING_LISTENER)] if crashing else ["-m", "arcflow.listener"]
     with log_path.open("ab") as log_file:
         return await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "arcflow.listener",
+            *command,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=log_file,
@@ -117,7 +123,9 @@ async def test_a_killed_listener_loses_no_job_and_scales_nothing_twice(
         crash_env[CRASH_BARRIER_ENV] = str(barrier)
     ers_seen: list[tuple[int, int]] = []
     watcher = asyncio.ensure_future(_watch_ers(rig.kube, rig.namespace, ers_seen))
-    first = await _spawn(_env(config_path, nats_url, kubeconfig, **crash_env), tmp_path / "1.log")
+    first = await _spawn(
+        _env(config_path, nats_url, kubeconfig, **crash_env), tmp_path / "1.log", crashing=True
+    )
     second: asyncio.subprocess.Process | None = None
     try:
         await eventually(lambda: ready(sim.snapshot()["scaleSets"][0]["session"]), bool, within=30)

@@ -132,6 +132,24 @@ async def test_apply_scale_delete_end_to_end(parts: dict[str, Any]) -> None:
         env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
         assert env["ACTIONS_RUNNER_INPUT_JITCONFIG"]["valueFrom"]["secretKeyRef"]["name"] == name
 
+    # 2b. patchID 0 asking for 2: three idle runners are removed from the service by the real
+    # registrar (gone from the simulator), then their EphemeralRunners and pods deleted
+    await kube.patch_merge(
+        "EphemeralRunnerSet", "e2e-cpu", {"spec": {"replicas": 2, "patchID": 0}}, namespace=ns
+    )
+
+    async def two_left() -> tuple[set[str], set[str]] | None:
+        left = {r["metadata"]["name"] for r in await _list(kube, "EphemeralRunner", ns)}
+        in_service = {r["name"] for r in sim.snapshot()["runners"] if r["name"].startswith("e2e")}
+        return (left, in_service) if len(left) == 2 and in_service == left else None
+
+    left, _in_service = await eventually(two_left, within=20)
+    removed = {er["metadata"]["name"]: er["status"]["runnerId"] for er in runners}
+    gone = {name: rid for name, rid in removed.items() if name not in left}
+    assert len(gone) == 3
+    sim_ids = {r["id"] for r in sim.snapshot()["runners"]}
+    assert not set(gone.values()) & sim_ids, "a deleted EphemeralRunner is still registered"
+
     # 3. delete the ARS: every child gone, scale sets deleted in the simulator, ARS gone
     await kube.delete("AutoscalingRunnerSet", "e2e", namespace=ns)
 

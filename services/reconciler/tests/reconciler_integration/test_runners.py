@@ -101,4 +101,6 @@ async def test_patch_id_semantics(stack: Stack) -> None:
     # patchID 0 forces the state: idle runners are removed from the service, then deleted
     await _scale(stack, 1, 0)
     await eventually(lambda: count(1), within=15)
+    # (that they are gone from the service is checked on the real registrar and simulator:
+    # test_end_to_end.py, step 2b)
     assert len(stack.rpc.removed) >= 3

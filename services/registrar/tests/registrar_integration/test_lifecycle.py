@@ -134,8 +134,9 @@ async def test_removed_variant_is_deleted_only_after_its_runner_set(stack: Stack
 
     handled_before = state_of(app).handled
     await patch_ars(stack, "arc", {"runnerVariants": VARIANTS[:2]})
-    await eventually(lambda: _handled_more(app, handled_before))
-    await asyncio.sleep(0.6)  # also past one periodic sweep
+    # Seen handled, not waited for: the second pass that finished after the patch began after
+    # the first had finished, so it read the patched ARS (from the change event or a sweep).
+    await eventually(lambda: _handled_more(app, handled_before + 1))
     assert "arc-gpu" in stack.scale_sets(), "deleted under a live EphemeralRunnerSet"
     assert "gpu" in await stack.records("arc")
 
@@ -162,16 +163,18 @@ async def _no_record(stack: Stack, ars: str, variant: str) -> bool:
 
 async def test_deleting_the_ars_deletes_all_scale_sets_after_runner_sets(stack: Stack) -> None:
     await stack.create_secret({"github_token": stack.pat})
-    await stack.start_registrar()
+    app = await stack.start_registrar()
     await apply_ars(stack, stack.ars_manifest("arc", VARIANTS))
     await eventually(lambda: registered(stack, {"arc-small", "arc-big", "arc-gpu"}))
     runner_sets = [await stack.kube.create(ers_manifest(stack, "arc", v["name"])) for v in VARIANTS]
 
+    handled_before = state_of(app).handled
     await stack.kube.delete(AUTOSCALING_RUNNER_SET, "arc", namespace=stack.namespace)
     deleting = await stack.get_ars("arc")
     assert deleting["metadata"]["deletionTimestamp"]
     await stack.publish_change(deleting)
-    await asyncio.sleep(0.6)
+    # Two passes finished after the deletion (the second began after it): it was handled.
+    await eventually(lambda: _handled_more(app, handled_before + 1))
     assert len(stack.scale_sets()) == 3, "no scale set may go while its runner set lives"
 
     for ers in runner_sets:

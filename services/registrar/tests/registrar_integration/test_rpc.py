@@ -19,6 +19,7 @@ from arcflow.common.rpc.registrar import (
     RunnerExistsRpcError,
     error_for,
 )
+from arcflow.registrar.service import SERVICE
 from tests.polling import eventually
 
 from .harness import SECRET_NAME, LogCapture, Stack, all_stored_messages
@@ -37,8 +38,11 @@ async def _stream_totals(stack: Stack) -> dict[str, int]:
 
 async def test_rpcs_work_and_never_touch_a_stream(stack: Stack, captured_logs: LogCapture) -> None:
     await stack.create_secret({"github_token": stack.pat})
-    await stack.start_registrar("r1")
+    r1 = await stack.start_registrar("r1")
     await stack.start_registrar("r2")
+    # Served from the spec's declaration: exactly the declared subjects.
+    assert r1.state.rpc.served_subjects == [e.subject for e in SERVICE.rpc]
+    assert len(SERVICE.rpc) == 5
     await apply_ars(stack, stack.ars_manifest("rpc", [{"name": "a"}, {"name": "b"}]))
     sets = await eventually(lambda: registered(stack, {"rpc-a", "rpc-b"}))
     records = await eventually(lambda: _records(stack, "rpc", 2))

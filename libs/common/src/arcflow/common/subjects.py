@@ -139,7 +139,8 @@ def dlq_subject(original_subject: str) -> str:
 
 
 def registrar_rpc_subject(op: RegistrarOp) -> str:
-    """``arc.rpc.registrar.<op>``: core-NATS request/reply, never persisted (carries secrets)."""
+    """``arc.rpc.registrar.<op>``: core-NATS request/reply, never persisted (``jitconfig``'s reply
+    carries a runner credential)."""
     if op not in _REGISTRAR_OPS:
         raise InvalidSubjectTokenError(f"unknown registrar operation {op!r}")
     return f"{PREFIX}.{DOMAIN_RPC}.registrar.{op}"

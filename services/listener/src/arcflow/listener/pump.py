@@ -15,9 +15,9 @@ patched from them before the first long poll, as upstream's listener does
 (docs/upstream-behaviour.md#listener-session), so jobs queued before the session existed get
 runners without waiting for a message.
 
-Fault injection for tests (off by default, environment only, never ``config.json``):
-``ARCFLOW_LISTENER_TEST_CRASH_AFTER_PUBLISH=<n>`` makes the process die right after the n-th
-PubAck of a pump and before GitHub's ack; see :class:`CrashAfterPublish`.
+Nothing outside the process can inject a fault here (ADR 0082): :data:`after_publish_hook` is
+``None`` in the product, and only a test's own entrypoint sets it (a crash between the PubAck
+and GitHub's ack, ``services/listener/tests/listener_integration/crashing_listener.py``).
 """
 
 from __future__ import annotations
@@ -25,11 +25,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nats.js import JetStreamContext
@@ -60,7 +58,6 @@ from arcflow.common.telemetry.redaction import redact_text
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.sessions import SessionRecord, SessionStore
-from arcflow.listener.supervisor import FatalError
 
 if TYPE_CHECKING:  # only sets with a shared capacity import it (ADR 0074)
     from arcflow.listener.capacity import CapacityBoard
@@ -86,63 +83,12 @@ TickSink = Callable[[StatisticsTick], None]
 #: Handles the session's statistics before the first poll (the worker's initial decision).
 SessionSink = Callable[[StatisticsTick], Awaitable[object]]
 
-CRASH_AFTER_PUBLISH_ENV = "ARCFLOW_LISTENER_TEST_CRASH_AFTER_PUBLISH"
-CRASH_BARRIER_ENV = "ARCFLOW_LISTENER_TEST_CRASH_BARRIER"
-CRASH_EXIT_CODE = 137
-#: How long a pump holds at the barrier for an outside SIGKILL before exiting by itself.
-CRASH_BARRIER_HOLD_SECONDS = 60.0
-
-
-@dataclass(frozen=True)
-class CrashAfterPublish:
-    """Test-only fault injection: die between the PubAck and GitHub's ack.
-
-    It exists so a test can check the publish-before-ack guarantee on a real process. Read
-    from the process environment only (a ``config.json`` cannot switch it on) and off unless
-    ``ARCFLOW_LISTENER_TEST_CRASH_AFTER_PUBLISH=<n>`` is set: after the n-th PubAck of a pump
-    (counted per scale set, re-publishes included) and before the GitHub delete, the process
-    ends with ``os._exit(137)``. With ``ARCFLOW_LISTENER_TEST_CRASH_BARRIER=<path>`` as well,
-    the pump first writes ``<scale set id> <message id>`` to that file and holds (the rest of
-    the process keeps running) so the test can SIGKILL it from outside; it exits by itself
-    after 60 s.
-    """
-
-    after: int
-    barrier: Path | None = None
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> CrashAfterPublish | None:
-        raw = environ.get(CRASH_AFTER_PUBLISH_ENV, "").strip()
-        if not raw:
-            return None
-        try:
-            after = int(raw)
-        except ValueError:
-            after = 0
-        if after < 1:
-            raise FatalError(f"{CRASH_AFTER_PUBLISH_ENV} must be a positive integer, got {raw!r}")
-        barrier = environ.get(CRASH_BARRIER_ENV, "").strip()
-        return cls(after, Path(barrier) if barrier else None)
-
-    async def crash(self, batch: JobsBatch) -> None:
-        log.warning(
-            "test fault injection: crashing after the PubAck of message %d (scale set %d), "
-            "before GitHub's ack",
-            batch.message_id,
-            batch.scale_set_id,
-        )
-        if self.barrier is not None:
-            await asyncio.to_thread(
-                _write_atomically, self.barrier, f"{batch.scale_set_id} {batch.message_id}\n"
-            )
-            await asyncio.sleep(CRASH_BARRIER_HOLD_SECONDS)
-        os._exit(CRASH_EXIT_CODE)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text)
-    partial.replace(path)
+#: Called by every pump after each PubAck and before GitHub's ack, with the batch and how many
+#: batches that pump has published. ``None`` in the product: no environment variable,
+#: ``config.json`` or chart value sets it, only Python code in the process (a test's own
+#: entrypoint, ADR 0082).
+AfterPublishHook = Callable[[JobsBatch, int], Awaitable[None]]
+after_publish_hook: AfterPublishHook | None = None
 
 
 def job_statistics(stats: RunnerScaleSetStatistic) -> JobStatistics:
@@ -284,7 +230,6 @@ class SessionPump:
         #: What this pump last told the reconciler about its session (``arc.errors``, ADR
         #: 0064): ``None`` nothing yet, else "failing". One event per streak, not per retry.
         self._failing: bool | None = None
-        self._crash = CrashAfterPublish.from_environ(os.environ)
         #: The set's shared capacity (ADR 0062); None: the header is the scale set's maxRunners.
         self._capacity = capacity
         self.last_capacity: int | None = None
@@ -548,8 +493,8 @@ class SessionPump:
                 target.label,
                 getattr(ack, "duplicate", None),
             )
-            if self._crash is not None and self.batches_published == self._crash.after:
-                await self._crash.crash(batch)
+            if after_publish_hook is not None:
+                await after_publish_hook(batch, self.batches_published)
             if self._after_publish is not None:
                 await self._after_publish(batch)
             await session.delete_message(message.message_id)

@@ -1,5 +1,5 @@
 """The listener, declared: per scale set, a GitHub session pump publishing job batches and a
-worker pulling them to scale the EphemeralRunnerSet (ADR 0045: the runtime's light path)."""
+worker pulling them to scale the EphemeralRunnerSet (the runtime's light path, ADR 0070)."""
 
 from __future__ import annotations
 

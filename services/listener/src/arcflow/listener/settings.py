@@ -1,10 +1,10 @@
 """The listener's settings: ``config.json`` plus the environment, checked before anything starts.
 
-The service runtime calls :func:`load_settings` (the spec's settings loader, ADR 0045). Every
+The service runtime calls :func:`load_settings` (the spec's settings loader, ADR 0070). Every
 configuration error is found here, so it ends the process with exit code 2 and upstream's
 message before NATS or GitHub is contacted: the file and its validation, the NATS settings, the
-scale sets' names on NATS, the standby replica variables, the ``ARCFLOW_KUBE_*`` variables, the
-decision heartbeat and the test-only crash switch.
+scale sets' names on NATS, the standby replica variables, the ``ARCFLOW_KUBE_*`` variables and
+the decision heartbeat.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from arcflow.listener.config import (
     scale_set_targets,
 )
 from arcflow.listener.lease import LeaseConfigError, ReplicaSettings
-from arcflow.listener.pump import CrashAfterPublish
 from arcflow.listener.supervisor import FatalError
 
 #: ``config.json``'s ``log_level`` (upstream's names) -> logging level name; others: INFO.
@@ -65,8 +64,8 @@ class ListenerSettings:
         raw: Mapping[str, Any] | None = None,
         options: ListenerOptions | None = None,
     ) -> ListenerSettings:
-        """Fill what ``options`` leaves open from the environment; :class:`ConfigError` (or
-        the crash switch's :class:`FatalError`) names what is wrong."""
+        """Fill what ``options`` leaves open from the environment; :class:`ConfigError`
+        names what is wrong."""
         options = options or ListenerOptions()
         raw = dict(raw or {})
         environ = dict(os.environ if options.environ is None else options.environ)
@@ -77,7 +76,6 @@ class ListenerSettings:
             raise ConfigError(str(exc)) from None
         scale_set_targets(config, options.host or hostname())  # names valid on NATS
         heartbeat = decision_heartbeat(options)
-        CrashAfterPublish.from_environ(os.environ)  # the pump reads the process environment
         resolved = dataclasses.replace(
             options,
             nats=options.nats or nats_settings(raw, options.environ),

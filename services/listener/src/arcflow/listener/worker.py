@@ -16,6 +16,10 @@ Redelivery and forged batches (ADR 0014). The worker trusts no number a publishe
   process's pump did not publish at that stream sequence (:class:`SessionLedger`), and a batch
   of another session stored after the live session's first publish (sessions of one scale
   set never overlap).
+
+Each batch is handled under :class:`EventConsumer`'s deadline, as every subscription handler
+is (80 % of the consumer's ack wait): a call that overruns (a Kubernetes write that hangs) is
+abandoned and the batch redelivered, which the rules above make safe.
 """
 
 from __future__ import annotations

@@ -104,9 +104,6 @@ class ReconcilerSettings(ServiceSettings):
     cache_relist_seconds: float = Field(
         default=900.0, ge=0, description="Full relist of the cache guarding drift (0: never)"
     )
-    cache_delay_seconds: float = Field(
-        default=0.0, ge=0, description="Tests only: hold cache updates back (a lagging cache)"
-    )
     retry_base_seconds: float = Field(default=0.5, gt=0, description="First retry delay")
     retry_cap_seconds: float = Field(default=60.0, gt=0)
     resync_interval_seconds: float = Field(
@@ -122,7 +119,7 @@ class ReconcilerSettings(ServiceSettings):
         default=128,
         ge=1,
         description="Messages pulled per fetch: handlers only enqueue keys, so a large fetch "
-        "spends FastStream's per-call cost on many events (ADR 0035)",
+        "spends FastStream's one call per fetch on many events (ADR 0070)",
     )
     fetch_timeout_seconds: float = Field(default=1.0, gt=0)
     rpc_timeout_seconds: float = Field(default=10.0, gt=0)

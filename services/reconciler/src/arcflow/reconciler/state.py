@@ -77,7 +77,6 @@ class ReconcilerState:
             self.queue.add,
             settings.controller_namespace,
             relist_seconds=settings.cache_relist_seconds,
-            delay_seconds=settings.cache_delay_seconds,
             namespaces=settings.namespaces,
             on_object=stages.observe_object,
         )

@@ -1,4 +1,6 @@
-"""Serves ``arc.rpc.registrar.*`` over core NATS request/reply (queue group ``registrar``).
+"""Serves the registrar spec's declared RPC endpoints (``arc.rpc.registrar.*``) over core NATS
+request/reply (queue group ``registrar``): exactly those, each request parsed with the
+endpoint's declared request model.
 
 Nothing here touches JetStream: requests and replies are plain core messages, so the JIT
 config in a reply is never stored. Replies carry typed errors; nothing logged here contains a
@@ -11,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -30,12 +32,7 @@ from arcflow.common.actions.errors import (
 from arcflow.common.actions.retry import retry_deadline
 from arcflow.common.github_url import InvalidGitHubConfigUrlError
 from arcflow.common.rpc.registrar import (
-    GET_RUNNER_SUBJECT,
-    JITCONFIG_SUBJECT,
-    LIST_RUNNERS_SUBJECT,
-    REMOVE_RUNNER_SUBJECT,
     RPC_QUEUE_GROUP,
-    SCALE_SETS_SUBJECT,
     GetRunnerRequest,
     GetRunnerResult,
     JitConfigRequest,
@@ -53,6 +50,7 @@ from arcflow.common.rpc.registrar import (
     parse_request,
 )
 from arcflow.common.scaleset_records import ScaleSetRecord
+from arcflow.common.service import RpcEndpoint
 from arcflow.common.telemetry import redact_text
 from arcflow.registrar.context import RegistrarContext
 from arcflow.registrar.credentials import CredentialsUnavailableError
@@ -66,8 +64,8 @@ log = logging.getLogger(__name__)
 REJECTION_LOG_SECONDS = 10.0
 
 
-#: Serves one op: the request's bytes and the loop time it arrived at.
-Handler = Callable[[bytes, float], Awaitable[BaseModel]]
+#: Serves one op: the parsed request and the loop time it arrived at.
+Handler = Callable[[Any, float], Awaitable[BaseModel]]
 
 
 class RpcFailureError(Exception):
@@ -91,6 +89,7 @@ class RegistrarRpcServer:
         self,
         nc: NatsClient,
         context: RegistrarContext,
+        endpoints: Sequence[RpcEndpoint],
         *,
         metrics: RegistrarMetrics | None = None,
         concurrency: int = 32,
@@ -107,19 +106,36 @@ class RegistrarRpcServer:
         # op -> (when the last rejection was logged, rejections not logged since)
         self._rejections: dict[str, tuple[float, int]] = {}
         self.failing = FailingScaleSets()
+        self.endpoints = tuple(endpoints)
+        handlers = self.handlers()
+        declared = {e.op for e in self.endpoints}
+        if declared != set(handlers):
+            raise ValueError(
+                f"the spec declares RPC operations {sorted(declared)}, the server implements "
+                f"{sorted(handlers)}: declare each served operation in the registrar's spec"
+            )
+        self._handlers = handlers
+
+    def handlers(self) -> dict[str, Handler]:
+        """The implementation of each operation, by name (``RpcEndpoint.op``)."""
+        return {
+            "jitconfig": self._jitconfig,
+            "remove-runner": self._remove_runner,
+            "get-runner": self._get_runner,
+            "scale-sets": self._scale_sets,
+            "list-runners": self._list_runners,
+        }
+
+    @property
+    def served_subjects(self) -> list[str]:
+        """The subjects subscribed to (empty until :meth:`start`)."""
+        return [sub.subject for sub in self._subs]
 
     async def start(self) -> None:
-        routes: list[tuple[str, str, Handler]] = [
-            (JITCONFIG_SUBJECT, "jitconfig", self._jitconfig),
-            (REMOVE_RUNNER_SUBJECT, "remove-runner", self._remove_runner),
-            (GET_RUNNER_SUBJECT, "get-runner", self._get_runner),
-            (SCALE_SETS_SUBJECT, "scale-sets", self._scale_sets),
-            (LIST_RUNNERS_SUBJECT, "list-runners", self._list_runners),
-        ]
-        for subject, op, handler in routes:
+        for endpoint in self.endpoints:
             self._subs.append(
                 await self._nc.subscribe(
-                    subject, queue=RPC_QUEUE_GROUP, cb=self._dispatcher(op, handler)
+                    endpoint.subject, queue=RPC_QUEUE_GROUP, cb=self._dispatcher(endpoint)
                 )
             )
         await self._nc.flush()
@@ -132,22 +148,27 @@ class RegistrarRpcServer:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def _dispatcher(self, op: str, handler: Handler) -> Callable[[Msg], Awaitable[None]]:
+    def _dispatcher(self, endpoint: RpcEndpoint) -> Callable[[Msg], Awaitable[None]]:
         async def on_request(msg: Msg) -> None:
-            task = asyncio.create_task(self._serve(op, handler, msg))
+            task = asyncio.create_task(self._serve(endpoint, msg))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
         return on_request
 
-    async def _serve(self, op: str, handler: Handler, msg: Msg) -> None:
+    async def _serve(self, endpoint: RpcEndpoint, msg: Msg) -> None:
+        op = endpoint.op
         started = time.perf_counter()
         received = asyncio.get_running_loop().time()  # the caller's budget counts from here
         outcome = "ok"
         reply: RpcReply[Any]
         async with self._slots:
             try:
-                reply = RpcReply[Any].success(await handler(msg.data, received))
+                request = self._parse(endpoint.request, msg.data)
+                result = await self._handlers[op](request, received)
+                if not isinstance(result, endpoint.reply):
+                    raise TypeError(f"{op} returned {type(result).__name__}")
+                reply = RpcReply[Any].success(result)
             except RpcFailureError as exc:
                 outcome = exc.code.value
                 reply = RpcReply[Any].failure(exc.code, exc.reason)
@@ -209,8 +230,7 @@ class RegistrarRpcServer:
         except ValueError as exc:
             raise RpcFailureError(RpcErrorCode.INVALID_REQUEST, str(exc)) from None
 
-    async def _jitconfig(self, data: bytes, received: float) -> JitConfigResult:
-        request: JitConfigRequest = self._parse(JitConfigRequest, data)
+    async def _jitconfig(self, request: JitConfigRequest, received: float) -> JitConfigResult:
         deadline = _deadline(request.budget_seconds, received)
         if deadline is not None and asyncio.get_running_loop().time() >= deadline:
             # Waited for a slot past the caller's budget: not the Actions service's fault.
@@ -284,8 +304,9 @@ class RegistrarRpcServer:
             return
         self._context.enqueue(namespace, ars, trigger="scale_set_gone")
 
-    async def _remove_runner(self, data: bytes, received: float) -> RemoveRunnerResult:
-        request: RemoveRunnerRequest = self._parse(RemoveRunnerRequest, data)
+    async def _remove_runner(
+        self, request: RemoveRunnerRequest, received: float
+    ) -> RemoveRunnerResult:
         client, _ = await self._client(request.namespace, request.ars)
         try:
             with retry_deadline(_deadline(request.budget_seconds, received)):
@@ -298,8 +319,7 @@ class RegistrarRpcServer:
             raise _upstream(exc) from None
         return RemoveRunnerResult(outcome="ok")
 
-    async def _get_runner(self, data: bytes, received: float) -> GetRunnerResult:
-        request: GetRunnerRequest = self._parse(GetRunnerRequest, data)
+    async def _get_runner(self, request: GetRunnerRequest, received: float) -> GetRunnerResult:
         client, _ = await self._client(request.namespace, request.ars)
         try:
             with retry_deadline(_deadline(request.budget_seconds, received)):
@@ -314,9 +334,8 @@ class RegistrarRpcServer:
             )
         )
 
-    async def _scale_sets(self, data: bytes, received: float) -> ScaleSetsResult:
+    async def _scale_sets(self, request: ScaleSetsRequest, received: float) -> ScaleSetsResult:
         """GitHub's view of each registered scale set of the ARS: one GET by id each."""
-        request: ScaleSetsRequest = self._parse(ScaleSetsRequest, data)
         client, _ = await self._client(request.namespace, request.ars)
         records = (
             self._lookup.records_of(request.namespace, request.ars)
@@ -346,9 +365,10 @@ class RegistrarRpcServer:
             raise _upstream(exc) from None
         return ScaleSetsResult(scale_sets=views)
 
-    async def _list_runners(self, data: bytes, received: float) -> ListRunnersResult:
+    async def _list_runners(
+        self, request: ListRunnersRequest, received: float
+    ) -> ListRunnersResult:
         """The runners GitHub has in one scale set of the ARS (the reconciler's orphan scan)."""
-        request: ListRunnersRequest = self._parse(ListRunnersRequest, data)
         client, _ = await self._client(request.namespace, request.ars)
         try:
             with retry_deadline(_deadline(request.budget_seconds, received)):

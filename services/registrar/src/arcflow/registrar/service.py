@@ -47,11 +47,39 @@ SERVICE: ServiceSpec[state.RegistrarState] = ServiceSpec(
     buckets=(KV_SCALESETS, LOCKS_BUCKET),
     subscriptions=(_changes(CONSUMER_REGISTRAR_ARS), _changes(CONSUMER_REGISTRAR_ERS)),
     periodic=(PeriodicTask("sweep", lambda s: s.resync_interval_seconds, state.sweep),),
+    # What the RPC server serves, exactly (rpc_server.py refuses to start otherwise).
     rpc=(
-        RpcEndpoint(rpc.JITCONFIG_SUBJECT, rpc.JitConfigRequest, rpc.JitConfigResult),
-        RpcEndpoint(rpc.REMOVE_RUNNER_SUBJECT, rpc.RemoveRunnerRequest, rpc.RemoveRunnerResult),
-        RpcEndpoint(rpc.GET_RUNNER_SUBJECT, rpc.GetRunnerRequest, rpc.GetRunnerResult),
-        RpcEndpoint(rpc.LIST_RUNNERS_SUBJECT, rpc.ListRunnersRequest, rpc.ListRunnersResult),
+        RpcEndpoint(
+            rpc.JITCONFIG_SUBJECT,
+            rpc.JitConfigRequest,
+            rpc.JitConfigResult,
+            "register a just-in-time runner and return its JIT config (the reconciler)",
+            carries_secret=True,
+        ),
+        RpcEndpoint(
+            rpc.REMOVE_RUNNER_SUBJECT,
+            rpc.RemoveRunnerRequest,
+            rpc.RemoveRunnerResult,
+            "remove a registered runner unless it still runs a job (the reconciler)",
+        ),
+        RpcEndpoint(
+            rpc.GET_RUNNER_SUBJECT,
+            rpc.GetRunnerRequest,
+            rpc.GetRunnerResult,
+            "the registered runner of a name, if any (the reconciler)",
+        ),
+        RpcEndpoint(
+            rpc.LIST_RUNNERS_SUBJECT,
+            rpc.ListRunnersRequest,
+            rpc.ListRunnersResult,
+            "the runners registered in one scale set (the reconciler's orphan scan)",
+        ),
+        RpcEndpoint(
+            rpc.SCALE_SETS_SUBJECT,
+            rpc.ScaleSetsRequest,
+            rpc.ScaleSetsResult,
+            "GitHub's view of the ARS's registered scale sets (arcflow doctor)",
+        ),
     ),
     publishes=(
         Publication("arc.scalesets.<ns>.<ars>.<variant>", (ScaleSetAssigned, ScaleSetDeleted)),

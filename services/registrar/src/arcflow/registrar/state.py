@@ -113,7 +113,9 @@ async def build(ctx: ServiceContext) -> RegistrarState:
         ctx.require_kube(), context.records.kv, clients, namespaces=settings.namespaces
     )
     context.reads.ars_cache = lookup.ars
-    rpc = RegistrarRpcServer(ctx.nc, context, concurrency=settings.rpc_concurrency, lookup=lookup)
+    rpc = RegistrarRpcServer(
+        ctx.nc, context, ctx.rpc, concurrency=settings.rpc_concurrency, lookup=lookup
+    )
     return RegistrarState(
         context=context,
         queue=queue,

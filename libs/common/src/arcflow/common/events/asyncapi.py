@@ -1,11 +1,12 @@
-"""The AsyncAPI 3.0 document of arcflow's persisted events, built from the models (pure).
+"""The AsyncAPI 3.0 document of arcflow's persisted events and its request/reply operations,
+built from the models and the services' declared RPC endpoints (pure).
 
 Built from the pydantic JSON schemas and the subject/stream table rather than from faststream's
 generator: our consumers receive raw messages (to dead-letter malformed ones), so faststream
 sees no payload type on them, and producers publish through ``publish_event``. The table below
 is the single place that says which event types travel on which subject.
 ``scripts/generate_asyncapi.py`` writes it to ``docs/asyncapi.json`` with the durable consumers
-the services' specs declare; ``tests/flow`` keeps it current.
+and the RPC endpoints the services' specs declare; ``tests/flow`` keeps it current.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pydantic.json_schema import models_json_schema
 
@@ -40,6 +41,9 @@ from arcflow.common.nats.jetstream import (
     ConsumerSpec,
     stream_for_subject,
 )
+
+if TYPE_CHECKING:
+    from arcflow.common.service.endpoints import RpcEndpoint
 
 _TOKEN_NOTE: Final = "encoded token: '' -> '_', '.' -> '~'"
 
@@ -127,23 +131,70 @@ _KEY_PARAMS: Final = (
 )
 
 
-def _schemas() -> tuple[dict[str, Any], dict[str, Any]]:
+def _schemas(models: Sequence[type[Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
     refs, top = models_json_schema(
-        [(cls, "validation") for cls in EVENT_TYPES],
+        [(cls, "validation") for cls in models],
         ref_template="#/components/schemas/{model}",
     )
     schemas: dict[str, Any] = dict(top.get("$defs", {}))
-    names = {cls: refs[(cls, "validation")]["$ref"].rsplit("/", 1)[-1] for cls in EVENT_TYPES}
+    names = {cls: refs[(cls, "validation")]["$ref"].rsplit("/", 1)[-1] for cls in models}
     return schemas, {cls.__name__: name for cls, name in names.items()}
+
+
+def _rpc_docs(
+    rpc: Sequence[tuple[str, RpcEndpoint]], names: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Channels, operations and messages of the declared request/reply endpoints (core NATS,
+    never persisted): one channel per subject, its request and reply messages, and a
+    ``receive`` operation with a ``reply`` by the service that serves it."""
+    channels: dict[str, Any] = {}
+    operations: dict[str, Any] = {}
+    messages: dict[str, Any] = {}
+    for server, endpoint in rpc:
+        key = f"rpc_{server}_{endpoint.op.replace('-', '_')}"
+        secret = " The reply carries a credential." if endpoint.carries_secret else ""
+        channels[key] = {
+            "address": endpoint.subject,
+            "description": f"Core NATS request/reply, never persisted: {endpoint.description}."
+            f"{secret}",
+            "messages": {
+                m.__name__: {"$ref": f"#/components/messages/{m.__name__}"}
+                for m in (endpoint.request, endpoint.reply)
+            },
+        }
+        for model in (endpoint.request, endpoint.reply):
+            messages[model.__name__] = {
+                "name": model.__name__,
+                "title": model.__name__,
+                "contentType": "application/json",
+                "payload": {"$ref": f"#/components/schemas/{names[model.__name__]}"},
+            }
+        operations[f"serve_{key}"] = {
+            "action": "receive",
+            "summary": f"served by {server} (queue group {server}); the reply goes to the "
+            "request's reply subject as {ok, result} or {ok: false, error}",
+            "channel": {"$ref": f"#/channels/{key}"},
+            "messages": [{"$ref": f"#/channels/{key}/messages/{endpoint.request.__name__}"}],
+            "reply": {
+                "channel": {"$ref": f"#/channels/{key}"},
+                "messages": [{"$ref": f"#/channels/{key}/messages/{endpoint.reply.__name__}"}],
+            },
+        }
+    return channels, operations, messages
 
 
 def _event_type(cls: type[EventBase]) -> str:
     return str(cls.model_fields["type"].default)
 
 
-def build_asyncapi_document(consumers: Sequence[ConsumerSpec] = CONSUMERS) -> dict[str, Any]:
-    """The AsyncAPI 3.0.0 document (deterministic, JSON-serialisable)."""
-    schemas, schema_names = _schemas()
+def build_asyncapi_document(
+    consumers: Sequence[ConsumerSpec] = CONSUMERS,
+    rpc: Sequence[tuple[str, RpcEndpoint]] = (),
+) -> dict[str, Any]:
+    """The AsyncAPI 3.0.0 document (deterministic, JSON-serialisable); ``rpc`` is each declared
+    request/reply endpoint with the name of the service that serves it."""
+    rpc_models = [m for _, e in rpc for m in (e.request, e.reply)]
+    schemas, schema_names = _schemas([*EVENT_TYPES, *dict.fromkeys(rpc_models)])
     messages: dict[str, Any] = {}
     for cls in EVENT_TYPES:
         messages[cls.__name__] = {
@@ -199,6 +250,10 @@ def build_asyncapi_document(consumers: Sequence[ConsumerSpec] = CONSUMERS) -> di
             f"filter {consumer.filter_subject}, max_deliver {consumer.max_deliver}",
             "channel": {"$ref": f"#/channels/{key}"},
         }
+    rpc_channels, rpc_operations, rpc_messages = _rpc_docs(rpc, schema_names)
+    channels.update(rpc_channels)
+    operations.update(rpc_operations)
+    messages.update(rpc_messages)
     return {
         "asyncapi": "3.0.0",
         "info": {
@@ -209,6 +264,8 @@ def build_asyncapi_document(consumers: Sequence[ConsumerSpec] = CONSUMERS) -> di
                 + ", ".join(f"{s.name} ({', '.join(s.subjects)})" for s in STREAMS)
                 + ". KV buckets: "
                 + ", ".join(b.bucket for b in KV_BUCKETS)
+                + ". Request/reply (core NATS, never persisted): "
+                + (", ".join(e.subject for _, e in rpc) or "none")
                 + ". See docs/events.md."
             ),
         },
@@ -222,7 +279,10 @@ def build_asyncapi_document(consumers: Sequence[ConsumerSpec] = CONSUMERS) -> di
     }
 
 
-def render_asyncapi_json(consumers: Sequence[ConsumerSpec] = CONSUMERS) -> str:
+def render_asyncapi_json(
+    consumers: Sequence[ConsumerSpec] = CONSUMERS, rpc: Sequence[tuple[str, RpcEndpoint]] = ()
+) -> str:
     """The document as stable, pretty JSON text. ``docs/asyncapi.json`` holds it with the
-    consumers the services' specs declare (``scripts/generate_asyncapi.py`` collects them)."""
-    return json.dumps(build_asyncapi_document(consumers), indent=2, sort_keys=True) + "\n"
+    consumers and RPC endpoints the services' specs declare (``scripts/generate_asyncapi.py``
+    collects them)."""
+    return json.dumps(build_asyncapi_document(consumers, rpc), indent=2, sort_keys=True) + "\n"

@@ -1,8 +1,10 @@
 """NATS for arcflow services: settings, JetStream declarations, publishing, reliable consuming.
 
 Services do not wire these by hand: :mod:`arcflow.common.service` declares a service and runs it
-(one connection, the JetStream layout, FastStream subscribers feeding :class:`EventConsumer`).
-Publishing is the same everywhere::
+(one connection, the JetStream layout, and FastStream subscribers by its public API that settle
+each message with :class:`~arcflow.common.nats.consume.SettlePolicy`, ADR 0070). The listener,
+which runs no FastStream, fetches with its own loop and settles with :class:`EventConsumer`
+(the same policy and handler deadline). Publishing is the same everywhere::
 
     await publish_event(broker_or_js, subjects.audit_subject(ns, ars, variant), event)
 """

@@ -3,12 +3,16 @@
 One policy (:class:`SettlePolicy`), two ways in (ADR 0070):
 
 * the services' FastStream subscribers (:mod:`arcflow.common.service.subscribers`): FastStream
-  fetches, acks after the handler returned and settles what the policy decides (the decoder and
-  the typed handler raise FastStream's ``RejectMessage``/``NackMessage``/``AckMessage``);
-* the listener's light path, which runs no FastStream (ADR 0016):
-  :meth:`EventConsumer.process` settles a plain nats-py ``Msg`` itself.
+  fetches a batch and makes one call (``AckPolicy.MANUAL``: it settles nothing); the decoder
+  applies :meth:`SettlePolicy.admit` and the batch handler settles each message itself with
+  nats-py's ``Msg`` API (``ack``, ``nak(delay=)``, ``term``) as the policy decides;
+* the listener's light path, which runs no FastStream (ADR 0016): its own fetch loop
+  (:mod:`arcflow.common.service.fetch`) and :meth:`EventConsumer.process`, which settles a plain
+  nats-py ``Msg`` the same way.
 
-Neither imports FastStream here. Rules, per message:
+Neither imports FastStream here. Both run each handler call under a deadline (the declared one,
+else :data:`DEADLINE_SHARE_OF_ACK_WAIT` of the ack wait); an overrun is cancelled, raises
+:class:`HandlerDeadlineExceededError` and is retried like any failure. Rules, per message:
 
 1. parse (:func:`~arcflow.common.events.parse_event`, with size, depth and integer limits);
    malformed, schema-invalid or of an unknown ``schema_version`` -> dead letter on the first
@@ -60,6 +64,15 @@ _tracer = trace.get_tracer("arcflow.common.nats")
 
 class PermanentEventError(Exception):
     """Raised by a handler when retrying cannot help: the message goes to the DLQ at once."""
+
+
+class HandlerDeadlineExceededError(TimeoutError):
+    """A handler call overran its deadline and was cancelled; the message will be retried."""
+
+
+#: Share of the consumer's ack wait a handler call may use before it is abandoned (past the
+#: ack wait JetStream would redeliver the message while it is still handled).
+DEADLINE_SHARE_OF_ACK_WAIT = 0.8
 
 
 class Outcome(StrEnum):
@@ -313,8 +326,16 @@ class EventConsumer:
         service: str,
         event_types: tuple[type[EventBase], ...] | None = None,
         dead_letter_target: PublishTarget | None = None,
+        deadline_seconds: float | None = None,
     ) -> None:
         self.handler = handler
+        #: How long one handler call may take (default: 80 % of the ack wait, as for the
+        #: services' subscriptions); an overrun is cancelled and retried like any failure.
+        self.deadline_seconds = (
+            deadline_seconds
+            if deadline_seconds is not None
+            else spec.ack_wait_seconds * DEADLINE_SHARE_OF_ACK_WAIT
+        )
         self.policy = SettlePolicy(
             spec, service=service, event_types=event_types, dead_letter_target=dead_letter_target
         )
@@ -342,10 +363,16 @@ class EventConsumer:
         admitted = await policy.admit(msg, delivery)
         if isinstance(admitted, Outcome):
             return await self._settle(msg, delivery, admitted)
+        seconds = self.deadline_seconds
         with policy.span(admitted, delivery):
             try:
-                await self.handler(admitted, delivery)
+                async with asyncio.timeout(seconds) as deadline:
+                    await self.handler(admitted, delivery)
             except Exception as exc:
+                if isinstance(exc, TimeoutError) and deadline.expired():
+                    exc = HandlerDeadlineExceededError(
+                        f"handler overran its {seconds:g} s deadline and was abandoned"
+                    )
                 outcome = await policy.failed(msg, delivery, admitted, exc)
                 return await self._settle(msg, delivery, outcome)
         await msg.ack()

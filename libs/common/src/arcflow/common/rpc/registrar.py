@@ -5,7 +5,9 @@ config is a runner credential and must not be persisted anywhere but the runner'
 Replies are ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "reason"}}``.
 
 It lives in ``arcflow.common`` because two services speak it (the registrar serves it, the
-reconciler calls it) and services may not import each other: one definition cannot drift.
+reconciler calls it; so does ``arcflow doctor``) and services may not import each other: one
+definition cannot drift. Which operations the registrar serves is declared once, in its
+spec's ``rpc`` (ADR 0081).
 It imports only pydantic, nats-py and ``arcflow.common``.
 """
 

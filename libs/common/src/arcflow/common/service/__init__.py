@@ -6,6 +6,7 @@ OpenTelemetry exporters: the runtime imports each when a spec needs it (subscrip
 """
 
 from arcflow.common.service.context import ServiceContext
+from arcflow.common.service.endpoints import RpcEndpoint
 from arcflow.common.service.loop import Loop
 from arcflow.common.service.spec import (
     Component,
@@ -15,7 +16,6 @@ from arcflow.common.service.spec import (
     PeriodicTask,
     Publication,
     Pull,
-    RpcEndpoint,
     ServiceSpec,
     Subscription,
 )

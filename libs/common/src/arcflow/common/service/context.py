@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Meter
 
     from arcflow.common.kube import KubeClient
+    from arcflow.common.service.endpoints import RpcEndpoint
 
 
 @dataclass
@@ -21,7 +22,8 @@ class ServiceContext:
     ``kube`` is ``None`` unless the spec declares ``kube_settings``. ``overrides`` carries
     test-only replacements (e.g. an Actions client factory with fast retries); production
     code paths read them with a default. ``fatal(exc)`` stops the process with exit code 1
-    (a background loop that must never end has ended).
+    (a background loop that must never end has ended). ``rpc`` is the spec's declared RPC
+    endpoints, which the service's RPC component serves (and nothing else).
     """
 
     name: str
@@ -33,6 +35,7 @@ class ServiceContext:
     kube: KubeClient | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)
     fatal: Callable[[BaseException], None] = lambda exc: None
+    rpc: Sequence[RpcEndpoint] = ()
 
     def require_kube(self) -> KubeClient:
         """The Kubernetes client (the spec declared ``kube_settings``)."""

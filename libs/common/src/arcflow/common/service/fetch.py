@@ -5,7 +5,8 @@ are fetched by FastStream's own pull loop (``subscribers.py``, ADR 0070); the li
 light (ADR 0016: no FastStream in its process, plain nats-py), so its workers pull with this
 loop instead: bind to the durable, fetch in stream order until asked to stop, and end as soon
 as a task that runs beside the loop (the listener's statistics ticks) fails. The messages are
-settled by the same policy as the services' (``EventConsumer``, ADR 0034).
+settled by :class:`~arcflow.common.nats.consume.EventConsumer`: the services' settle policy and
+handler deadline (ADR 0070, ADR 0081).
 """
 
 from __future__ import annotations

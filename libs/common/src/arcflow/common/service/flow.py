@@ -2,7 +2,8 @@
 
 Built from the declared :class:`~arcflow.common.service.spec.ServiceSpec` of every service
 (plus :class:`FlowNode` entries for roles that are not services, such as auditors); the table
-in docs/events.md is rendered from it and a test keeps the two equal.
+in docs/events.md is rendered from it and a test keeps the two equal. The request/reply
+table of the same page is rendered from the specs' declared RPC endpoints.
 """
 
 from __future__ import annotations
@@ -86,4 +87,20 @@ def render_markdown(rows: Sequence[FlowRow]) -> str:
             f"| `{row.event_type}` | {subjects} | {', '.join(row.producers) or '-'} | "
             f"{', '.join(row.consumers) or '-'} |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def render_rpc_markdown(specs: Iterable[ServiceSpec[Any]]) -> str:
+    """The request/reply table of docs/events.md: every RPC endpoint a spec declares."""
+    lines = [
+        "| Subject | Request | Reply | Served by | What for |",
+        "|---|---|---|---|---|",
+    ]
+    for spec in specs:
+        for endpoint in spec.rpc:
+            secret = " **The reply carries a credential.**" if endpoint.carries_secret else ""
+            lines.append(
+                f"| `{endpoint.subject}` | `{endpoint.request.__name__}` | "
+                f"`{endpoint.reply.__name__}` | {spec.name} | {endpoint.description}.{secret} |"
+            )
     return "\n".join(lines) + "\n"

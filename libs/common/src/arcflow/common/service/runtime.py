@@ -212,6 +212,7 @@ class ServiceRuntime:
             kube=kube,
             overrides=self._overrides,
             fatal=self.fatal,
+            rpc=spec.rpc,
         )
         self.state = await spec.build(self.context)
         components = spec.components(self.context, self.state) if spec.components else ()

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from arcflow.common.service.endpoints import RpcEndpoint
+
 if TYPE_CHECKING:
     from pydantic_settings import BaseSettings
 
@@ -88,16 +90,6 @@ class PeriodicTask:
     name: str
     interval: Callable[[Any], float]
     run: Callable[[Any], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class RpcEndpoint:
-    """A request/reply subject the service answers (served by one of its components)."""
-
-    subject: str
-    request: type[Any]
-    reply: type[Any]
-    description: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,14 @@ import contextvars
 import logging
 from typing import TYPE_CHECKING, Any
 
-from arcflow.common.nats.consume import Delivery, Outcome, SettlePolicy, delivery_of
+from arcflow.common.nats.consume import (
+    DEADLINE_SHARE_OF_ACK_WAIT,
+    Delivery,
+    HandlerDeadlineExceededError,
+    Outcome,
+    SettlePolicy,
+    delivery_of,
+)
 
 if TYPE_CHECKING:
     from faststream.nats import NatsBroker
@@ -71,13 +78,6 @@ _CURRENT: contextvars.ContextVar[tuple[float, list[tuple[Msg, Delivery, EventBas
 DEFAULT_BATCH_WINDOW_SECONDS = 0.25
 
 log = logging.getLogger(__name__)
-
-#: Share of the consumer's ack wait a handler call may use before it is abandoned.
-DEADLINE_SHARE_OF_ACK_WAIT = 0.8
-
-
-class HandlerDeadlineExceededError(TimeoutError):
-    """A handler call overran its deadline and was cancelled; the message will be retried."""
 
 
 def effective_consumer(subscription: Subscription, settings: Any) -> ConsumerSpec:
