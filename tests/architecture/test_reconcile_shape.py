@@ -63,7 +63,7 @@ EXPLAINED: dict[str, str] = {
     "ars.py:_patch_status:capacity": _WIRE,
     "ars_children.py:converge_runner_sets:desired": _BUILT,
     "ars_children.py:create:want": _BUILT,
-    "ars_children.py:active_runners:ers": _WIRE + " (the live ERS, compared with the desired)",
+    "ars_children.py:runner_counts:ers": _WIRE + " (the live ERS, compared with the desired)",
     "ars_children.py:converge_one_runner_set:current": _WIRE + " (merge patch of the live ERS)",
     "ars_children.py:converge_one_runner_set:want": _BUILT,
     "ars_children.py:only_scale_set_id_changed:current_spec": _WIRE,

@@ -29,6 +29,7 @@ from arcflow.reconciler.controllers.ars_children import (
     converge_listener,
     converge_runner_sets,
     current_runners,
+    runner_counts,
 )
 from arcflow.reconciler.controllers.ars_cleanup import clean_up
 from arcflow.reconciler.controllers.ars_outdated import handle_outdated
@@ -168,7 +169,7 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     counts = sum_status(live)
     phase = PHASE_RUNNING if settled and listener_ready else PHASE_PENDING
     # Counted from the cache: the sets' status counts are paced and can lag (ADR 0033).
-    runners = {str(meta(ers)["name"]): current_runners(ctx, ers) for ers in live}
+    runners = {str(meta(ers)["name"]): current_runners(runner_counts(ctx, ers)) for ers in live}
     drain = drain_state(ars, live, runners)
     ars = await report_drain(ctx, ars, scope, drain)
     held = await _patch_status(

@@ -5,6 +5,7 @@ by its spec back-reference (docs/upstream-behaviour.md#ars-controller, #traps)."
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from arcflow.common.constants import (
@@ -138,28 +139,29 @@ async def converge_runner_sets(
     return waiting, draining, result
 
 
-def active_runners(ctx: Context, ers: Manifest) -> int:
-    """Pending and running runners of a set (see :func:`count_runners`)."""
-    return count_runners(ctx, ers, ("pending", "running"))
-
-
-def current_runners(ctx: Context, ers: Manifest) -> int:
-    """Pending, running and failed runners of a set: its ``currentReplicas``, counted now."""
-    return count_runners(ctx, ers, ("pending", "running", "failed"))
-
-
-def count_runners(ctx: Context, ers: Manifest, buckets: tuple[str, ...]) -> int:
-    """The set's runners in ``buckets``: counted from the cache of its runners when there is one
-    (the set's status counts are written at most every ``status_interval``, ADR 0033), else from
-    its status."""
+def runner_counts(ctx: Context, ers: Manifest) -> dict[str, int]:
+    """The set's runners per bucket (:func:`bucket_runners`'s): counted from the cache of its
+    runners when there is one (the set's status counts are written at most every
+    ``status_interval``, ADR 0033), else from its status (pending, running and failed only)."""
     if ctx.cache is not None and ctx.cache.caches(EPHEMERAL_RUNNER):
         runners = ctx.cache.list(
             EPHEMERAL_RUNNER, str(meta(ers)["namespace"]), owner_uid=str(meta(ers).get("uid"))
         )
-        by_bucket = bucket_runners(runners)
-        return sum(len(by_bucket[b]) for b in buckets)
+        return {bucket: len(found) for bucket, found in bucket_runners(runners).items()}
     status = ers.get("status") or {}
-    return sum(int(status.get(f"{b}EphemeralRunners") or 0) for b in buckets)
+    return {
+        b: int(status.get(f"{b}EphemeralRunners") or 0) for b in ("pending", "running", "failed")
+    }
+
+
+def active_runners(counts: Mapping[str, int]) -> int:
+    """Pending and running runners."""
+    return counts["pending"] + counts["running"]
+
+
+def current_runners(counts: Mapping[str, int]) -> int:
+    """Pending, running and failed runners: what the set's ``currentReplicas`` counts."""
+    return active_runners(counts) + counts["failed"]
 
 
 async def converge_one_runner_set(
@@ -182,7 +184,7 @@ async def converge_one_runner_set(
         # without its integrity hash, so the ERS controller replaces the old runners at once
         # (busy ones finish first) as for a direct edit, and records the hash (ADR 0037).
         wanted.pop(ANNOTATION_INTEGRITY_HASH, None)
-    elif spec_drift and active_runners(ctx, current) > 0:
+    elif spec_drift and active_runners(runner_counts(ctx, current)) > 0:
         # Drain gate (docs/upstream-behaviour.md#ars-controller, #traps): the listener goes (no
         # new jobs) and idle
         # runners are scaled away (patchID 0 forces it), then the spec is patched.

@@ -50,12 +50,11 @@ def _report(ers: Manifest | None) -> ShareReport | None:
     return ShareReport.decode(raw) if raw else None
 
 
-def _runners(ers: Manifest | None, counted: Mapping[str, int] | None = None) -> int:
+def _runners(ers: Manifest | None, counted: int | None = None) -> int:
     if ers is None:
         return 0
-    name = str(meta(ers).get("name"))
-    if counted is not None and name in counted:
-        return counted[name]
+    if counted is not None:
+        return counted
     status = ers.get("status") or {}
     return int(status.get("currentReplicas") or 0)
 
@@ -83,12 +82,13 @@ def capacity_status(
     totals: dict[str, str] = {}
     used: dict[str, str] = {}
     for variant in spec.effective_variants():
-        ers = by_name.get(ephemeral_runner_set_name(ars.name, variant.name))
+        name = ephemeral_runner_set_name(ars.name, variant.name)
+        ers = by_name.get(name)
         report = _report(ers)
         entry: dict[str, Any] = {
             "name": variant.name,
             "priority": variant.priority,
-            "runners": _runners(ers, runners),
+            "runners": _runners(ers, (runners or {}).get(name)),
             "drain": variant.drain,
         }
         if report is not None:
@@ -116,9 +116,10 @@ def drain_state(
     by_name = _by_name(runner_sets)
     waiting: list[str] = []
     for variant in draining:
-        ers = by_name.get(ephemeral_runner_set_name(ars.name, variant.name))
+        name = ephemeral_runner_set_name(ars.name, variant.name)
+        ers = by_name.get(name)
         report = _report(ers)
-        left = _runners(ers, runners)
+        left = _runners(ers, (runners or {}).get(name))
         if ers is not None and (report is None or not report.drain):
             waiting.append(f"{_label(variant.name)}: the listener has not applied the drain yet")
         elif left:
