@@ -69,6 +69,7 @@ async def test_fault_and_settings_routes(raw):
         ("nil-session-id", {"times": 2}),
         ("bom", {"enabled": True}),
         ("slow-polls", {"delay": 0.01}),
+        ("drop-polls", {"times": 3, "after": 0.1}),
         ("session-conflict", {}),
         ("session-refresh-404", {}),
         ("runner-registration", {"status": 401, "times": 2}),
@@ -82,11 +83,13 @@ async def test_fault_and_settings_routes(raw):
     assert described["expire_mq_calls"] == 2
     assert described["nil_session_ids"] == 2
     assert described["bom"] is True
+    assert described["dropped_polls"] == 3
     assert raw.sim.tokens.admin_token_ttl == 30
     cleared = await http.delete(f"{ctl}/faults")
     assert cleared.json()["rules"] == []
     assert cleared.json()["bom"] is False
     assert cleared.json()["nil_session_ids"] == 0
+    assert cleared.json()["dropped_polls"] == 0
     settings = await http.patch(
         f"{ctl}/settings", json={"poll_timeout": 0.5, "assign_timeout": None, "mq_token_ttl": 60}
     )

@@ -1,4 +1,5 @@
-"""``python -m arcflow.listener`` as a real process: SIGTERM, config errors, single-set errors."""
+"""``python -m arcflow.listener`` as a real process (SIGTERM, config errors), and a single-set
+listener supervised like a multi-set one."""
 
 from __future__ import annotations
 
@@ -12,11 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from arcflow.common.actions import ConflictRetry
 from arcflow.common.listener_config import ListenerConfig
 from arcflow.common.service import runtime
 from arcflow.common.service.entry import EXIT_UNAVAILABLE, main
-from arcflow.common.service.runtime import ServiceFailedError
 from arcflow.listener.app import Listener
 from arcflow.listener.service import SERVICE
 
@@ -172,28 +171,39 @@ def test_nats_unreachable_at_start_exits_3(tmp_path: Path, monkeypatch: pytest.M
     assert main(SERVICE) == EXIT_UNAVAILABLE
 
 
-async def test_single_set_mode_error_ends_the_listener(
+async def test_a_single_set_listener_is_supervised_and_never_ends(
     rig: ListenerRig,
 ) -> None:
-    """Upstream semantics with one scale set: an error (here a session that stays in conflict
-    beyond the retry budget) propagates instead of being supervised, so the pod restarts."""
+    """One scale set runs the same supervised path as many (ADR 0087): a session that stays in
+    conflict is retried with back-off instead of ending the process (upstream's single-set
+    listener exits and its pod is recreated at once, #4356 and #4656); once the conflict clears,
+    the session opens and a job scales the set."""
     sim = rig.sim
     variants = [Variant("cpu", 0, 3)]
     token, ids = await rig.register(variants)
-    sim.conflict_session_create(times=2)
+    sim.conflict_session_create(times=3)
     config = ListenerConfig(
         configure_url=sim.config_url(),
         github_token=token,
         ephemeral_runner_set_namespace=rig.namespace,
-        ephemeral_runner_set_name="arc-cpu",
+        ephemeral_runner_set_name=variants[0].ers(ARS),
         runner_scale_set_id=ids["cpu"],
         runner_scale_set_name=ARS,
         max_runners=3,
     )
-    options = rig.options(retry_conflict=ConflictRetry(interval=0.01, attempts=2))
-    listener = Listener(config, options=options)
+    listener = Listener(config, options=rig.options())
+    assert not listener.multi
     assert listener.targets[0].owner == "listener-pod"  # bare host name in single-set mode
-    with pytest.raises(ServiceFailedError, match="409") as info:
-        await asyncio.wait_for(run_listener(listener, asyncio.Event()), 20)
-    assert type(info.value.__cause__).__name__ == "SessionConflictError"
-    assert listener.units[0].pump_stats.starts == 0  # not supervised
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(run_listener(listener, stop))
+    try:
+        await eventually(lambda: ready(sim.snapshot()["scaleSets"][0]["session"]), bool, within=30)
+        assert not task.done(), "the single-set listener ended on the conflicts"
+        sim.enqueue_jobs(1, [variants[0].label])
+        await eventually(lambda: rig.ers_specs(variants), lambda s: s["cpu"].get("replicas") == 1)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+    creates = sim.requests_matching("*/runnerscalesets/*/sessions", method="POST")
+    assert [r.status for r in creates] == [409, 409, 409, 200]
+    assert listener.units[0].pump_stats.failures == 3

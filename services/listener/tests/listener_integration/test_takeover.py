@@ -16,7 +16,6 @@ import nats
 import nats.js.errors
 import pytest
 
-from arcflow.common.actions import ConflictRetry
 from arcflow.listener.app import Listener
 from arcflow.listener.sessions import SESSIONS_BUCKET, SessionStore
 
@@ -105,7 +104,8 @@ async def test_a_killed_listener_deletes_its_old_sessions_and_polls_again(
 
 
 async def test_single_set_mode_retries_a_conflicting_session(rig: ListenerRig) -> None:
-    """Upstream's budget (10 x 30 s by default) instead of exiting on the first 409."""
+    """A 409 is retried by the unit's supervisor, not by a client budget (upstream's 10 x 30 s)
+    nor by exiting (ADR 0087)."""
     sim = rig.sim
     variants = [Variant("cpu", 0, 10)]
     token, ids = await rig.register(variants)
@@ -118,8 +118,7 @@ async def test_single_set_mode_retries_a_conflicting_session(rig: ListenerRig) -
         }
     )
     sim.conflict_session_create(times=2)
-    options = rig.options(retry_conflict=ConflictRetry(interval=0.05))
-    listener = Listener(config, options=options)
+    listener = Listener(config, options=rig.options())
     assert not listener.multi
     async with RunningListener(listener) as running:
         await eventually(lambda: ready(sim.snapshot()["scaleSets"][0]["session"]), bool, within=30)
@@ -128,5 +127,5 @@ async def test_single_set_mode_retries_a_conflicting_session(rig: ListenerRig) -
         assert running.units[0].pump.session_id
     creates = sim.requests_matching("*/runnerscalesets/*/sessions", method="POST")
     assert [r.status for r in creates] == [409, 409, 200]
-    assert Listener(config).options.retry_conflict is None
-    assert Listener(config)._conflict_retry() == ConflictRetry()
+    assert running.units[0].pump_stats.failures == 2
+    assert Listener(config)._conflict_retry() is None

@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -200,11 +200,9 @@ class Listener:
             return SessionStore(None)
 
     def _conflict_retry(self) -> ConflictRetry | None:
-        """Upstream retries a conflicting session (10 x 30 s) in single-set mode; several
-        scale sets are restarted by their supervisor instead."""
-        if self.options.retry_conflict is not None:
-            return self.options.retry_conflict
-        return None if self.multi or self.replicas.standby else ConflictRetry()
+        """A conflicting session is retried by the unit's supervisor, whatever the number of
+        scale sets (ADR 0087); a client-level retry budget only when the options name one."""
+        return self.options.retry_conflict
 
     @property
     def holder(self) -> str:
@@ -349,37 +347,7 @@ class Listener:
             len(self.units),
             "multi-set" if self.multi else "single-set",
         )
-        if self.multi:
-            await self._run_multi(stop)
-        else:
-            await self._run_single(stop)
-
-    async def _run_multi(self, stop: asyncio.Event) -> None:
+        # One path whatever the number of scale sets (ADR 0087): each unit's pump and worker
+        # are supervised with capped back-off, so an error never ends the process (upstream's
+        # single-set listener exits and its pod is recreated at once: #4356, #4656).
         await asyncio.gather(*(u.run_supervised(stop, self.options.backoff) for u in self.units))
-
-    async def _run_single(self, stop: asyncio.Event) -> None:
-        unit = self.units[0]
-        errors: list[BaseException] = []
-        inner = asyncio.Event()
-
-        async def forward_stop() -> None:
-            await stop.wait()
-            inner.set()
-
-        async def guarded(name: str, run: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-            try:
-                await run(inner)
-            except Exception as exc:
-                log.error("%s failed: %s: %s", name, type(exc).__name__, exc)
-                errors.append(exc)
-            inner.set()
-
-        forwarder = asyncio.ensure_future(forward_stop())
-        try:
-            await asyncio.gather(
-                guarded("session pump", unit.pump.run), guarded("worker", unit.worker.run)
-            )
-        finally:
-            forwarder.cancel()
-        if errors:
-            raise errors[0]

@@ -214,6 +214,8 @@ class ControlRoutes:
             sim.empty_message_queue_url(times)
         elif kind == "nil-session-id":
             sim.nil_session_id(times)
+        elif kind == "drop-polls":
+            sim.drop_polls(times, _opt_float(data, "after") or 0.5)
         elif kind == "bom":
             sim.set_bom(bool(data.get("enabled", True)))
         elif kind == "slow-polls":

@@ -309,6 +309,17 @@ class SimulatorCore:
             raise ValueError("times must be at least 1")
         self.faults.nil_session_ids += times
 
+    def drop_polls(self, times: int = 1, after: float = 0.5) -> None:
+        """The next ``times`` GET message calls are cut off mid-poll: ``after`` seconds into the
+        long poll the simulator closes the connection without an answer (the broker's EOF of
+        upstream issue #4488). The request log records them with status 0."""
+        if times < 1:
+            raise ValueError("times must be at least 1")
+        if after < 0:
+            raise ValueError("after must not be negative")
+        self.faults.dropped_polls += times
+        self.faults.drop_after = after
+
     def set_bom(self, enabled: bool = True) -> None:
         """Prefix every JSON response body with a UTF-8 byte order mark."""
         self.faults.bom = enabled

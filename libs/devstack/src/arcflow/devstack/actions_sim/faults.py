@@ -46,6 +46,8 @@ class FaultBook:
     bom: bool = False
     poll_delay: float = 0.0
     zero_runner_request_ids: bool = False
+    dropped_polls: int = 0
+    drop_after: float = 0.5
 
     def add(self, rule: FaultRule) -> FaultRule:
         if rule.times < 1:
@@ -75,6 +77,12 @@ class FaultBook:
             return True
         return False
 
+    def take_dropped_poll(self) -> bool:
+        if self.dropped_polls > 0:
+            self.dropped_polls -= 1
+            return True
+        return False
+
     def take_empty_queue_url(self) -> bool:
         if self.empty_queue_urls > 0:
             self.empty_queue_urls -= 1
@@ -96,6 +104,8 @@ class FaultBook:
         self.bom = False
         self.poll_delay = 0.0
         self.zero_runner_request_ids = False
+        self.dropped_polls = 0
+        self.drop_after = 0.5
 
     def describe(self) -> dict[str, object]:
         return {
@@ -116,4 +126,5 @@ class FaultBook:
             "bom": self.bom,
             "poll_delay": self.poll_delay,
             "zero_runner_request_ids": self.zero_runner_request_ids,
+            "dropped_polls": self.dropped_polls,
         }

@@ -52,6 +52,15 @@ class ServiceError(Exception):
         self.message = message
 
 
+class DroppedConnectionError(Exception):
+    """The simulator closed the request's connection without an answer (a fault): the server
+    records it with :data:`DROPPED` as its status and writes nothing."""
+
+
+#: The request log's status of a request whose connection the simulator dropped.
+DROPPED = 0
+
+
 class JobState(enum.StrEnum):
     QUEUED = "queued"
     AVAILABLE = "available"

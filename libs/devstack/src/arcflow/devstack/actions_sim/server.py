@@ -23,7 +23,7 @@ from arcflow.devstack.actions_sim.core import (
     SimulatorOptions,
 )
 from arcflow.devstack.actions_sim.faults import FaultRule
-from arcflow.devstack.actions_sim.model import ServiceError
+from arcflow.devstack.actions_sim.model import DROPPED, DroppedConnectionError, ServiceError
 from arcflow.devstack.actions_sim.service_routes import SVC_PREFIX, ServiceRoutes
 from arcflow.devstack.actions_sim.wire import github_error_response, service_error_response
 
@@ -124,6 +124,12 @@ class ActionsSimulator(SimulatorCore):
                 response: web.StreamResponse = self._fault_response(rule, path)
             else:
                 response = await handler(request)
+        except DroppedConnectionError:
+            if request.transport is not None:
+                request.transport.close()  # the client reads EOF where an answer should be
+            self.requests.append(RequestRecord(request.method, path, DROPPED))
+            log.debug("%s %s -> connection dropped", request.method, path)
+            return web.Response(status=503)  # never reaches the client: its connection is gone
         except ServiceError as error:
             response = service_error_response(error)
         except web.HTTPException as error:

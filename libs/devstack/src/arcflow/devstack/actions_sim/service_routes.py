@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from arcflow.devstack.actions_sim.model import (
+    DroppedConnectionError,
     ServiceError,
     Session,
     TypeNames,
@@ -240,6 +241,9 @@ class ServiceRoutes:
                 )
         if self.sim.faults.poll_delay > 0:
             await asyncio.sleep(self.sim.faults.poll_delay)
+        if self.sim.faults.take_dropped_poll():
+            await asyncio.sleep(self.sim.faults.drop_after)
+            raise DroppedConnectionError()
         if self.sim.faults.take_empty_message_body():
             return web.Response(status=200, body=b"", content_type="application/json")
         found = await self.engine.next_message(
