@@ -370,6 +370,8 @@ class ControlPlane:
     #: Extra IP addresses and DNS names in the serving certificate.
     serving_addresses: Sequence[str] = ()
     serving_names: Sequence[str] = ()
+    #: ``--authorization-mode`` (a real node adds ``Node`` for its kubelet's identity).
+    authorization_modes: Sequence[str] = ("RBAC",)
     _owns_folder: bool = field(default=False, init=False, repr=False)
     _processes: dict[str, _Process] = field(default_factory=dict, init=False, repr=False)
     _credentials: Credentials | None = field(default=None, init=False, repr=False)
@@ -579,7 +581,7 @@ class ControlPlane:
             f"--service-account-key-file={creds.sa_pub}",
             f"--service-account-signing-key-file={creds.sa_key}",
             "--service-cluster-ip-range=10.0.0.0/24",
-            "--authorization-mode=RBAC",
+            f"--authorization-mode={','.join(self.authorization_modes)}",
             "--allow-privileged=true",
             "--v=1",
         ]

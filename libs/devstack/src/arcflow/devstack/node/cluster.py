@@ -225,10 +225,10 @@ class Node:
             serving_names=SERVICE_NAMES,
             crds=self.crds,
             startup_timeout=self.startup_timeout,
+            authorization_modes=("Node", "RBAC"),
             extra_args={
                 "kube-apiserver": [
-                    "--authorization-mode=Node,RBAC",
-                    "--kubelet-preferred-address-types=InternalIP",
+                        "--kubelet-preferred-address-types=InternalIP",
                     f"--kubelet-client-certificate={pki / 'admin.crt'}",
                     f"--kubelet-client-key={pki / 'admin.key'}",
                 ]
@@ -295,7 +295,7 @@ class Node:
         }
         node_kubeconfig = self.folder / "node.kubeconfig"
         node_kubeconfig.write_text(yaml.safe_dump(kubeconfig))
-        layout.cni_conf_dir.mkdir(parents=True)
+        layout.cni_conf_dir.mkdir(parents=True, exist_ok=True)
         conflist = cni_conflist(
             layout, subnet=str(NODE_ADDRESS.network), gateway=self.netns.node_ip
         )
