@@ -228,7 +228,7 @@ class Node:
             authorization_modes=("Node", "RBAC"),
             extra_args={
                 "kube-apiserver": [
-                        "--kubelet-preferred-address-types=InternalIP",
+                    "--kubelet-preferred-address-types=InternalIP",
                     f"--kubelet-client-certificate={pki / 'admin.crt'}",
                     f"--kubelet-client-key={pki / 'admin.key'}",
                 ]
