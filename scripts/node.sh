@@ -10,8 +10,12 @@
 #
 # Everything is built with `go build` from the Go module proxy, from wrapper modules of our own
 # whose go.mod pins each release, into .cache/node/<kubernetes version>-<key>/ (gitignored). The
-# key hashes the wrappers and this script, so a new pin builds anew and an unchanged one is
-# reused at once. No prebuilt binary is downloaded. When a part cannot be had: one line, exit 1.
+# key hashes the wrappers, so a new pin builds anew and an unchanged one is reused at once. No
+# prebuilt binary is downloaded. When a part cannot be had: one line, exit 1.
+#
+# Run as root, it also installs with apt-get the Debian packages a node needs on the host when
+# they are missing: runc, socat (the relay into the node's namespace), iptables (kube-proxy) and
+# catatonit (the pause image).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -19,7 +23,25 @@ SRC="$ROOT/compat/node"
 VERSION="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$SRC/kubernetes/go.mod")"
 [ -n "$VERSION" ] || { echo "node: no k8s.io/kubernetes version in $SRC/kubernetes/go.mod" >&2; exit 1; }
 
-KEY="$(cat "$SRC"/*/go.mod "$SRC"/*/go.sum "$0" | sha256sum | cut -c1-12)"
+# The host's tools, from Debian (command, package).
+TOOLS=(runc:runc socat:socat iptables:iptables catatonit:catatonit nsenter:util-linux)
+missing=()
+for tool in "${TOOLS[@]}"; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+done
+if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "node: installing ${missing[*]} with apt-get ..." >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null \
+    || { apt-get update >/dev/null && apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; }
+fi
+for tool in "${TOOLS[@]}"; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 \
+    || { echo "node: no ${tool%%:*} on PATH: install Debian's ${tool#*:} package" >&2; exit 1; }
+done
+RUNC="$(command -v runc)"
+
+KEY="$(cat "$SRC"/*/go.mod "$SRC"/*/go.sum | sha256sum | cut -c1-12)"
 OUT="${ARCFLOW_CACHE_DIR:-$ROOT/.cache}/node/$VERSION-$KEY"
 PARTS=(kubelet kube-proxy kube-scheduler containerd containerd-shim-runc-v2 ctr crictl coredns
   cni/bridge cni/host-local cni/loopback cni/portmap runc)
@@ -43,13 +65,6 @@ case "$GO_VERSION" in
   go1.26*) ;;
   *) echo "node: need Go 1.26 (found $GO_VERSION), the control plane's toolchain" >&2; exit 1 ;;
 esac
-RUNC="$(command -v runc || true)"
-if [ -z "$RUNC" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "node: installing Debian's runc with apt-get ..." >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends runc >&2
-  RUNC="$(command -v runc || true)"
-fi
-[ -n "$RUNC" ] || { echo "node: no runc: install Debian's runc package (apt-get install runc)" >&2; exit 1; }
 
 TMP="$OUT.tmp.$$"
 mkdir -p "$TMP/cni"

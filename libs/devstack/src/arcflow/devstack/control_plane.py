@@ -21,6 +21,8 @@ What it sets up, in order (each step waits for the previous one's readiness, wit
    publishing, ...), ready once the ``default`` ServiceAccount of ``default`` exists.
 
 There is no scheduler and no kubelet: :mod:`arcflow.devstack.pod_runner` plays the kubelet.
+:class:`arcflow.devstack.node.Node` runs this control plane inside a network namespace of its own
+(``network``, ``advertise_address``) next to a real scheduler, kubelet and container runtime.
 """
 
 from __future__ import annotations
