@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -20,7 +21,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Interface
 from pathlib import Path
@@ -42,6 +43,8 @@ from arcflow.devstack.node.configs import (
     kubelet_config,
 )
 from arcflow.devstack.node.netns import PREFIX, NetworkNamespace
+
+_log = logging.getLogger(__name__)
 
 DIR_ENV = "ARCFLOW_NODE_DIR"
 BUILD_SCRIPT = Path("scripts") / "node.sh"
@@ -147,29 +150,35 @@ class Node:
 
     def stop(self) -> None:
         """Delete the pods, stop the kubelet, remove every sandbox, stop containerd and what is
-        left in the node's cgroups, unmount, remove the cgroups, delete the namespace."""
+        left in the node's cgroups, unmount, remove the cgroups, delete the namespace. Each
+        phase's duration is logged (``arcflow.devstack.node``, INFO)."""
         if not hasattr(self, "folder"):
             return
         cp = getattr(self, "control_plane", None)
-        if cp is not None and cp.running and "kubelet" in self._processes:
-            with contextlib.suppress(Exception):
-                self._delete_pods(cp)
-        for name in ("coredns", "kube-proxy", "kube-scheduler", "kubelet"):
-            self._stop(name)
-        if "containerd" in self._processes and self._processes["containerd"].alive:
-            with contextlib.suppress(Exception):
-                self.crictl("rmp", "--all", "--force")
-        self._stop("containerd")
-        teardown.kill(teardown.cgroup_pids(self.cgroup_root))
-        if cp is not None:
-            cp.stop()
-        teardown.kill(teardown.processes_mentioning(str(self.folder)))
-        teardown.kill(p for p in self.netns.pids() if p != os.getpid())
-        teardown.unmount_under([self.folder])
-        teardown.remove_cgroups(self.cgroup_root)
-        self.netns.delete()
-        self._restore_sysctls()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        with _phase("pods deleted, kubelet and the other parts stopped"):
+            if cp is not None and cp.running and "kubelet" in self._processes:
+                with contextlib.suppress(Exception):
+                    self._delete_pods(cp)
+            for name in ("coredns", "kube-proxy", "kube-scheduler", "kubelet"):
+                self._stop(name)
+        with _phase("sandboxes removed, containerd stopped"):
+            if "containerd" in self._processes and self._processes["containerd"].alive:
+                with contextlib.suppress(Exception):
+                    self.crictl("rmp", "--all", "--force")
+            self._stop("containerd")
+            teardown.kill(teardown.cgroup_pids(self.cgroup_root))
+        with _phase("control plane stopped"):
+            if cp is not None:
+                cp.stop()
+        with _phase("processes left killed, mounts and cgroups removed, namespace deleted"):
+            teardown.kill(teardown.processes_mentioning(str(self.folder)))
+            teardown.kill(p for p in self.netns.pids() if p != os.getpid())
+            teardown.unmount_under([self.folder])
+            teardown.remove_cgroups(self.cgroup_root)
+            self.netns.delete()
+            self._restore_sysctls()
+        with _phase("folder removed"):
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def leftovers(self) -> list[str]:
         """What of this node is still on the host (empty after a complete teardown)."""
@@ -453,6 +462,15 @@ class Node:
         """The log file of a part: containerd, kubelet, kube-scheduler, kube-proxy, coredns
         (the control plane's: ``node.control_plane.log_of``)."""
         return self.folder / f"{part}.log"
+
+
+@contextlib.contextmanager
+def _phase(what: str) -> Iterator[None]:
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        _log.info("node stop: %s in %.1f s", what, time.monotonic() - started)
 
 
 def _http_ok(port: int, path: str) -> bool:
