@@ -113,6 +113,11 @@ def test_the_node_registers_and_is_ready(kube_node: Node) -> None:
     assert ready[0]["status"] == "True", ready
     addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
     assert addresses["InternalIP"] == kube_node.netns.node_ip
+    # The network rule: the node's namespace has no way out, only its pods' /24.
+    routes = [line.strip() for line in kube_node.netns.run(["ip", "-4", "route"]).splitlines()]
+    assert routes == [
+        f"10.244.0.0/24 dev cni0 proto kernel scope link src {addresses['InternalIP']}"
+    ]
 
 
 async def test_a_scheduled_pod_runs_as_the_images_user_with_a_read_only_root(

@@ -6,6 +6,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from arcflow.devstack.node import teardown
 from arcflow.devstack.node.configs import Layout, cni_conflist, containerd_toml, kubelet_config
 
@@ -23,7 +25,9 @@ def test_containerd_keeps_its_files_in_the_folder_and_restricts_oom_score_adj() 
     assert runtime["restrict_oom_score_adj"] is True
     assert runtime["netns_mounts_under_state_dir"] is True
     runc = runtime["containerd"]["runtimes"]["runc"]
-    assert runc["options"] == {"SystemdCgroup": False, "BinaryName": "/parts/runc"}
+    assert runc["options"]["SystemdCgroup"] is False
+    assert runc["options"]["BinaryName"] == "/parts/runc"
+    assert runc["options"]["Root"].startswith(f"{FOLDER}/")
     assert runtime["cni"]["bin_dirs"] == ["/parts/cni"]
     images = config["plugins"]["io.containerd.cri.v1.images"]
     assert images["pinned_images"]["sandbox"] == "pause:1"
@@ -49,3 +53,15 @@ def test_the_kubelet_runs_on_cgroup_v1_under_its_own_root() -> None:
 def test_mount_points_are_unescaped() -> None:
     line = "1 2 0:1 / /tmp/a\\040b/c rw - tmpfs tmpfs rw"
     assert teardown._unescape(line.split()[4]) == "/tmp/a b/c"
+
+
+def test_log_links_into_the_folder_are_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    links = tmp_path / "containers"
+    links.mkdir()
+    node = tmp_path / "node"
+    (links / "ours.log").symlink_to(node / "pod-logs" / "0.log")
+    (links / "other.log").symlink_to(tmp_path / "other" / "0.log")
+    monkeypatch.setattr(teardown, "CONTAINER_LOG_LINKS", links)
+    assert teardown.log_links_into(node) == [links / "ours.log"]

@@ -177,6 +177,7 @@ class Node:
             teardown.remove_cgroups(self.cgroup_root)
             self.netns.delete()
             self._restore_sysctls()
+            teardown.remove_fixed_paths(self.folder)
         with _phase("folder removed"):
             shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -189,6 +190,7 @@ class Node:
         ]
         found += [f"mount {m}" for m in teardown.mounts_under([self.folder])]
         found += [f"cgroup {c}" for c in teardown.cgroup_dirs(self.cgroup_root)]
+        found += [f"log link {link}" for link in teardown.log_links_into(self.folder)]
         if self.netns.path.exists():
             found.append(f"network namespace {self.name}")
         return found
@@ -320,6 +322,7 @@ class Node:
                 f"--config={layout.kubelet_config}",
                 f"--kubeconfig={node_kubeconfig}",
                 f"--root-dir={layout.kubelet_root}",
+                f"--cert-dir={layout.kubelet_root / 'pki'}",
                 f"--hostname-override={self.name}",
                 f"--node-ip={self.netns.node_ip}",
                 "--v=1",

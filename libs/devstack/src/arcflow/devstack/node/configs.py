@@ -106,6 +106,7 @@ def containerd_toml(layout: Layout, *, bin_dir: Path, sandbox_image: str) -> str
         f"[{runc}.options]",
         "  SystemdCgroup = false",
         f"  BinaryName = {json.dumps(str(bin_dir / 'runc'))}",
+        f"  Root = {json.dumps(str(layout.folder / 'runc'))}",
         f"[{cri_runtime}.cni]",
         f"  bin_dirs = [{json.dumps(str(bin_dir / 'cni'))}]",
         f"  conf_dir = {json.dumps(str(layout.cni_conf_dir))}",

@@ -16,6 +16,19 @@ from collections.abc import Iterable
 from pathlib import Path
 
 CGROUP_FS = Path("/sys/fs/cgroup")
+#: Where the kubelet links each container's log, whatever its pod logs folder (a fixed path).
+CONTAINER_LOG_LINKS = Path("/var/log/containers")
+#: Paths the parts use whatever they are told: the kubelet's device plugin socket and
+#: containerd's shim sockets (each shim removes its own). The teardown removes the kubelet's
+#: socket and these folders when they are empty. (The CNI library also caches results in
+#: /var/lib/cni/results, shared with podman: each entry goes with its pod, the folder stays.)
+FIXED_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+FIXED_FOLDERS = (
+    Path("/var/lib/kubelet/device-plugins"),
+    Path("/var/lib/kubelet"),
+    Path("/run/containerd/s"),
+    Path("/run/containerd"),
+)
 
 
 def hierarchies() -> list[Path]:
@@ -102,3 +115,26 @@ def processes_mentioning(text: str) -> list[int]:
             ):
                 pids.append(int(entry.name))
     return pids
+
+
+def log_links_into(folder: Path) -> list[Path]:
+    """The kubelet's links in /var/log/containers that point into ``folder``."""
+    root = str(folder.resolve())
+    found = []
+    with contextlib.suppress(OSError):
+        for link in CONTAINER_LOG_LINKS.iterdir():
+            with contextlib.suppress(OSError):
+                if link.is_symlink() and str(link.readlink()).startswith(root + "/"):
+                    found.append(link)
+    return found
+
+
+def remove_fixed_paths(folder: Path) -> None:
+    """Remove the kubelet's log links into ``folder``, its device plugin socket, and the fixed
+    folders the parts made when nothing is left in them."""
+    for link in log_links_into(folder):
+        link.unlink(missing_ok=True)
+    FIXED_SOCKET.unlink(missing_ok=True)
+    for path in FIXED_FOLDERS:
+        with contextlib.suppress(OSError):
+            path.rmdir()
