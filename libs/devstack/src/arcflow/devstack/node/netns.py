@@ -40,7 +40,7 @@ class NetnsError(RuntimeError):
 
 
 def _run(args: Sequence[str]) -> str:
-    done = subprocess.run(list(args), capture_output=True, text=True, check=False)
+    done = subprocess.run(list(args), capture_output=True, text=True, check=False, timeout=60)
     if done.returncode != 0:
         raise NetnsError(f"{' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
     return done.stdout
