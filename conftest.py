@@ -1,8 +1,9 @@
 """Root conftest: registers the shared fixture modules for every test directory, and gives the
 markers the README's loops select by: every ``chaos`` test is a ``scenario`` test, and every
 ``scenario`` test and every test that starts a real server through a fixture (nats-server, the
-control plane, the Kubernetes emulator, the Actions simulator, Prometheus) is an ``integration``
-test, so the fast loop ``-m "not integration"`` runs the unit and pure tests only."""
+control plane, the Kubernetes emulator, the Actions simulator, Prometheus, a real node) is an
+``integration`` test, so the fast loop ``-m "not integration"`` runs the unit and pure tests
+only."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ pytest_plugins = [
     "tests.fixtures.kube",
     "tests.fixtures.actions",
     "tests.fixtures.prometheus",
+    "tests.fixtures.node",
     "tests.file_order",
 ]
 
@@ -29,6 +31,7 @@ REAL_SERVER_FIXTURES = frozenset(
         "actions_sim",
         "actions_sim_acquire",
         "prometheus",
+        "kube_node",
     }
 )
 

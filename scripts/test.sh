@@ -28,6 +28,12 @@ fi
 # deploy/tests/test_images.py; needs root, so elsewhere that test skips and says why.
 if [ "$(id -u)" = 0 ] && [ -z "${ARCFLOW_NO_IMAGES:-}" ]; then
   bash scripts/build-images.sh
+  # The real node's parts (docs/node.md): kubelet, containerd, CNI plugins, crictl, CoreDNS,
+  # built once from the Go module proxy into .cache/node/; tests/scenario/test_real_node.py
+  # starts a node from them (root only: namespaces, cgroups, mounts).
+  ARCFLOW_NODE_DIR="$(bash scripts/node.sh)"
+  export ARCFLOW_NODE_DIR
+  echo "== node: $ARCFLOW_NODE_DIR"
 fi
 set +e
 # Two pytest workers (pytest-xdist), one test file at a time each: the tests mostly wait on servers,

@@ -21,6 +21,8 @@ What it sets up, in order (each step waits for the previous one's readiness, wit
    publishing, ...), ready once the ``default`` ServiceAccount of ``default`` exists.
 
 There is no scheduler and no kubelet: :mod:`arcflow.devstack.pod_runner` plays the kubelet.
+:class:`arcflow.devstack.node.Node` runs this control plane inside a network namespace of its own
+(``network``, ``advertise_address``) next to a real scheduler, kubelet and container runtime.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from datetime import UTC, datetime, timedelta
 from ipaddress import IPv4Address
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 from cryptography import x509
@@ -167,6 +169,8 @@ def _issue(
     *,
     organization: str | None = None,
     server: bool = False,
+    addresses: Sequence[str] = (),
+    names: Sequence[str] = (),
 ) -> _Pair:
     key = ec.generate_private_key(ec.SECP256R1())
     attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
@@ -190,7 +194,10 @@ def _issue(
     if server:
         builder = builder.add_extension(
             x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(IPv4Address("127.0.0.1"))]
+                [
+                    *(x509.DNSName(name) for name in ("localhost", *names)),
+                    *(x509.IPAddress(IPv4Address(a)) for a in ("127.0.0.1", *addresses)),
+                ]
             ),
             critical=False,
         )
@@ -223,6 +230,10 @@ class Credentials:
         return self.folder / "admin.key"
 
     @property
+    def ca_key(self) -> Path:
+        return self.folder / "ca.key"
+
+    @property
     def sa_key(self) -> Path:
         return self.folder / "sa.key"
 
@@ -231,15 +242,21 @@ class Credentials:
         return self.folder / "sa.pub"
 
     @classmethod
-    def create(cls, folder: Path) -> Credentials:
+    def create(
+        cls, folder: Path, *, addresses: Sequence[str] = (), names: Sequence[str] = ()
+    ) -> Credentials:
+        """The CA, the API server's serving certificate (for 127.0.0.1 and localhost, plus
+        ``addresses`` and ``names``), the admin's client certificate and the ServiceAccount
+        key pair."""
         folder.mkdir(parents=True, exist_ok=True)
         ca = _issue("arcflow-test-ca", None)
-        serving = _issue("kube-apiserver", ca, server=True)
+        serving = _issue("kube-apiserver", ca, server=True, addresses=addresses, names=names)
         admin = _issue("arcflow-admin", ca, organization="system:masters")
         sa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         creds = cls(folder)
         writes = {
             creds.ca: ca.cert_pem(),
+            creds.ca_key: ca.key_pem(),
             creds.serving_cert: serving.cert_pem(),
             creds.serving_key: serving.key_pem(),
             creds.admin_cert: admin.cert_pem(),
@@ -257,6 +274,19 @@ class Credentials:
             path.write_bytes(data)
             path.chmod(0o600)
         return creds
+
+    def issue_client(self, stem: str, common_name: str, organization: str | None = None) -> Path:
+        """A client certificate ``<stem>.crt`` (and key ``<stem>.key``) signed by the CA, for
+        the identity ``common_name`` in group ``organization``; returns the certificate."""
+        ca_key = serialization.load_pem_private_key(self.ca_key.read_bytes(), password=None)
+        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+        ca = _Pair(ca_key, x509.load_pem_x509_certificate(self.ca.read_bytes()))
+        pair = _issue(common_name, ca, organization=organization)
+        cert, key = self.folder / f"{stem}.crt", self.folder / f"{stem}.key"
+        for path, data in ((cert, pair.cert_pem()), (key, pair.key_pem())):
+            path.write_bytes(data)
+            path.chmod(0o600)
+        return cert
 
 
 # --- processes -------------------------------------------------------------------------------
@@ -303,6 +333,17 @@ class _Process:
             return ""
 
 
+class Network(Protocol):
+    """Where the control plane's processes run when not on the host's loopback: a network
+    namespace (:class:`arcflow.devstack.node.netns.NetworkNamespace`). ``command`` wraps a
+    command line to run inside it; ``expose`` (idempotent) makes its 127.0.0.1:port answer on
+    the host's 127.0.0.1:port, so the admin requests and readiness checks stay as they are."""
+
+    def command(self, args: Sequence[str]) -> list[str]: ...
+
+    def expose(self, port: int) -> None: ...
+
+
 @dataclass
 class ControlPlane:
     """``with ControlPlane() as cp: cp.kubeconfig`` (the admin's; ``system:masters``).
@@ -322,6 +363,17 @@ class ControlPlane:
     keep_folder: bool = False
     etcd_port: int = 0
     port: int = 0
+    #: Run every process inside this network (None: the host's loopback).
+    network: Network | None = None
+    #: The address the API server advertises (the ``kubernetes`` Service's endpoint). Another
+    #: than 127.0.0.1 binds the API server to every address of its network and turns the
+    #: endpoint reconciler on.
+    advertise_address: str = "127.0.0.1"
+    #: Extra IP addresses and DNS names in the serving certificate.
+    serving_addresses: Sequence[str] = ()
+    serving_names: Sequence[str] = ()
+    #: ``--authorization-mode`` (a real node adds ``Node`` for its kubelet's identity).
+    authorization_modes: Sequence[str] = ("RBAC",)
     _owns_folder: bool = field(default=False, init=False, repr=False)
     _processes: dict[str, _Process] = field(default_factory=dict, init=False, repr=False)
     _credentials: Credentials | None = field(default=None, init=False, repr=False)
@@ -425,7 +477,9 @@ class ControlPlane:
             self._owns_folder = True
         self.folder.mkdir(parents=True, exist_ok=True)
         try:
-            self._credentials = Credentials.create(self.folder / "pki")
+            self._credentials = Credentials.create(
+                self.folder / "pki", addresses=self.serving_addresses, names=self.serving_names
+            )
             self._start_etcd(binaries)
             self._start_apiserver(binaries)
             self.write_kubeconfig(self.kubeconfig)
@@ -454,7 +508,10 @@ class ControlPlane:
 
     def _spawn(self, name: str, args: list[str]) -> _Process:
         extra = list(self.extra_args.get(name, ()))
-        process = _Process(name, [*args, *extra], self.log_of(name))
+        command = [*args, *extra]
+        if self.network is not None:
+            command = self.network.command(command)
+        process = _Process(name, command, self.log_of(name))
         process.start()
         self._processes[name] = process
         return process
@@ -480,6 +537,8 @@ class ControlPlane:
         assert self.folder is not None
         self.etcd_port = self.etcd_port or free_port()
         peer = free_port()
+        if self.network is not None:
+            self.network.expose(self.etcd_port)
         client_url = f"http://127.0.0.1:{self.etcd_port}"
         peer_url = f"http://127.0.0.1:{peer}"
         process = self._spawn(
@@ -507,11 +566,14 @@ class ControlPlane:
         assert self.folder is not None
         creds = self.credentials
         self.port = self.port or free_port()
+        if self.network is not None:
+            self.network.expose(self.port)
+        loopback = self.advertise_address == "127.0.0.1"
         args = [
             str(binaries.kube_apiserver),
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={'127.0.0.1' if loopback else '0.0.0.0'}",
+            f"--advertise-address={self.advertise_address}",
             f"--secure-port={self.port}",
             f"--cert-dir={self.folder / 'apiserver-certs'}",
             f"--tls-cert-file={creds.serving_cert}",
@@ -521,12 +583,13 @@ class ControlPlane:
             f"--service-account-key-file={creds.sa_pub}",
             f"--service-account-signing-key-file={creds.sa_key}",
             "--service-cluster-ip-range=10.0.0.0/24",
-            "--authorization-mode=RBAC",
+            f"--authorization-mode={','.join(self.authorization_modes)}",
             "--allow-privileged=true",
-            # Without it the server logs an error every 10 s about endpoints on loopback.
-            "--endpoint-reconciler-type=none",
             "--v=1",
         ]
+        if loopback:
+            # Without it the server logs an error every 10 s about endpoints on loopback.
+            args.append("--endpoint-reconciler-type=none")
         if self.audit:
             policy = self.folder / "audit-policy.yaml"
             policy.write_text(yaml.safe_dump(AUDIT_POLICY))
@@ -537,7 +600,7 @@ class ControlPlane:
                 "--audit-log-maxsize=0",
             ]
         process = self._spawn("kube-apiserver", args)
-        self._wait(process, "/readyz", lambda: self._get_text("/readyz") == "ok")
+        self._wait(process, "/readyz", lambda: self.get_text("/readyz") == "ok")
 
     def _start_controller_manager(self, binary: Path) -> None:
         creds = self.credentials
@@ -570,9 +633,11 @@ class ControlPlane:
         context.load_cert_chain(str(creds.admin_cert), str(creds.admin_key))
         return context
 
-    def _get_text(self, path: str) -> str:
+    def get_text(self, path: str, *, timeout: float = 2.0) -> str:
+        """A GET as the admin, the body as text (``/readyz``, a pod's ``/log``)."""
         url = f"{self.url}{path}"
-        with urllib.request.urlopen(url, timeout=2, context=self._ssl_context()) as response:  # noqa: S310
+        context = self._ssl_context()
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as response:  # noqa: S310
             return str(response.read().decode())
 
     def request(
@@ -652,6 +717,7 @@ __all__ = [
     "ControlPlane",
     "ControlPlaneError",
     "Credentials",
+    "Network",
     "default_crds",
     "locate_binaries",
     "repo_root",
