@@ -124,6 +124,9 @@ class CapacityStack:
     kube: KubeClient | None = None
     http: httpx.AsyncClient | None = None
     pods: PodWatch | None = None
+    #: variant -> jobs queued before the ARS is applied (a backlog moved onto a new set)
+    backlog: dict[str, int] = field(default_factory=dict)
+    backlog_jobs: dict[str, list[str]] = field(default_factory=dict)
     _exit: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     async def __aenter__(self) -> CapacityStack:
@@ -176,6 +179,8 @@ class CapacityStack:
         self.pods = PodWatch(self.kube, self.namespace, self.name, variants)
         await self.pods.start()
         self._exit.push_async_callback(self.pods.stop)
+        for variant, count in self.backlog.items():
+            self.backlog_jobs[variant] = await self.enqueue(variant, count, self.job_duration)
         await self.kube.create(self.ars)
         await self.wait_sessions()
 

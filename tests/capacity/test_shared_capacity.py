@@ -118,6 +118,35 @@ async def test_six_runners_for_three_variants_and_forty_jobs(
         assert {v["name"] for v in capacity.get("variants", [])} == {"alpha", "beta", "gamma"}
 
 
+async def test_a_backlog_queued_before_the_set_exists_stays_within_the_budget(
+    tmp_path: Path, plane: ControlPlane
+) -> None:
+    """A team moves a backlog onto a new set: 40 jobs are queued before the ARS is applied, so
+    GitHub assigns them before any first poll has advertised a capacity. No more than 6 runner
+    pods exist at any moment all the same (ADR 0090), every job runs as slots free up, and the
+    higher priority's jobs run first."""
+    ars = three_variants(
+        {"maxRunners": 6},
+        alpha={"priority": 10},
+        beta={"priority": 1},
+        gamma={"priority": 1},
+    )
+    backlog = {"alpha": 14, "beta": 13, "gamma": 13}
+    async with CapacityStack(tmp_path, plane, ars, job_duration=1.0, backlog=backlog) as stack:
+        done = await finish_times(stack, stack.backlog_jobs, within=300)
+        peak = await stack.active_peak()
+        assert stack.pods is not None
+        print(
+            f"assigned peak {peak}, pod peak {stack.pods.peak_pods}, finish medians "
+            + ", ".join(f"{v}={statistics.median(t):.1f}s" for v, t in done.items())
+        )
+        assert peak["peak"] > 6, f"GitHub never held more than the budget: {peak}"
+        assert stack.pods.peak_pods <= 6, stack.pods.peak_pods
+        assert sum(len(t) for t in done.values()) == 40
+        assert statistics.median(done["alpha"]) < statistics.median(done["beta"])
+        assert statistics.median(done["alpha"]) < statistics.median(done["gamma"])
+
+
 async def test_a_cpu_budget_with_mixed_shapes(tmp_path: Path, plane: ControlPlane) -> None:
     shapes = {"alpha": "1", "beta": "2", "gamma": "3"}
     ars = three_variants(

@@ -104,3 +104,15 @@ def test_counted_runners_win_over_the_paced_status() -> None:
     state = drain_state(spec, stale, {"set-a": 0})
     assert state is not None
     assert state.reason == REASON_DRAINED
+
+
+def test_room_is_kept_for_a_higher_priority_that_waits() -> None:
+    """Room freed in a full budget goes to the highest priority that still wants runners
+    (ADR 0090): a lower priority takes none of it while a higher one waits, takes what is left
+    over, and equal priorities do not hold each other back."""
+    spec = ars({"maxRunners": 6}, a={"priority": 10}, b={}, c={})
+    existing = {"set-a": 2, "set-b": 2, "set-c": 0}  # 2 slots free
+    assert runners_creatable(spec, "set-b", existing, 5, {"set-a": 3, "set-c": 5}) == 0
+    assert runners_creatable(spec, "set-b", existing, 5, {"set-a": 1, "set-c": 5}) == 1
+    assert runners_creatable(spec, "set-a", existing, 3, {"set-b": 5, "set-c": 5}) == 2
+    assert runners_creatable(spec, "set-c", existing, 5, {"set-a": 0, "set-b": 5}) == 2

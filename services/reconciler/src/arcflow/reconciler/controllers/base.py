@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -69,6 +70,9 @@ class RunnerSetState:
     uncreated: dict[str, set[str]] = dataclass_field(default_factory=dict)
     #: "<namespace>/<ERS>" -> when its last JIT-failure Event went out (monotonic seconds).
     jit_failures_reported: dict[str, float] = dataclass_field(default_factory=dict)
+    #: "<namespace>/<ARS>" -> the lock its variants' capacity gate and creates run under
+    #: (ADR 0090).
+    budget_locks: dict[str, asyncio.Lock] = dataclass_field(default_factory=dict)
 
 
 @dataclass

@@ -133,19 +133,28 @@ def drain_state(
 
 
 def runners_creatable(
-    ars: AutoscalingRunnerSet, ers_name: str, existing: Mapping[str, int], wanted: int
+    ars: AutoscalingRunnerSet,
+    ers_name: str,
+    existing: Mapping[str, int],
+    wanted: int,
+    waiting: Mapping[str, int] | None = None,
 ) -> int:
     """How many of ``wanted`` new runners of the set's EphemeralRunnerSet ``ers_name`` fit in
     ``spec.capacity`` given the runners that exist in every variant (``existing``: ERS name ->
     runners, finished ones included: their pods may not be gone yet). The listener keeps the
-    *jobs* within the budget; this keeps the *pods* within it while finished ones linger."""
+    *jobs* within the budget; this keeps the *pods* within it while finished ones linger, and
+    whatever GitHub assigned before the listener's first poll advertised a capacity.
+    ``waiting`` (ERS name -> runners the other variants still want) reserves room for the
+    variants of a higher priority than this one (ADR 0090)."""
     capacity = ars.spec.capacity
     if capacity is None or wanted <= 0:
         return max(0, wanted)
+    priorities: dict[str, int] = {}
     try:
         totals = {k: non_negative_quantity(v) for k, v in (capacity.resources or {}).items()}
         costs: dict[str, dict[str, Fraction]] = {}
         for variant in ars.spec.effective_variants():
+            priorities[ephemeral_runner_set_name(ars.name, variant.name)] = variant.priority or 0
             request = pod_request(variant.template) if totals else {}
             costs[ephemeral_runner_set_name(ars.name, variant.name)] = {
                 k: request.get(k, Fraction(0)) for k in totals
@@ -160,9 +169,14 @@ def runners_creatable(
     if mine is None:
         return wanted
     left = dict(totals)
+    mine_priority = priorities.get(ers_name, 0)
     for name, count in existing.items():
         for key, amount in costs.get(name, {}).items():
             left[key] -= amount * count
+    for name, count in (waiting or {}).items():
+        if name != ers_name and priorities.get(name, 0) > mine_priority:
+            for key, amount in costs.get(name, {}).items():
+                left[key] -= amount * count  # room kept for a higher priority that waits
     fits = wanted
     for key, amount in mine.items():
         if amount > 0:

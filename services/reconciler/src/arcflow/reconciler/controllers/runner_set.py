@@ -57,7 +57,11 @@ from arcflow.reconciler.controllers.runner_claims import (
     parse_runner_claim,
     runner_name,
 )
-from arcflow.reconciler.controllers.runner_set_capacity import creatable_runners
+from arcflow.reconciler.controllers.runner_set_capacity import (
+    budget_lock,
+    budgeted,
+    creatable_runners,
+)
 from arcflow.reconciler.controllers.runner_set_rules import (
     bucket_runners,
     has_job,
@@ -173,10 +177,15 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
         if total + in_flight < replicas:
             # The set's shared capacity (ADR 0062) bounds the pods of all variants together.
             missing = replicas - total - in_flight
-            count = await creatable_runners(ctx, ers, missing, in_flight)
-            short = count < missing
-            if count:
-                await _create_runners(ctx, ers, scope, claim, count, replicas, patch_id)
+            ars = await budgeted(ctx, ers)
+            if ars is None:
+                await _create_runners(ctx, ers, scope, claim, missing, replicas, patch_id)
+            else:  # the gate and the creates under the set's lock (ADR 0090)
+                async with budget_lock(ctx, ers):
+                    count = await creatable_runners(ctx, ars, ers, missing, in_flight)
+                    short = count < missing
+                    if count:
+                        await _create_runners(ctx, ers, scope, claim, count, replicas, patch_id)
         elif patch_id == 0 and total > replicas:
             await _remove_idle(ctx, scope, buckets, total - replicas)
         if short:  # not served: the rest is created once finished runners are gone
