@@ -258,6 +258,8 @@ def test_reconciler_rbac_covers_what_it_writes(helm: Helm) -> None:
     for resource in ("roles", "rolebindings"):
         assert ("rbac.authorization.k8s.io", resource, "create") in grants
     assert ("", "events", "create") in grants
+    # no PUT anywhere (issue 33): update only on */finalizers (owner reference admission)
+    assert {r for _, r, v in grants if v == "update"} == {f"{k}/finalizers" for k in CRD_KINDS}
     # nothing beyond what it needs: no wildcards, no escalate/bind/impersonate
     assert not {g for g, r, v in grants if "*" in (g, r, v)}
     assert not {v for _, _, v in grants} & {"escalate", "bind", "impersonate"}

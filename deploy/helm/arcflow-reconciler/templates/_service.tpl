@@ -76,29 +76,32 @@ What the reconciler writes: the four kinds (with status and finalizers), runner 
 pods, their Secrets (JIT config, listener config), and the listener's service account, Role and
 RoleBinding; events to explain what it did. configmaps get: the GitHub server CA bundle.
 A Role it creates can only grant what it holds itself (patch on ERS/ER), which it does.
+No `update` (PUT) on any object: every write is a create, a merge patch or a delete. The one
+`update` left is on the finalizers subresources, which the OwnerReferencesPermissionEnforcement
+admission plugin asks for when a child's ownerReference sets blockOwnerDeletion.
 */}}
 {{- define "arcflow-reconciler.rules" -}}
 - apiGroups: [actions.github.com]
   resources: [autoscalingrunnersets, ephemeralrunnersets, ephemeralrunners, autoscalinglisteners]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [actions.github.com]
   resources: [autoscalingrunnersets/status, ephemeralrunnersets/status, ephemeralrunners/status, autoscalinglisteners/status]
-  verbs: [get, update, patch]
+  verbs: [get, patch]
 - apiGroups: [actions.github.com]
   resources: [autoscalingrunnersets/finalizers, ephemeralrunnersets/finalizers, ephemeralrunners/finalizers, autoscalinglisteners/finalizers]
   verbs: [update]
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [get]
 - apiGroups: [""]
   resources: [secrets, serviceaccounts]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get]
