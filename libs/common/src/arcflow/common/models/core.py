@@ -61,6 +61,8 @@ class ContainerStatus(KubeModel):
     name: str = ""
     ready: bool = False
     state: ContainerState = Field(default_factory=ContainerState)
+    #: The state it was in before its last restart (a restarted init container's failure).
+    last_state: ContainerState = Field(default_factory=ContainerState)
 
 
 class PodStatus(KubeModel):

@@ -69,6 +69,10 @@ class RunnerSetState:
     uncreated: dict[str, set[str]] = dataclass_field(default_factory=dict)
     #: "<namespace>/<ERS>" -> when its last JIT-failure Event went out (monotonic seconds).
     jit_failures_reported: dict[str, float] = dataclass_field(default_factory=dict)
+    #: (namespace, runner) -> the last pod refusal said in an Event on it (issue 33).
+    pod_refusals_reported: dict[tuple[str, str], str] = dataclass_field(default_factory=dict)
+    #: (namespace, ARS, variant) -> when its last pod refusal Event went out (monotonic).
+    set_refusals_reported: dict[tuple[str, str, str], float] = dataclass_field(default_factory=dict)
 
 
 @dataclass
@@ -94,6 +98,9 @@ class ArsState:
     #: (namespace, ARS) -> the resourceVersion whose unusable deadline annotation was
     #: reported in an Event (ADR 0065).
     deadline_errors_reported: dict[tuple[str, str], str] = dataclass_field(default_factory=dict)
+    #: ARS namespace/name -> whether its namespace was last seen to have a ResourceQuota
+    #: (``capacity.fromResourceQuota``; issue 33).
+    quota_found_seen: dict[str, bool] = dataclass_field(default_factory=dict)
 
 
 @dataclass(frozen=True)
