@@ -404,3 +404,43 @@ def test_schema_rejects_a_bad_port(helm: Helm) -> None:
     result = helm.template("arcflow-registrar", values={"health": {"port": "http"}})
     assert result.returncode != 0
     assert "health.port" in result.stderr
+
+
+KNOB_DEFAULTS = {
+    "arcflow-reconciler": {
+        "ARCFLOW_KUBE_QPS": "200",
+        "ARCFLOW_KUBE_BURST": "400",
+        "ARCFLOW_RECONCILER_WORKERS": "16",
+        "ARCFLOW_RECONCILER_LISTENER_KUBE_QPS": "50",
+        "ARCFLOW_RECONCILER_LISTENER_KUBE_BURST": "100",
+    },
+    "arcflow-registrar": {
+        "ARCFLOW_KUBE_QPS": "20",
+        "ARCFLOW_KUBE_BURST": "40",
+        "ARCFLOW_REGISTRAR_CONVERGE_CONCURRENCY": "16",
+        "ARCFLOW_REGISTRAR_RPC_CONCURRENCY": "32",
+    },
+    "arcflow-watcher": {"ARCFLOW_KUBE_QPS": "20", "ARCFLOW_KUBE_BURST": "40"},
+}
+
+
+@pytest.mark.parametrize("chart", sorted(KNOB_DEFAULTS))
+def test_the_knobs_are_named_values_with_fleet_defaults(helm: Helm, chart: str) -> None:
+    """Issue 33: the client rates and the workers are named chart values (docs/operations.md,
+    "Knobs"), with defaults for a 500-runner fleet; a value set flows into the env."""
+    env = _env(_container(helm.render(chart)))
+    assert {k: env.get(k) for k in KNOB_DEFAULTS[chart]} == KNOB_DEFAULTS[chart]
+    values: dict[str, Any] = {"kube": {"qps": 75, "burst": 150}}
+    if chart == "arcflow-reconciler":
+        values |= {"workers": 32, "listener": {"kube": {"qps": 80, "burst": 160}}}
+    if chart == "arcflow-registrar":
+        values |= {"workers": {"converge": 8, "rpc": 64}}
+    tuned = _env(_container(helm.render(chart, values=values)))
+    assert (tuned["ARCFLOW_KUBE_QPS"], tuned["ARCFLOW_KUBE_BURST"]) == ("75", "150")
+    if chart == "arcflow-reconciler":
+        assert tuned["ARCFLOW_RECONCILER_WORKERS"] == "32"
+        assert tuned["ARCFLOW_RECONCILER_LISTENER_KUBE_QPS"] == "80"
+        assert tuned["ARCFLOW_RECONCILER_LISTENER_KUBE_BURST"] == "160"
+    if chart == "arcflow-registrar":
+        assert tuned["ARCFLOW_REGISTRAR_CONVERGE_CONCURRENCY"] == "8"
+        assert tuned["ARCFLOW_REGISTRAR_RPC_CONCURRENCY"] == "64"

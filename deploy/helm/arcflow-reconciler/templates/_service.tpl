@@ -24,6 +24,10 @@ actions.github.com/controller-watch-single-namespace: {{ $watched }}
 
 {{- define "arcflow-reconciler.serviceEnv" -}}
 {{- $listener := .Values.listener -}}
+{{- with .Values.workers }}
+- name: ARCFLOW_RECONCILER_WORKERS
+  value: {{ . | quote }}
+{{- end }}
 - name: ARCFLOW_RECONCILER_CONTROLLER_NAMESPACE
   value: {{ include "arcflow-reconciler.controllerNamespace" . | quote }}
 {{- /* rbac.clusterWide=false: cache only the namespaces its Roles cover (the controller
@@ -44,6 +48,12 @@ actions.github.com/controller-watch-single-namespace: {{ $watched }}
   value: {{ $listener.logLevel | quote }}
 - name: ARCFLOW_RECONCILER_LISTENER_LOG_FORMAT
   value: {{ $listener.logFormat | quote }}
+{{- with $listener.kube }}
+- name: ARCFLOW_RECONCILER_LISTENER_KUBE_QPS
+  value: {{ .qps | quote }}
+- name: ARCFLOW_RECONCILER_LISTENER_KUBE_BURST
+  value: {{ .burst | quote }}
+{{- end }}
 {{- with .Values.buildVersion }}
 - name: ARCFLOW_RECONCILER_BUILD_VERSION
   value: {{ . | quote }}

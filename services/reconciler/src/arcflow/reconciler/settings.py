@@ -66,6 +66,16 @@ class ReconcilerSettings(ServiceSettings):
         default="", description="Secret in the controller namespace with ca.crt for NATS TLS"
     )
 
+    listener_kube_qps: float = Field(
+        default=50.0,
+        gt=0,
+        description="ARCFLOW_KUBE_QPS of listener pods: their Kubernetes client's sustained "
+        "requests per second (upstream 0.15: 50); a listenerTemplate env entry still wins",
+    )
+    listener_kube_burst: int = Field(
+        default=100, ge=1, description="ARCFLOW_KUBE_BURST of listener pods (upstream 0.15: 100)"
+    )
+
     workers: int = Field(default=16, ge=1, description="Reconciles running at once")
     create_concurrency: int = Field(
         default=16, ge=1, description="Runners of one EphemeralRunnerSet created at once"
@@ -168,6 +178,8 @@ class ReconcilerSettings(ServiceSettings):
             listener_nats_secret=self.listener_nats_secret,
             listener_nats_auth=self.listener_nats_auth,
             listener_nats_tls_secret=self.listener_nats_tls_secret,
+            listener_kube_qps=self.listener_kube_qps,
+            listener_kube_burst=self.listener_kube_burst,
         )
 
 
