@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from deploy.tests.helpers import SERVICE_CHARTS, Helm, validate_builtin
+from deploy.tests.helpers import HELM_DIR, SERVICE_CHARTS, Helm, validate_builtin
 
 pytestmark = pytest.mark.integration
 
@@ -444,3 +444,26 @@ def test_the_knobs_are_named_values_with_fleet_defaults(helm: Helm, chart: str) 
     if chart == "arcflow-registrar":
         assert tuned["ARCFLOW_REGISTRAR_CONVERGE_CONCURRENCY"] == "8"
         assert tuned["ARCFLOW_REGISTRAR_RPC_CONCURRENCY"] == "64"
+
+
+def test_the_drain_on_sigterm_fits_the_grace_period(helm: Helm) -> None:
+    """Issue 33: the reconciler drains passes in flight on SIGTERM for the grace period less
+    10 s unless ``drainSeconds`` says otherwise, which must leave 5 s of it."""
+
+    def drain(values: dict[str, Any]) -> tuple[str, int]:
+        docs = helm.render("arcflow-reconciler", values=values)
+        pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+        env = _env(pod["containers"][0])
+        return env["ARCFLOW_RECONCILER_DRAIN_SECONDS"], pod["terminationGracePeriodSeconds"]
+
+    assert drain({}) == ("20", 30)
+    assert drain({"terminationGracePeriodSeconds": 90}) == ("80", 90)
+    assert drain({"drainSeconds": 25}) == ("25", 30)
+    assert drain({"terminationGracePeriodSeconds": 5}) == ("0", 5)
+    result = helm.run(
+        "template", "x", str(HELM_DIR / "arcflow-reconciler"), "--set", "drainSeconds=28"
+    )
+    assert result.returncode != 0
+    assert "drainSeconds (28) must be at most terminationGracePeriodSeconds (30) less 5" in (
+        result.stderr
+    )

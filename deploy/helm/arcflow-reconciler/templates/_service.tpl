@@ -28,6 +28,19 @@ actions.github.com/controller-watch-single-namespace: {{ $watched }}
 - name: ARCFLOW_RECONCILER_WORKERS
   value: {{ . | quote }}
 {{- end }}
+{{- /* The drain on SIGTERM fits the grace period: by default the grace period less 10 s (for
+  the rest of the shutdown); an explicit drainSeconds must leave at least 5 s. */}}
+{{- $grace := int .Values.terminationGracePeriodSeconds }}
+{{- $drain := sub $grace 10 | int }}
+{{- if lt $drain 0 }}{{ $drain = 0 }}{{ end }}
+{{- if not (kindIs "invalid" .Values.drainSeconds) }}
+{{- $drain = int .Values.drainSeconds }}
+{{- if gt (add $drain 5) $grace }}
+{{- fail (printf "drainSeconds (%d) must be at most terminationGracePeriodSeconds (%d) less 5" $drain $grace) }}
+{{- end }}
+{{- end }}
+- name: ARCFLOW_RECONCILER_DRAIN_SECONDS
+  value: {{ $drain | quote }}
 - name: ARCFLOW_RECONCILER_CONTROLLER_NAMESPACE
   value: {{ include "arcflow-reconciler.controllerNamespace" . | quote }}
 {{- /* rbac.clusterWide=false: cache only the namespaces its Roles cover (the controller

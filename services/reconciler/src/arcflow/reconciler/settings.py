@@ -77,6 +77,13 @@ class ReconcilerSettings(ServiceSettings):
     )
 
     workers: int = Field(default=16, ge=1, description="Reconciles running at once")
+    drain_seconds: float = Field(
+        default=20.0,
+        ge=0,
+        description="On SIGTERM, reconcile passes in flight may finish for this long before "
+        "they are cancelled (no new pass starts); keep it under the pod's "
+        "terminationGracePeriodSeconds (the chart derives it: the grace period less 10 s)",
+    )
     create_concurrency: int = Field(
         default=16, ge=1, description="Runners of one EphemeralRunnerSet created at once"
     )

@@ -73,6 +73,8 @@ class WorkQueue(Generic[K]):
         self._tasks: list[asyncio.Task[None]] = []
         self._idle = asyncio.Event()
         self._idle.set()
+        self._stopping = False  # stop() was called: no worker takes another key
+        self._pass_done = asyncio.Event()  # set whenever a pass ends (the drain waits on it)
         #: Passes that returned (not raised).
         self.processed = 0
         #: Adds that found the key already waiting (or already due again): no pass of their own.
@@ -123,10 +125,33 @@ class WorkQueue(Generic[K]):
         for index in range(self._workers):
             self._tasks.append(asyncio.create_task(self._worker(), name=f"{self._name}-{index}"))
 
-    async def stop(self) -> None:
+    async def stop(self, drain_seconds: float = 0.0) -> None:
+        """Stop: no key is taken any more and retry timers are dropped; the passes in flight
+        may finish within ``drain_seconds`` (a SIGTERM inside the pod's grace period), then
+        whatever still runs is cancelled. Keys not reconciled are picked up by the next
+        process from its cache (level-triggered: nothing is lost)."""
+        self._stopping = True
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        deadline = time.monotonic() + drain_seconds
+        if self._active and drain_seconds > 0:
+            log.info(
+                "draining reconcile passes in flight",
+                extra={"passes": len(self._active), "drain_seconds": drain_seconds},
+            )
+        while True:
+            self._pass_done.clear()  # then look, with no await in between
+            remaining = deadline - time.monotonic()
+            if not self._active or remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._pass_done.wait(), remaining)
+        if self._active:
+            log.warning(
+                "reconcile passes still running at the drain deadline: cancelled",
+                extra={"passes": len(self._active), "keys": sorted(map(str, self._active))[:10]},
+            )
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
 
@@ -150,7 +175,7 @@ class WorkQueue(Generic[K]):
                 await asyncio.wait_for(self._idle.wait(), min(remaining, 0.05))
 
     async def _worker(self) -> None:
-        while True:
+        while not self._stopping:
             _priority, _order, key = await self._ready.get()
             self._queued.discard(key)
             self._active.add(key)
@@ -158,6 +183,9 @@ class WorkQueue(Generic[K]):
                 result = await self._run_one(key)
             finally:
                 self._active.discard(key)
+                self._pass_done.set()
+            if self._stopping:
+                return  # draining: this worker is done
             if key in self._dirty:
                 self._dirty.discard(key)
                 self.add(key)
