@@ -411,6 +411,7 @@ KNOB_DEFAULTS = {
         "ARCFLOW_KUBE_QPS": "200",
         "ARCFLOW_KUBE_BURST": "400",
         "ARCFLOW_RECONCILER_WORKERS": "16",
+        "ARCFLOW_RECONCILER_WORKER_CAPS": "er=12",
         "ARCFLOW_RECONCILER_LISTENER_KUBE_QPS": "50",
         "ARCFLOW_RECONCILER_LISTENER_KUBE_BURST": "100",
     },
@@ -432,13 +433,18 @@ def test_the_knobs_are_named_values_with_fleet_defaults(helm: Helm, chart: str) 
     assert {k: env.get(k) for k in KNOB_DEFAULTS[chart]} == KNOB_DEFAULTS[chart]
     values: dict[str, Any] = {"kube": {"qps": 75, "burst": 150}}
     if chart == "arcflow-reconciler":
-        values |= {"workers": 32, "listener": {"kube": {"qps": 80, "burst": 160}}}
+        values |= {
+            "workers": 32,
+            "workerCaps": {"er": 20, "ers": 8},
+            "listener": {"kube": {"qps": 80, "burst": 160}},
+        }
     if chart == "arcflow-registrar":
         values |= {"workers": {"converge": 8, "rpc": 64}}
     tuned = _env(_container(helm.render(chart, values=values)))
     assert (tuned["ARCFLOW_KUBE_QPS"], tuned["ARCFLOW_KUBE_BURST"]) == ("75", "150")
     if chart == "arcflow-reconciler":
         assert tuned["ARCFLOW_RECONCILER_WORKERS"] == "32"
+        assert tuned["ARCFLOW_RECONCILER_WORKER_CAPS"] == "er=20,ers=8"
         assert tuned["ARCFLOW_RECONCILER_LISTENER_KUBE_QPS"] == "80"
         assert tuned["ARCFLOW_RECONCILER_LISTENER_KUBE_BURST"] == "160"
     if chart == "arcflow-registrar":

@@ -28,6 +28,14 @@ actions.github.com/controller-watch-single-namespace: {{ $watched }}
 - name: ARCFLOW_RECONCILER_WORKERS
   value: {{ . | quote }}
 {{- end }}
+{{- with .Values.workerCaps }}
+{{- $pairs := list }}
+{{- range $kind, $cap := . }}
+{{- $pairs = append $pairs (printf "%s=%d" $kind (int $cap)) }}
+{{- end }}
+- name: ARCFLOW_RECONCILER_WORKER_CAPS
+  value: {{ join "," $pairs | quote }}
+{{- end }}
 {{- /* The drain on SIGTERM fits the grace period: by default the grace period less 10 s (for
   the rest of the shutdown); an explicit drainSeconds must leave at least 5 s. */}}
 {{- $grace := int .Values.terminationGracePeriodSeconds }}

@@ -155,3 +155,41 @@ async def test_stop_drains_passes_in_flight_within_the_bound_and_takes_no_new_ke
     await bounded.stop(drain_seconds=0.3)
     assert 0.25 <= loop.time() - began < 5
     assert cancelled == ["slow"]
+
+
+async def test_a_kind_at_its_cap_waits_while_other_kinds_take_the_workers() -> None:
+    """Issue 33: ``caps`` bounds one kind's passes within the shared pool; the other kinds
+    run meanwhile, and every capped key runs in the end (once, in order)."""
+    running: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    order: list[str] = []
+    release = asyncio.Event()
+    ars_ran = asyncio.Event()
+
+    async def reconcile(key: Key[str]) -> Result:
+        running[key.kind] = running.get(key.kind, 0) + 1
+        peak[key.kind] = max(peak.get(key.kind, 0), running[key.kind])
+        order.append(key.name)
+        if key.kind == "ars":
+            ars_ran.set()
+        else:
+            await release.wait()
+        running[key.kind] -= 1
+        return Result.done()
+
+    queue: WorkQueue[Key[str]] = WorkQueue(reconcile, workers=4, caps={"er": 2})
+    queue.start()
+    try:
+        for index in range(5):
+            queue.add(Key("er", "ns", f"r{index}"))
+        queue.add(Key("er", "ns", "r4"))  # coalesces with the waiting one
+        queue.add(Key("ars", "ns", "set"))
+        await asyncio.wait_for(ars_ran.wait(), 5)  # not behind the capped runner keys
+        assert running.get("er") == 2
+        release.set()
+        await queue.wait_idle(5)
+    finally:
+        await queue.stop()
+    assert peak["er"] == 2
+    assert sorted(order) == ["r0", "r1", "r2", "r3", "r4", "set"]
+    assert [name for name in order if name.startswith("r")] == ["r0", "r1", "r2", "r3", "r4"]

@@ -77,6 +77,12 @@ class ReconcilerSettings(ServiceSettings):
     )
 
     workers: int = Field(default=16, ge=1, description="Reconciles running at once")
+    worker_caps: Annotated[dict[str, int], NoDecode] = Field(
+        default_factory=lambda: {"er": 12},
+        description="Passes of one kind (ars, al, ers, er) running at once within the shared "
+        "workers, as kind=count pairs (e.g. er=12,ers=8): a burst of runner passes leaves the "
+        "other workers to sets and listeners; a kind not named is bounded by workers only",
+    )
     drain_seconds: float = Field(
         default=20.0,
         ge=0,
@@ -150,6 +156,31 @@ class ReconcilerSettings(ServiceSettings):
         from arcflow.reconciler.controllers.reaper_rules import Deadlines, parse_deadlines
 
         parse_deadlines(value, Deadlines())  # a DeadlineSyntaxError is a ValueError
+        return value
+
+    @field_validator("worker_caps", mode="before")
+    @classmethod
+    def _parse_caps(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        caps: dict[str, int] = {}
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            kind, sep, count = part.partition("=")
+            if not sep or not count.strip().isdigit():
+                raise ValueError(f"worker_caps: {part!r} is not kind=count")
+            caps[kind.strip()] = int(count)
+        return caps
+
+    @field_validator("worker_caps")
+    @classmethod
+    def _caps_known(cls, value: dict[str, int]) -> dict[str, int]:
+        from arcflow.reconciler.keys import KINDS
+
+        for kind, count in value.items():
+            if kind not in KINDS:
+                raise ValueError(f"worker_caps: unknown kind {kind!r} (one of {', '.join(KINDS)})")
+            if count < 1:
+                raise ValueError(f"worker_caps: {kind} must be at least 1")
         return value
 
     @field_validator(

@@ -67,6 +67,7 @@ class ReconcilerState:
         self.queue = WorkQueue(
             self._reconcile,
             workers=settings.workers,
+            caps=settings.worker_caps,
             retry_base_seconds=settings.retry_base_seconds,
             retry_cap_seconds=settings.retry_cap_seconds,
         )
