@@ -431,7 +431,9 @@ def test_the_knobs_are_named_values_with_fleet_defaults(helm: Helm, chart: str) 
     "Knobs"), with defaults for a 500-runner fleet; a value set flows into the env."""
     env = _env(_container(helm.render(chart)))
     assert {k: env.get(k) for k in KNOB_DEFAULTS[chart]} == KNOB_DEFAULTS[chart]
-    values: dict[str, Any] = {"kube": {"qps": 75, "burst": 150}}
+    prefix = f"ARCFLOW_{chart.removeprefix('arcflow-').upper()}_"
+    assert f"{prefix}PROFILING" not in env  # off by default
+    values: dict[str, Any] = {"kube": {"qps": 75, "burst": 150}, "profiling": {"enabled": True}}
     if chart == "arcflow-reconciler":
         values |= {
             "workers": 32,
@@ -442,6 +444,7 @@ def test_the_knobs_are_named_values_with_fleet_defaults(helm: Helm, chart: str) 
         values |= {"workers": {"converge": 8, "rpc": 64}}
     tuned = _env(_container(helm.render(chart, values=values)))
     assert (tuned["ARCFLOW_KUBE_QPS"], tuned["ARCFLOW_KUBE_BURST"]) == ("75", "150")
+    assert tuned[f"{prefix}PROFILING"] == "true"
     if chart == "arcflow-reconciler":
         assert tuned["ARCFLOW_RECONCILER_WORKERS"] == "32"
         assert tuned["ARCFLOW_RECONCILER_WORKER_CAPS"] == "er=20,ers=8"

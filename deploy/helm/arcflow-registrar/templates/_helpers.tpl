@@ -208,6 +208,10 @@ and listener pod one URL that way), else nats.url.
   value: {{ .Values.log.json | quote }}
 - name: {{ $prefix }}LOG_LEVEL
   value: {{ .Values.log.level | quote }}
+{{- if (.Values.profiling | default dict).enabled }}
+- name: {{ $prefix }}PROFILING
+  value: "true"
+{{- end }}
 - name: {{ $prefix }}INSTANCE
   valueFrom:
     fieldRef:
