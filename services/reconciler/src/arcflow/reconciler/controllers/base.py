@@ -13,11 +13,11 @@ from arcflow.common.builders import BuildSettings
 from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.cache import ObjectCache
 from arcflow.common.events import RegistrationFailed, SessionFailed, SessionOpened
-from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
+from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource, build_event
 from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.models import ProxyConfig, Secret
 from arcflow.common.rpc.registrar import RegistrarRpcClient
-from arcflow.reconciler.audit import Writer
+from arcflow.reconciler.audit import Scope, Writer
 from arcflow.reconciler.controllers.manifest import (
     FAILURE_BACKOFF_SECONDS,
     Manifest,
@@ -151,6 +151,16 @@ class Context:
     @property
     def controller_namespace(self) -> str:
         return self.build.controller_namespace
+
+
+async def warn(
+    ctx: Context, involved: Manifest, reason: str, message: str, scope: Scope, about: str
+) -> None:
+    """A Warning Event on ``involved`` (where ``kubectl describe`` looks), in the audit trail
+    as ``about``."""
+    event = build_event(involved, reason, message, type="Warning", component="arcflow-reconciler")
+    created = await ctx.kube.create(event)
+    await ctx.writer.audit("created", created, scope, about)
 
 
 async def get_or_none(

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import time
 
-from arcflow.common.kube import AUTOSCALING_RUNNER_SET, build_event
+from arcflow.common.kube import AUTOSCALING_RUNNER_SET
 from arcflow.common.models import EphemeralRunner
 from arcflow.common.telemetry.redaction import redact_text
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, read_observed
-from arcflow.reconciler.controllers.manifest import Manifest
+from arcflow.reconciler.controllers.base import Context, read_observed, warn
 
 REASON_POD_REFUSED = "RunnerPodRefused"
 #: At most one Event per set and variant in this many seconds while its pods are refused.
@@ -39,7 +38,7 @@ async def report_pod_refused(
     runner_key = (er.namespace, er.name)
     if state.pod_refusals_reported.get(runner_key) != message:
         state.pod_refusals_reported[runner_key] = message
-        await _emit(ctx, er.manifest, scope, message, "runner pod refused")
+        await warn(ctx, er.manifest, REASON_POD_REFUSED, message, scope, "Event: pod refused")
     set_key = (scope.namespace, scope.ars, scope.variant)
     now = time.monotonic()
     last = state.set_refusals_reported.get(set_key)
@@ -50,7 +49,8 @@ async def report_pod_refused(
         return
     state.set_refusals_reported[set_key] = now
     variant = f"variant {scope.variant}" if scope.variant else "the default variant"
-    await _emit(ctx, ars, scope, f"{variant}: {message}", "runner pods refused")
+    said = f"{variant}: {message}"
+    await warn(ctx, ars, REASON_POD_REFUSED, said, scope, "Event: runner pods refused")
 
 
 def pod_created(ctx: Context, er: EphemeralRunner, scope: Scope) -> None:
@@ -58,14 +58,6 @@ def pod_created(ctx: Context, er: EphemeralRunner, scope: Scope) -> None:
     state = ctx.runner_set_state
     state.pod_refusals_reported.pop((er.namespace, er.name), None)
     state.set_refusals_reported.pop((scope.namespace, scope.ars, scope.variant), None)
-
-
-async def _emit(ctx: Context, involved: Manifest, scope: Scope, message: str, about: str) -> None:
-    event = build_event(
-        involved, REASON_POD_REFUSED, message, type="Warning", component="arcflow-reconciler"
-    )
-    created = await ctx.kube.create(event)
-    await ctx.writer.audit("created", created, scope, f"Event: {about}")
 
 
 __all__ = ["REASON_POD_REFUSED", "pod_created", "refusal_message", "report_pod_refused"]

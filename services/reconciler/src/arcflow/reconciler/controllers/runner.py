@@ -26,7 +26,6 @@ from arcflow.common.kube import (
     ForbiddenError,
     InvalidError,
     Resource,
-    build_event,
 )
 from arcflow.common.models import EphemeralRunner, EphemeralRunnerStatus, KubeObject, Pod, Secret
 from arcflow.common.naming import trim_label_value
@@ -37,7 +36,7 @@ from arcflow.common.rpc.registrar import (
     UpstreamRpcError,
 )
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, get_or_none, utc_clock
+from arcflow.reconciler.controllers.base import Context, get_or_none, utc_clock, warn
 from arcflow.reconciler.controllers.jit_failures import report_jit_failure
 from arcflow.reconciler.controllers.manifest import (
     FAILURE_BACKOFF_SECONDS,
@@ -419,15 +418,8 @@ async def _init_failed(
     """An init container exited non-zero: a Warning Event on the runner naming it and its
     exit code (once per pod), then the pod is handled as a failed pod."""
     if pod.uid not in (status_of(er).failures or {}):
-        event = build_event(
-            er.manifest,
-            REASON_INIT_FAILED,
-            f"pod {pod.name}: {failed.message}",
-            type="Warning",
-            component="arcflow-reconciler",
-        )
-        created = await ctx.kube.create(event)
-        await ctx.writer.audit("created", created, scope, "Event: runner init container failed")
+        message = f"pod {pod.name}: {failed.message}"
+        await warn(ctx, er.manifest, REASON_INIT_FAILED, message, scope, "Event: init failed")
     return await _pod_failed(
         ctx, er, pod, scope, registration, reason=REASON_INIT_FAILED, message=failed.message
     )
