@@ -124,12 +124,7 @@ def failed_init_container(pod: Pod) -> FailedInit | None:
     pod whose init containers have all finished (``Initialized``)."""
     if pod.status.is_true("Initialized"):
         return None
-    specs = (pod.manifest.get("spec") or {}).get("initContainers") or []
-    sidecars = {
-        str(c.get("name"))
-        for c in specs
-        if isinstance(c, dict) and c.get("restartPolicy") == "Always"
-    }
+    sidecars = {c.name for c in pod.spec.init_containers if c.restart_policy == "Always"}
     for status in pod.status.init_container_statuses:
         if status.name in sidecars:
             continue
