@@ -222,6 +222,20 @@ async def test_invalid_pod_marks_the_runner_failed_and_removes_it_from_the_servi
     assert stack.rpc.removed.count(runner_id) == 1
 
 
+async def _one_runner_as(stack: Stack, ars: str, service_account: str) -> None:
+    """A set whose runner pods run as ``service_account``, scaled to one runner."""
+    template = {
+        "spec": {
+            "serviceAccountName": service_account,
+            "containers": [{"name": "runner", "image": "runner:1", "command": ["run.sh"]}],
+        }
+    }
+    await stack.register(ars, "", 7)
+    await stack.apply_ars(ars_manifest(stack.namespace, ars, template=template))
+    await eventually(lambda: stack.list("EphemeralRunnerSet"), what="the runner set")
+    await stack.scale(ars, 1, 1)
+
+
 async def test_a_pod_refused_for_a_missing_service_account_is_retried(
     stack: Stack, on_real_server: bool
 ) -> None:
@@ -231,20 +245,7 @@ async def test_a_pod_refused_for_a_missing_service_account_is_retried(
     moment. That refusal goes away by itself: retried with backoff, never ``Failed``."""
     if not on_real_server:
         pytest.skip("the emulator has no ServiceAccount admission")
-    template = {
-        "spec": {
-            "serviceAccountName": "late-runner",
-            "containers": [{"name": "runner", "image": "runner:1", "command": ["run.sh"]}],
-        }
-    }
-    await stack.register("late", "", 7)
-    await stack.apply_ars(ars_manifest(stack.namespace, "late", template=template))
-
-    async def has_ers() -> bool:
-        return bool(await stack.list("EphemeralRunnerSet"))
-
-    await eventually(has_ers, what="the runner set")
-    await stack.scale("late", 1, 1)
+    await _one_runner_as(stack, "late", "late-runner")
 
     async def registered() -> dict[str, Any] | None:
         runners = await stack.list("EphemeralRunner")
@@ -285,16 +286,7 @@ async def test_a_refused_pod_is_named_on_the_runner_the_set_and_by_doctor(
     if not on_real_server:
         pytest.skip("the emulator has no ServiceAccount admission")
     stack = counted_stack
-    template = {
-        "spec": {
-            "serviceAccountName": "taken-away",
-            "containers": [{"name": "runner", "image": "runner:1", "command": ["run.sh"]}],
-        }
-    }
-    await stack.register("gone", "", 7)
-    await stack.apply_ars(ars_manifest(stack.namespace, "gone", template=template))
-    await eventually(lambda: stack.list("EphemeralRunnerSet"), what="the runner set")
-    await stack.scale("gone", 1, 1)
+    await _one_runner_as(stack, "gone", "taken-away")
 
     async def refused_on_both() -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         events = await stack.events("RunnerPodRefused")
