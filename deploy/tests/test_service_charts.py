@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from deploy.tests.helpers import SERVICE_CHARTS, Helm, validate_builtin
+from deploy.tests.helpers import HELM_DIR, SERVICE_CHARTS, Helm, validate_builtin
 
 pytestmark = pytest.mark.integration
 
@@ -258,6 +258,8 @@ def test_reconciler_rbac_covers_what_it_writes(helm: Helm) -> None:
     for resource in ("roles", "rolebindings"):
         assert ("rbac.authorization.k8s.io", resource, "create") in grants
     assert ("", "events", "create") in grants
+    # no PUT anywhere (issue 33): update only on */finalizers (owner reference admission)
+    assert {r for _, r, v in grants if v == "update"} == {f"{k}/finalizers" for k in CRD_KINDS}
     # nothing beyond what it needs: no wildcards, no escalate/bind/impersonate
     assert not {g for g, r, v in grants if "*" in (g, r, v)}
     assert not {v for _, _, v in grants} & {"escalate", "bind", "impersonate"}
@@ -402,3 +404,75 @@ def test_schema_rejects_a_bad_port(helm: Helm) -> None:
     result = helm.template("arcflow-registrar", values={"health": {"port": "http"}})
     assert result.returncode != 0
     assert "health.port" in result.stderr
+
+
+KNOB_DEFAULTS = {
+    "arcflow-reconciler": {
+        "ARCFLOW_KUBE_QPS": "200",
+        "ARCFLOW_KUBE_BURST": "400",
+        "ARCFLOW_RECONCILER_WORKERS": "16",
+        "ARCFLOW_RECONCILER_WORKER_CAPS": "er=12",
+        "ARCFLOW_RECONCILER_LISTENER_KUBE_QPS": "50",
+        "ARCFLOW_RECONCILER_LISTENER_KUBE_BURST": "100",
+    },
+    "arcflow-registrar": {
+        "ARCFLOW_KUBE_QPS": "20",
+        "ARCFLOW_KUBE_BURST": "40",
+        "ARCFLOW_REGISTRAR_CONVERGE_CONCURRENCY": "16",
+        "ARCFLOW_REGISTRAR_RPC_CONCURRENCY": "32",
+    },
+    "arcflow-watcher": {"ARCFLOW_KUBE_QPS": "20", "ARCFLOW_KUBE_BURST": "40"},
+}
+
+
+@pytest.mark.parametrize("chart", sorted(KNOB_DEFAULTS))
+def test_the_knobs_are_named_values_with_fleet_defaults(helm: Helm, chart: str) -> None:
+    """Issue 33: the client rates and the workers are named chart values (docs/operations.md,
+    "Knobs"), with defaults for a 500-runner fleet; a value set flows into the env."""
+    env = _env(_container(helm.render(chart)))
+    assert {k: env.get(k) for k in KNOB_DEFAULTS[chart]} == KNOB_DEFAULTS[chart]
+    prefix = f"ARCFLOW_{chart.removeprefix('arcflow-').upper()}_"
+    assert f"{prefix}PROFILING" not in env  # off by default
+    values: dict[str, Any] = {"kube": {"qps": 75, "burst": 150}, "profiling": {"enabled": True}}
+    if chart == "arcflow-reconciler":
+        values |= {
+            "workers": 32,
+            "workerCaps": {"er": 20, "ers": 8},
+            "listener": {"kube": {"qps": 80, "burst": 160}},
+        }
+    if chart == "arcflow-registrar":
+        values |= {"workers": {"converge": 8, "rpc": 64}}
+    tuned = _env(_container(helm.render(chart, values=values)))
+    assert (tuned["ARCFLOW_KUBE_QPS"], tuned["ARCFLOW_KUBE_BURST"]) == ("75", "150")
+    assert tuned[f"{prefix}PROFILING"] == "true"
+    if chart == "arcflow-reconciler":
+        assert tuned["ARCFLOW_RECONCILER_WORKERS"] == "32"
+        assert tuned["ARCFLOW_RECONCILER_WORKER_CAPS"] == "er=20,ers=8"
+        assert tuned["ARCFLOW_RECONCILER_LISTENER_KUBE_QPS"] == "80"
+        assert tuned["ARCFLOW_RECONCILER_LISTENER_KUBE_BURST"] == "160"
+    if chart == "arcflow-registrar":
+        assert tuned["ARCFLOW_REGISTRAR_CONVERGE_CONCURRENCY"] == "8"
+        assert tuned["ARCFLOW_REGISTRAR_RPC_CONCURRENCY"] == "64"
+
+
+def test_the_drain_on_sigterm_fits_the_grace_period(helm: Helm) -> None:
+    """Issue 33: the reconciler drains passes in flight on SIGTERM for the grace period less
+    10 s unless ``drainSeconds`` says otherwise, which must leave 5 s of it."""
+
+    def drain(values: dict[str, Any]) -> tuple[str, int]:
+        docs = helm.render("arcflow-reconciler", values=values)
+        pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+        env = _env(pod["containers"][0])
+        return env["ARCFLOW_RECONCILER_DRAIN_SECONDS"], pod["terminationGracePeriodSeconds"]
+
+    assert drain({}) == ("20", 30)
+    assert drain({"terminationGracePeriodSeconds": 90}) == ("80", 90)
+    assert drain({"drainSeconds": 25}) == ("25", 30)
+    assert drain({"terminationGracePeriodSeconds": 5}) == ("0", 5)
+    result = helm.run(
+        "template", "x", str(HELM_DIR / "arcflow-reconciler"), "--set", "drainSeconds=28"
+    )
+    assert result.returncode != 0
+    assert "drainSeconds (28) must be at most terminationGracePeriodSeconds (30) less 5" in (
+        result.stderr
+    )

@@ -83,6 +83,8 @@ EXPLAINED: dict[str, str] = {
     "listener.py:_ensure_secret:want": _BUILT,
     "listener.py:_ensure_pod:want": _BUILT,
     "orphans.py:_parsed:docs": "the cache's documents, parsed here once per scan",
+    "base.py:warn:involved": "an Event's involved object, of any kind (a runner's or a set's "
+    "document): only its apiVersion, kind and metadata are read, by build_event",
     "runner.py:set_runner_status:status": _WIRE,
     "runner_set.py:runner_template_hash:er": _BUILT,
     "runner_set.py:_create_runners:source": _BUILT,

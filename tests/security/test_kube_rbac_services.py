@@ -449,6 +449,28 @@ async def test_reconciler_cannot_escalate_or_go_cluster_wide(
         await kube_client.get(NAMESPACE, name)
 
 
+async def test_reconciler_may_not_update(cluster_wide: Release, kube_client: KubeClient) -> None:
+    """Issue 33: the reconciler never sends a PUT (its writes are creates, merge patches and
+    deletes), so its Role grants no ``update`` but on ``*/finalizers`` (what the owner
+    references admission plugin checks for ``blockOwnerDeletion``). A PUT is refused."""
+    ns = cluster_wide.runners
+    await _seed(kube_client, ns)
+    async with await cluster_wide.identities["reconciler"].client() as kube:
+        seed = await kube.get(AUTOSCALING_RUNNER_SET, "seed", ns)
+        with pytest.raises(ForbiddenError):
+            await kube.replace(seed, namespace=ns)
+        for resource in (*ARC_RESOURCES, POD, SECRET, SERVICE_ACCOUNT, ROLE, ROLE_BINDING):
+            assert not await access_allowed(kube, "update", resource, namespace=ns), resource
+        for resource in ARC_RESOURCES:
+            assert not await access_allowed(
+                kube, "update", resource, namespace=ns, subresource="status"
+            ), resource
+            assert await access_allowed(
+                kube, "update", resource, namespace=ns, subresource="finalizers"
+            ), resource
+            assert await access_allowed(kube, "patch", resource, namespace=ns), resource
+
+
 async def test_scoped_reconciler_writes_only_where_it_manages(
     scoped: Release, kube_client: KubeClient
 ) -> None:

@@ -242,12 +242,14 @@ def test_plan_listener_nats_options_reach_the_listener_pod(
     env = pod["spec"]["containers"][0]["env"]
     assert [e["name"] for e in env] == [
         "LISTENER_CONFIG_PATH",
+        "ARCFLOW_KUBE_QPS",
+        "ARCFLOW_KUBE_BURST",
         "ARCFLOW_NATS_URL",
         "ARCFLOW_NATS_USER",
         "ARCFLOW_NATS_PASSWORD",
     ]
-    assert env[1]["value"] == "nats://nats.nats.svc:4222"
-    assert env[3] == {
+    assert env[3]["value"] == "nats://nats.nats.svc:4222"
+    assert env[5] == {
         "name": "ARCFLOW_NATS_PASSWORD",
         "valueFrom": {"secretKeyRef": {"name": "listener-nats", "key": "password"}},
     }

@@ -24,6 +24,31 @@ actions.github.com/controller-watch-single-namespace: {{ $watched }}
 
 {{- define "arcflow-reconciler.serviceEnv" -}}
 {{- $listener := .Values.listener -}}
+{{- with .Values.workers }}
+- name: ARCFLOW_RECONCILER_WORKERS
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.workerCaps }}
+{{- $pairs := list }}
+{{- range $kind, $cap := . }}
+{{- $pairs = append $pairs (printf "%s=%d" $kind (int $cap)) }}
+{{- end }}
+- name: ARCFLOW_RECONCILER_WORKER_CAPS
+  value: {{ join "," $pairs | quote }}
+{{- end }}
+{{- /* The drain on SIGTERM fits the grace period: by default the grace period less 10 s (for
+  the rest of the shutdown); an explicit drainSeconds must leave at least 5 s. */}}
+{{- $grace := int .Values.terminationGracePeriodSeconds }}
+{{- $drain := sub $grace 10 | int }}
+{{- if lt $drain 0 }}{{ $drain = 0 }}{{ end }}
+{{- if not (kindIs "invalid" .Values.drainSeconds) }}
+{{- $drain = int .Values.drainSeconds }}
+{{- if gt (add $drain 5) $grace }}
+{{- fail (printf "drainSeconds (%d) must be at most terminationGracePeriodSeconds (%d) less 5" $drain $grace) }}
+{{- end }}
+{{- end }}
+- name: ARCFLOW_RECONCILER_DRAIN_SECONDS
+  value: {{ $drain | quote }}
 - name: ARCFLOW_RECONCILER_CONTROLLER_NAMESPACE
   value: {{ include "arcflow-reconciler.controllerNamespace" . | quote }}
 {{- /* rbac.clusterWide=false: cache only the namespaces its Roles cover (the controller
@@ -44,6 +69,12 @@ actions.github.com/controller-watch-single-namespace: {{ $watched }}
   value: {{ $listener.logLevel | quote }}
 - name: ARCFLOW_RECONCILER_LISTENER_LOG_FORMAT
   value: {{ $listener.logFormat | quote }}
+{{- with $listener.kube }}
+- name: ARCFLOW_RECONCILER_LISTENER_KUBE_QPS
+  value: {{ .qps | quote }}
+- name: ARCFLOW_RECONCILER_LISTENER_KUBE_BURST
+  value: {{ .burst | quote }}
+{{- end }}
 {{- with .Values.buildVersion }}
 - name: ARCFLOW_RECONCILER_BUILD_VERSION
   value: {{ . | quote }}
@@ -76,29 +107,32 @@ What the reconciler writes: the four kinds (with status and finalizers), runner 
 pods, their Secrets (JIT config, listener config), and the listener's service account, Role and
 RoleBinding; events to explain what it did. configmaps get: the GitHub server CA bundle.
 A Role it creates can only grant what it holds itself (patch on ERS/ER), which it does.
+No `update` (PUT) on any object: every write is a create, a merge patch or a delete. The one
+`update` left is on the finalizers subresources, which the OwnerReferencesPermissionEnforcement
+admission plugin asks for when a child's ownerReference sets blockOwnerDeletion.
 */}}
 {{- define "arcflow-reconciler.rules" -}}
 - apiGroups: [actions.github.com]
   resources: [autoscalingrunnersets, ephemeralrunnersets, ephemeralrunners, autoscalinglisteners]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [actions.github.com]
   resources: [autoscalingrunnersets/status, ephemeralrunnersets/status, ephemeralrunners/status, autoscalinglisteners/status]
-  verbs: [get, update, patch]
+  verbs: [get, patch]
 - apiGroups: [actions.github.com]
   resources: [autoscalingrunnersets/finalizers, ephemeralrunnersets/finalizers, ephemeralrunners/finalizers, autoscalinglisteners/finalizers]
   verbs: [update]
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [get]
 - apiGroups: [""]
   resources: [secrets, serviceaccounts]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
-  verbs: [get, list, watch, create, update, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get]

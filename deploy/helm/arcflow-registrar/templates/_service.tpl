@@ -7,6 +7,16 @@
 
 {{/* rbac.clusterWide=false: register (cache, sweep) the sets of the namespaces its Roles cover. */}}
 {{- define "arcflow-registrar.serviceEnv" -}}
+{{- with .Values.workers }}
+{{- with .converge }}
+- name: ARCFLOW_REGISTRAR_CONVERGE_CONCURRENCY
+  value: {{ . | quote }}
+{{- end }}
+{{- with .rpc }}
+- name: ARCFLOW_REGISTRAR_RPC_CONCURRENCY
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
 {{- with include "arcflow-svc.watchedNamespaces" . }}
 - name: ARCFLOW_REGISTRAR_NAMESPACES
   value: {{ . | quote }}

@@ -194,6 +194,12 @@ and listener pod one URL that way), else nats.url.
 {{- $prefix := include (printf "%s.envPrefix" (include "arcflow-svc.own" $)) . -}}
 - name: ARCFLOW_KUBE_IN_CLUSTER
   value: "true"
+{{- with .Values.kube }}
+- name: ARCFLOW_KUBE_QPS
+  value: {{ .qps | quote }}
+- name: ARCFLOW_KUBE_BURST
+  value: {{ .burst | quote }}
+{{- end }}
 - name: {{ $prefix }}HEALTH_PORT
   value: {{ .Values.health.port | quote }}
 - name: {{ $prefix }}METRICS_PORT
@@ -202,6 +208,10 @@ and listener pod one URL that way), else nats.url.
   value: {{ .Values.log.json | quote }}
 - name: {{ $prefix }}LOG_LEVEL
   value: {{ .Values.log.level | quote }}
+{{- if (.Values.profiling | default dict).enabled }}
+- name: {{ $prefix }}PROFILING
+  value: "true"
+{{- end }}
 - name: {{ $prefix }}INSTANCE
   valueFrom:
     fieldRef:

@@ -231,3 +231,35 @@ def test_a_spec_that_does_not_parse() -> None:
     info = SetInfo(_ars(), (), {}, parse_error="spec.maxRunners: not an integer")
     (finding,) = diagnose(Snapshot(now=NOW, sets=[info]))
     assert (finding.check, finding.why) == ("spec", "spec.maxRunners: not an integer")
+
+
+def _refusal(runner: str, message: str, at: str = OLD) -> dict[str, Any]:
+    return {
+        "reason": "RunnerPodRefused",
+        "lastTimestamp": at,
+        "message": message,
+        "involvedObject": {"kind": "EphemeralRunner", "namespace": NS, "name": runner},
+    }
+
+
+def test_a_refused_pod_create_is_named_with_the_api_servers_message() -> None:
+    """Issue 33: the finding for runners without pods quotes the refusal the reconciler put
+    in its ``RunnerPodRefused`` Event, newest first; a runner marked ``InvalidPod`` is a
+    finding too, with its status message."""
+    snap = _healthy()
+    snap.runners = [_runner("r1"), _runner("r2"), _runner("g1", variant="gpu", phase="Failed")]
+    snap.runners[2]["status"].update(
+        reason="InvalidPod", message='Failed to create the pod: violates PodSecurity "restricted"'
+    )
+    gone = 'pod r1 refused by the API server: serviceaccount "late" not found'
+    older = "pod r1 refused by the API server: something else"
+    snap.pod_refusals = [
+        _refusal("r1", older, at=(NOW - timedelta(minutes=9)).strftime("%Y-%m-%dT%H:%M:%SZ")),
+        _refusal("r1", gone),
+    ]
+    found = {(f.variant, f.what): f for f in diagnose(snap)}
+    without = found[("cpu", "2 runner without pod")]
+    assert without.why == f"{gone}: r1, r2"
+    assert "kubectl describe er -n team r1" in without.fix
+    failed = found[("gpu", "1 runner failed: pod refused")]
+    assert "PodSecurity" in failed.why

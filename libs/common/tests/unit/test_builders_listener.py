@@ -364,6 +364,8 @@ def test_listener_pod_base_spec(single_ars_doc: dict[str, Any], settings: BuildS
             "name": "https_proxy",
             "valueFrom": {"secretKeyRef": {"name": f"{name}-proxy", "key": "https_proxy"}},
         },
+        {"name": "ARCFLOW_KUBE_QPS", "value": "50"},
+        {"name": "ARCFLOW_KUBE_BURST", "value": "100"},
     ]
     assert container["ports"] == [{"name": "metrics", "containerPort": 8080, "protocol": "TCP"}]
     assert spec["volumes"] == [
@@ -417,7 +419,12 @@ def test_template_merge_rules(single_ars_doc: dict[str, Any], settings: BuildSet
     listener, sidecar = spec["containers"]
     assert listener["image"] == "custom:2"
     assert listener["command"] == ["/ghalistener"]  # not set in the template: kept
-    assert [e["name"] for e in listener["env"]] == ["LISTENER_CONFIG_PATH", "EXTRA"]
+    assert [e["name"] for e in listener["env"]] == [
+        "LISTENER_CONFIG_PATH",
+        "ARCFLOW_KUBE_QPS",
+        "ARCFLOW_KUBE_BURST",
+        "EXTRA",
+    ]
     assert listener["resources"] == {"limits": {"memory": "128Mi"}}
     assert listener["securityContext"] == {"runAsNonRoot": True}
     assert sidecar == {"name": "sidecar", "image": "side:1"}
@@ -481,3 +488,23 @@ def test_merge_does_not_mutate_and_pod_needs_hashes(
         build_listener_pod(
             al, settings, config_secret=secret, service_account=sa, role=role, role_binding=rb
         )
+
+
+def test_listener_pods_get_the_client_rate_the_reconciler_sets(
+    single_ars_doc: dict[str, Any], settings: BuildSettings
+) -> None:
+    """Issue 33: the listener's Kubernetes client QPS/burst is a reconciler setting (chart
+    ``listener.kube``), upstream 0.15's 50/100 by default, put into every listener pod; a
+    listenerTemplate env entry of the same name comes later and wins."""
+    from dataclasses import replace
+
+    def env_of(build: BuildSettings) -> dict[str, str]:
+        pod = plan_objects(_ars(copy.deepcopy(single_ars_doc)), {"": 7}, build)[-1]
+        return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0]["env"]}
+
+    assert (env_of(settings)["ARCFLOW_KUBE_QPS"], env_of(settings)["ARCFLOW_KUBE_BURST"]) == (
+        "50",
+        "100",
+    )
+    tuned = env_of(replace(settings, listener_kube_qps=150.5, listener_kube_burst=300))
+    assert (tuned["ARCFLOW_KUBE_QPS"], tuned["ARCFLOW_KUBE_BURST"]) == ("150.5", "300")

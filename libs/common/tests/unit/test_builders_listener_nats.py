@@ -27,7 +27,11 @@ def _listener(pod: dict[str, Any]) -> dict[str, Any]:
 
 def test_no_url_adds_nothing(single_ars_doc: dict[str, Any], settings: BuildSettings) -> None:
     container = _listener(_pod(single_ars_doc, settings))
-    assert [e["name"] for e in container["env"]] == ["LISTENER_CONFIG_PATH"]
+    assert [e["name"] for e in container["env"]] == [
+        "LISTENER_CONFIG_PATH",
+        "ARCFLOW_KUBE_QPS",
+        "ARCFLOW_KUBE_BURST",
+    ]
     assert [m["name"] for m in container["volumeMounts"]] == ["listener-config"]
 
 
@@ -35,6 +39,8 @@ def test_url_only_is_a_plain_value(single_ars_doc: dict[str, Any], settings: Bui
     pod = _pod(single_ars_doc, replace(settings, listener_nats_url=URL))
     assert _listener(pod)["env"] == [
         {"name": "LISTENER_CONFIG_PATH", "value": "/etc/gha-listener/config.json"},
+        {"name": "ARCFLOW_KUBE_QPS", "value": "50"},
+        {"name": "ARCFLOW_KUBE_BURST", "value": "100"},
         {"name": "ARCFLOW_NATS_URL", "value": URL},
     ]
     assert [v["name"] for v in pod["spec"]["volumes"]] == ["listener-config"]
@@ -64,6 +70,8 @@ def test_order_after_proxy_env_and_before_template_env(
     assert [e["name"] for e in container["env"]] == [
         "LISTENER_CONFIG_PATH",
         "https_proxy",
+        "ARCFLOW_KUBE_QPS",
+        "ARCFLOW_KUBE_BURST",
         "ARCFLOW_NATS_URL",
         "ARCFLOW_NATS_USER",
         "ARCFLOW_NATS_PASSWORD",

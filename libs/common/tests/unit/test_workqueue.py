@@ -107,3 +107,89 @@ async def test_adds_while_waiting_coalesce_and_a_pass_past_its_deadline_is_retri
         await queue.stop()
     assert calls == {"slow": 2, "a": 2}
     assert queue.coalesced == 2
+
+
+async def test_stop_drains_passes_in_flight_within_the_bound_and_takes_no_new_key() -> None:
+    """Issue 33: on SIGTERM a pass in flight finishes (within ``drain_seconds``), no waiting
+    key is started, and a pass that outlives the bound is cancelled."""
+    started: list[str] = []
+    finished: list[str] = []
+    cancelled: list[str] = []
+    in_flight = asyncio.Event()
+    release = asyncio.Event()
+
+    async def reconcile(key: Key[str]) -> Result:
+        started.append(key.name)
+        in_flight.set()
+        try:
+            if key.name == "slow":
+                await asyncio.sleep(30)
+            else:
+                await release.wait()
+        except asyncio.CancelledError:
+            cancelled.append(key.name)
+            raise
+        finished.append(key.name)
+        return Result.done()
+
+    queue: WorkQueue[Key[str]] = WorkQueue(reconcile, workers=1)
+    queue.start()
+    queue.add(Key("er", "ns", "busy"))
+    await asyncio.wait_for(in_flight.wait(), 5)
+    queue.add(Key("er", "ns", "waiting"))  # queued behind it
+    stopping = asyncio.create_task(queue.stop(drain_seconds=5))
+    await asyncio.sleep(0.1)
+    assert not stopping.done()  # draining, not cancelling
+    release.set()
+    await asyncio.wait_for(stopping, 5)
+    assert finished == ["busy"]
+    assert started == ["busy"]  # the waiting key is left to the next process
+
+    in_flight.clear()
+    bounded: WorkQueue[Key[str]] = WorkQueue(reconcile, workers=1)
+    bounded.start()
+    bounded.add(Key("er", "ns", "slow"))
+    await asyncio.wait_for(in_flight.wait(), 5)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await bounded.stop(drain_seconds=0.3)
+    assert 0.25 <= loop.time() - began < 5
+    assert cancelled == ["slow"]
+
+
+async def test_a_kind_at_its_cap_waits_while_other_kinds_take_the_workers() -> None:
+    """Issue 33: ``caps`` bounds one kind's passes within the shared pool; the other kinds
+    run meanwhile, and every capped key runs in the end (once, in order)."""
+    running: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    order: list[str] = []
+    release = asyncio.Event()
+    ars_ran = asyncio.Event()
+
+    async def reconcile(key: Key[str]) -> Result:
+        running[key.kind] = running.get(key.kind, 0) + 1
+        peak[key.kind] = max(peak.get(key.kind, 0), running[key.kind])
+        order.append(key.name)
+        if key.kind == "ars":
+            ars_ran.set()
+        else:
+            await release.wait()
+        running[key.kind] -= 1
+        return Result.done()
+
+    queue: WorkQueue[Key[str]] = WorkQueue(reconcile, workers=4, caps={"er": 2})
+    queue.start()
+    try:
+        for index in range(5):
+            queue.add(Key("er", "ns", f"r{index}"))
+        queue.add(Key("er", "ns", "r4"))  # coalesces with the waiting one
+        queue.add(Key("ars", "ns", "set"))
+        await asyncio.wait_for(ars_ran.wait(), 5)  # not behind the capped runner keys
+        assert running.get("er") == 2
+        release.set()
+        await queue.wait_idle(5)
+    finally:
+        await queue.stop()
+    assert peak["er"] == 2
+    assert sorted(order) == ["r0", "r1", "r2", "r3", "r4", "set"]
+    assert [name for name in order if name.startswith("r")] == ["r0", "r1", "r2", "r3", "r4"]

@@ -91,6 +91,42 @@ def test_job_counters_and_histograms_use_job_labels() -> None:
     metrics.provider.shutdown()
 
 
+def test_queue_duration_runs_from_the_queue_time_to_the_runners_start() -> None:
+    """ARC #4431: ``gha_job_queue_duration_seconds``, whole seconds as upstream's job
+    histograms, with the started-job labels. The queue time comes from the JobStarted when
+    it carries one, else from the job's JobAssigned (GitHub may leave it out of JobStarted)."""
+    metrics = ListenerMetrics()
+    recorder = metrics.recorder_for("https://github.com/octo", "arc", "ci")
+    t0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assigned = JobInfo(
+        message_type="JobAssigned",
+        job_id="j1",
+        job_display_name="build",
+        event_name="push",
+        queue_time=t0,
+        scale_set_assign_time=t0.replace(second=2),
+    )
+    recorder.record_job_assigned(assigned)
+    started = assigned.model_copy(
+        update={
+            "message_type": "JobStarted",
+            "queue_time": None,
+            "runner_assign_time": t0.replace(second=9, microsecond=700_000),
+        }
+    )
+    recorder.record_job_started(started)
+    own = started.model_copy(update={"job_id": "j2", "queue_time": t0.replace(second=5)})
+    recorder.record_job_started(own)
+    unknown = started.model_copy(update={"job_id": "j3"})
+    recorder.record_job_started(unknown)  # no queue time anywhere: not observed
+    text = scrape(metrics)
+    labels = 'enterprise="",event_name="push",job_name="build",organization="",repository=""'
+    assert f"gha_job_queue_duration_seconds_sum{{{labels}}} 13.0" in text  # 9 + 4
+    assert f"gha_job_queue_duration_seconds_count{{{labels}}} 2.0" in text
+    assert metrics.provider is not None
+    metrics.provider.shutdown()
+
+
 def test_listener_metrics_config_replaces_defaults(caplog: pytest.LogCaptureFixture) -> None:
     config = {
         "gauges": {"gha_desired_runners": {"labels": ["name"]}, "gha_bogus": {"labels": []}},

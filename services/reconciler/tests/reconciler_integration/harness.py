@@ -6,6 +6,7 @@ RPC responder on the registrar subjects that hands out fake JIT configs and reco
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
 from collections.abc import AsyncIterator
@@ -73,6 +74,9 @@ class FakeRegistrarRpc:
     busy_runner_ids: set[int] = field(default_factory=set)  # remove-runner: job_still_running
     # jitconfig answers runner_exists while the name is registered here (name -> info)
     registered: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # When set, jitconfig answers only once the gate opens (a slow registrar); held counts them.
+    jit_gate: asyncio.Event | None = None
+    jit_held: int = 0
 
     async def start(self) -> None:
         await self.nc.subscribe(subjects.RPC_REGISTRAR_JITCONFIG, cb=self._jit)
@@ -81,6 +85,9 @@ class FakeRegistrarRpc:
 
     async def _jit(self, msg: Msg) -> None:
         request = json.loads(msg.data)
+        if self.jit_gate is not None:
+            self.jit_held += 1
+            await self.jit_gate.wait()
         if self.jit_unavailable:
             error = {"code": "upstream_error", "reason": "service unavailable (test)"}
             await msg.respond(json.dumps({"ok": False, "error": error}).encode())
@@ -142,6 +149,8 @@ class Stack:
     controller_namespace: str = CONTROLLER_NS
     #: Every replica's wall clock: a test moves time by changing it.
     clock: TestClock = field(default_factory=TestClock)
+    #: The replicas' service runtimes (a test may stop one as SIGTERM would).
+    runtimes: list[ServiceRuntime] = field(default_factory=list)
 
     async def wait_idle(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
         for app in self.apps or [self.app]:
@@ -339,7 +348,7 @@ async def build_stack(
         for runtime in runtimes:
             await runtime.start()
         apps = [runtime.state for runtime in runtimes]
-        yield Stack(nc, kube, namespace, apps[0], rpc, apps, controller_namespace, clock)
+        yield Stack(nc, kube, namespace, apps[0], rpc, apps, controller_namespace, clock, runtimes)
     finally:
         for runtime in runtimes:
             await runtime.stop()

@@ -11,7 +11,10 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from arcflow.cli.doctor import read_cluster
+from arcflow.cli.doctor_rules import diagnose
 from arcflow.common.events import RunnerLifecycle
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.kube_emulator import KubeEmulator
@@ -19,7 +22,14 @@ from arcflow.devstack.kube_emulator.store import InjectedError
 from arcflow.devstack.nats_server import NatsServer
 from tests.polling import eventually
 
-from .harness import Stack, ars_manifest, build_stack, reconciler_test_settings
+from .harness import (
+    TOKEN,
+    Stack,
+    ars_manifest,
+    build_stack,
+    metric_total,
+    reconciler_test_settings,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -212,6 +222,20 @@ async def test_invalid_pod_marks_the_runner_failed_and_removes_it_from_the_servi
     assert stack.rpc.removed.count(runner_id) == 1
 
 
+async def _one_runner_as(stack: Stack, ars: str, service_account: str) -> None:
+    """A set whose runner pods run as ``service_account``, scaled to one runner."""
+    template = {
+        "spec": {
+            "serviceAccountName": service_account,
+            "containers": [{"name": "runner", "image": "runner:1", "command": ["run.sh"]}],
+        }
+    }
+    await stack.register(ars, "", 7)
+    await stack.apply_ars(ars_manifest(stack.namespace, ars, template=template))
+    await eventually(lambda: stack.list("EphemeralRunnerSet"), what="the runner set")
+    await stack.scale(ars, 1, 1)
+
+
 async def test_a_pod_refused_for_a_missing_service_account_is_retried(
     stack: Stack, on_real_server: bool
 ) -> None:
@@ -221,20 +245,7 @@ async def test_a_pod_refused_for_a_missing_service_account_is_retried(
     moment. That refusal goes away by itself: retried with backoff, never ``Failed``."""
     if not on_real_server:
         pytest.skip("the emulator has no ServiceAccount admission")
-    template = {
-        "spec": {
-            "serviceAccountName": "late-runner",
-            "containers": [{"name": "runner", "image": "runner:1", "command": ["run.sh"]}],
-        }
-    }
-    await stack.register("late", "", 7)
-    await stack.apply_ars(ars_manifest(stack.namespace, "late", template=template))
-
-    async def has_ers() -> bool:
-        return bool(await stack.list("EphemeralRunnerSet"))
-
-    await eventually(has_ers, what="the runner set")
-    await stack.scale("late", 1, 1)
+    await _one_runner_as(stack, "late", "late-runner")
 
     async def registered() -> dict[str, Any] | None:
         runners = await stack.list("EphemeralRunner")
@@ -263,3 +274,47 @@ async def test_a_pod_refused_for_a_missing_service_account_is_retried(
     assert (live.get("status") or {}).get("phase") != "Failed", live.get("status")
     phases = [e.phase for e in await stack.all_events() if isinstance(e, RunnerLifecycle)]
     assert "Failed" not in phases
+
+
+async def test_a_refused_pod_is_named_on_the_runner_the_set_and_by_doctor(
+    counted_stack: Stack, reader: InMemoryMetricReader, on_real_server: bool
+) -> None:
+    """Issue 33, on the real server: a variant whose ServiceAccount does not exist. The API
+    server's own message is in a ``RunnerPodRefused`` Warning Event on the EphemeralRunner
+    and on the ARS (once, however often the pod is retried), and ``arcflow doctor``'s
+    finding for the variant quotes it. No token in any of them."""
+    if not on_real_server:
+        pytest.skip("the emulator has no ServiceAccount admission")
+    stack = counted_stack
+    await _one_runner_as(stack, "gone", "taken-away")
+
+    async def refused_on_both() -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+        events = await stack.events("RunnerPodRefused")
+        on_runner = [e for e in events if e["involvedObject"]["kind"] == "EphemeralRunner"]
+        on_set = [e for e in events if e["involvedObject"]["kind"] == "AutoscalingRunnerSet"]
+        return (on_runner, on_set) if on_runner and on_set else None
+
+    on_runner, on_set = await eventually(refused_on_both, within=20, what="the refusal Events")
+    runner = on_runner[0]["involvedObject"]["name"]
+    said = 'serviceaccount "taken-away" not found'
+    assert said in on_runner[0]["message"], on_runner[0]["message"]
+    assert on_runner[0]["message"].startswith(f"pod {runner} refused by the API server: ")
+    assert on_set[0]["message"].startswith("the default variant: pod ")
+    assert said in on_set[0]["message"]
+    assert {e["type"] for e in on_runner + on_set} == {"Warning"}
+    failed = metric_total(reader, "arcflow_reconciler_errors")
+
+    async def retried() -> bool:  # each refused create is a failed pass, retried with backoff
+        return metric_total(reader, "arcflow_reconciler_errors") >= failed + 2
+
+    await eventually(retried, within=20, what="two more refused pod creates")
+    again = await stack.events("RunnerPodRefused")
+    assert len(again) == 2, [e["message"] for e in again]  # retried, not said again
+    assert all(TOKEN not in e["message"] for e in again)
+
+    snap = await read_cluster(stack.kube, stack.namespace)
+    snap.now += timedelta(minutes=2)  # past doctor's "work in progress" minute
+    findings = [f for f in diagnose(snap) if f.ars == "gone" and f.check == "runners"]
+    assert findings, diagnose(snap)
+    assert said in findings[0].why
+    assert runner in findings[0].fix

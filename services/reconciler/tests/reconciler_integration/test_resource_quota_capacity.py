@@ -87,3 +87,48 @@ async def test_the_budget_follows_the_namespace_quota(stack: Stack) -> None:
     )
     await _budget_is(stack, "quota", "6", 2)
     assert await _capacity(stack, "plain") == plain  # without the flag nothing changes
+
+
+async def test_a_budget_from_quotas_without_a_quota_says_so_until_one_appears(
+    stack: Stack,
+) -> None:
+    """Issue 33: ``fromResourceQuota`` in a namespace with no ResourceQuota changes nothing
+    (docs/models.md), and the set says so: ``ResourceQuotaFound=False`` (``NoResourceQuota``)
+    with a Warning Event; a quota created later turns it True with a Normal Event."""
+    ns = stack.namespace
+    await stack.register("open", "", 33)
+    await stack.apply_ars(ars_manifest(ns, "open", capacity={"fromResourceQuota": True}))
+
+    async def condition() -> dict[str, Any] | None:
+        ars = await stack.kube.get("AutoscalingRunnerSet", "open", ns)
+        conditions = (ars.get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "ResourceQuotaFound"), None)
+
+    missing = await eventually(condition, within=30, what="the ResourceQuotaFound condition")
+    assert (missing["status"], missing["reason"]) == ("False", "NoResourceQuota")
+    assert f'namespace "{ns}" has no ResourceQuota' in missing["message"]
+    assert "unbounded" in missing["message"]
+    warned = await stack.events("NoResourceQuota", "open")
+    assert [e["type"] for e in warned] == ["Warning"]
+    assert ((await _capacity(stack, "open")) or {}).get("maxRunners") is None  # unbounded
+
+    await stack.kube.create(_quota(ns, {"pods": "2"}))
+
+    async def found() -> dict[str, Any] | None:
+        now = await condition()
+        return now if now is not None and now["status"] == "True" else None
+
+    turned = await eventually(found, within=30, what="ResourceQuotaFound turning True")
+    assert turned["reason"] == "ResourceQuotaFound"
+    assert [e["type"] for e in await stack.events("ResourceQuotaFound", "open")] == ["Normal"]
+    await _budget_is_runners(stack, "open", 2)
+    await stack.wait_idle()
+    assert len(await stack.events("NoResourceQuota", "open")) == 1  # said once
+
+
+async def _budget_is_runners(stack: Stack, ars: str, max_runners: int) -> None:
+    async def check() -> bool:
+        capacity = await _capacity(stack, ars)
+        return capacity is not None and capacity.get("maxRunners") == max_runners
+
+    await eventually(check, within=30, what=f"listener capacity of {ars}: {max_runners} runners")

@@ -301,3 +301,72 @@ async def test_a_served_scale_request_is_not_served_again_after_its_runner_finis
 
     await stack.scale("solo", 1, 2)  # a new request is served
     await _registered(stack, 1)
+
+
+def _init_crash_loop(exit_code: int) -> dict[str, Any]:
+    """A kubelet's status of a pod whose init container exited ``exit_code`` and waits to be
+    restarted (``restartPolicy: Always``, the API server's default): the pod stays Pending."""
+    return {
+        "phase": "Pending",
+        "conditions": [
+            {"type": "Initialized", "status": "False", "reason": "ContainersNotInitialized"}
+        ],
+        "initContainerStatuses": [
+            {
+                "name": "setup",
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"exitCode": exit_code, "reason": "Error"}},
+            }
+        ],
+        "containerStatuses": [
+            {"name": "runner", "state": {"waiting": {"reason": "PodInitializing"}}}
+        ],
+    }
+
+
+async def test_a_failed_init_container_fails_the_pod_at_once_and_names_itself(
+    stack: Stack,
+) -> None:
+    """Upstream #4457: an init container that exits non-zero is a failed pod now, not at the
+    reaper's 10-minute Init deadline: a Warning Event names the container and its exit code,
+    the failure is recorded, and the runner gets a new pod after the back-off."""
+    stack.clock.frozen = datetime(2026, 1, 1, tzinfo=UTC)
+    template = runner_template("runner:1")
+    template["spec"]["initContainers"] = [
+        {"name": "setup", "image": "busybox", "command": ["false"]}
+    ]
+    await _solo(stack, template=template)
+    await stack.scale("solo", 1, 1)
+    name = (await _registered(stack, 1))[0]["metadata"]["name"]
+
+    async def live_pod_uid() -> str | None:
+        pods = [p for p in await stack.list("Pod") if p["metadata"]["name"] == name]
+        alive = pods and not pods[0]["metadata"].get("deletionTimestamp")
+        return pods[0]["metadata"]["uid"] if alive else None
+
+    first = await eventually(live_pod_uid, what="the runner pod")
+    await stack.set_pod_status(name, _init_crash_loop(3))
+
+    async def failure_recorded() -> dict[str, Any] | None:
+        status = (await stack.kube.get("EphemeralRunner", name, stack.namespace)).get("status")
+        return status if first in ((status or {}).get("failures") or {}) else None
+
+    status = await eventually(failure_recorded, what="the init failure in the runner's status")
+    assert status["reason"] == "RunnerInitContainerFailed"
+    assert status["message"] == "init container setup exited with code 3 (Error)"
+    events = await stack.events("RunnerInitContainerFailed", name)
+    assert len(events) == 1, events
+    assert events[0]["type"] == "Warning"
+    assert "init container setup exited with code 3" in events[0]["message"]
+    assert not await stack.events("RunnerPodStuck", name)  # not the reaper
+
+    stack.clock.frozen += timedelta(seconds=5)  # past the first back-off
+    await stack.app.resync()
+
+    async def replaced() -> bool:
+        uid = await live_pod_uid()
+        return uid is not None and uid != first
+
+    await eventually(replaced, what="a new runner pod")
+    await stack.wait_idle()
+    assert len(await stack.events("RunnerInitContainerFailed", name)) == 1

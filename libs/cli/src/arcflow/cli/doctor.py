@@ -1,8 +1,9 @@
 """``arcflow doctor``: what is stuck, per set and variant, since when, why, and what to do.
 
 Reads the cluster (AutoscalingRunnerSets, their runner sets, runners, runner pods, listeners
-and listener pods: one LIST each) and, when NATS is reachable, GitHub's view of each set
-through the registrar's ``scale-sets`` RPC and the dead letters of the last hour. The
+and listener pods, and the reconciler's ``RunnerPodRefused`` Events: one LIST each) and, when
+NATS is reachable, GitHub's view of each set through the registrar's ``scale-sets`` RPC and
+the dead letters of the last hour. The
 conclusions are :mod:`arcflow.cli.doctor_rules` (pure). It finds a running ``arcflow dev`` as
 ``arcflow audit`` does (its connection file names the kubeconfig and NATS); ``--kubeconfig``
 and ``--nats-url`` point it anywhere else. Exit 0: healthy; 1: something is stuck; 2: it could
@@ -35,7 +36,9 @@ from arcflow.common.kube import (
     AUTOSCALING_RUNNER_SET,
     EPHEMERAL_RUNNER,
     EPHEMERAL_RUNNER_SET,
+    EVENT,
     POD,
+    ForbiddenError,
     KubeClient,
     KubeSettings,
 )
@@ -49,6 +52,7 @@ from arcflow.devstack import connection_file
 from .audit import AUDIT_NATS_IDENTITY, AuditReader, AuditRequest, KeyFilter, plan_sources
 from .audit_connection import ErrorRecorder, resolve_nats_url
 from .doctor_rules import (
+    REASON_POD_REFUSED,
     DeadLetter,
     ScaleSetOnGitHub,
     SetInfo,
@@ -107,12 +111,13 @@ def parse_set(doc: dict[str, Any]) -> SetInfo:
 
 
 async def read_cluster(kube: KubeClient, namespace: str | None) -> Snapshot:
-    sets, runner_sets, runners, runner_pods, listeners = await asyncio.gather(
+    sets, runner_sets, runners, runner_pods, listeners, refusals = await asyncio.gather(
         kube.list(AUTOSCALING_RUNNER_SET, namespace=namespace),
         kube.list(EPHEMERAL_RUNNER_SET, namespace=namespace),
         kube.list(EPHEMERAL_RUNNER, namespace=namespace),
         kube.list(POD, namespace=namespace, label_selector={LABEL_EPHEMERAL_RUNNER: "True"}),
         kube.list(AUTOSCALING_LISTENER, namespace=None),
+        _pod_refusals(kube, namespace),
     )
     listener_namespaces = sorted(
         {str((al.get("metadata") or {}).get("namespace") or "") for al in listeners.items}
@@ -134,7 +139,20 @@ async def read_cluster(kube: KubeClient, namespace: str | None) -> Snapshot:
         runner_pods=runner_pods.items,
         listeners=listeners.items,
         listener_pods=listener_pods,
+        pod_refusals=refusals,
     )
+
+
+async def _pod_refusals(kube: KubeClient, namespace: str | None) -> list[dict[str, Any]]:
+    """The reconciler's ``RunnerPodRefused`` Events (the API server's message on a runner
+    whose pod it refused); none when this identity may not list Events."""
+    try:
+        listed = await kube.list(
+            EVENT, namespace=namespace, field_selector=f"reason={REASON_POD_REFUSED}"
+        )
+    except ForbiddenError:
+        return []
+    return listed.items
 
 
 async def read_nats(snap: Snapshot, url: str | None, notes: list[str]) -> None:

@@ -52,8 +52,16 @@ FIXES: Final[Mapping[str, str]] = {
     "kubectl logs the listener pod of {ns}/{ars}",
     "InvalidSpec": "fix the fields the message names (arcflow validate FILE)",
     "ControllerNamespaceMissing": "create the reconciler's controller namespace",
+    "NoResourceQuota": "create a ResourceQuota in {ns} for the budget, or drop "
+    "spec.capacity.fromResourceQuota (the set is bounded by spec.capacity alone meanwhile)",
 }
 DEFAULT_FIX: Final = "kubectl describe ars -n {ns} {ars}"
+#: The reconciler's Event on a runner whose pod the API server refused (its message).
+REASON_POD_REFUSED: Final = "RunnerPodRefused"
+REFUSED_FIX: Final = (
+    "fix what the API server's message names (the pod's ServiceAccount, the namespace's "
+    "ResourceQuota or PodSecurity level, the template): kubectl describe er -n {ns} {runner}"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +119,8 @@ class Snapshot:
     github: Mapping[tuple[str, str], Sequence[ScaleSetOnGitHub]] = field(default_factory=dict)
     #: Dead letters of the last hour; None: not read.
     dead_letters: Sequence[DeadLetter] | None = None
+    #: The reconciler's ``RunnerPodRefused`` Events (on runners and on sets).
+    pod_refusals: Sequence[Manifest] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,6 +428,20 @@ def _listener_findings(info: SetInfo, snap: Snapshot) -> list[Finding]:
     return found
 
 
+def _newest_refusals(events: Sequence[Manifest], namespace: str) -> dict[str, str]:
+    """Runner name -> the message of its newest ``RunnerPodRefused`` Event."""
+    newest: dict[str, tuple[str, str]] = {}
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        if involved.get("kind") != "EphemeralRunner" or involved.get("namespace") != namespace:
+            continue
+        at = str(event.get("lastTimestamp") or event.get("eventTime") or "")
+        name = str(involved.get("name") or "")
+        if name not in newest or at >= newest[name][0]:
+            newest[name] = (at, str(event.get("message") or ""))
+    return {name: message for name, (_, message) in newest.items()}
+
+
 def _runner_findings(info: SetInfo, snap: Snapshot, owned_sets: list[Manifest]) -> list[Finding]:
     ns, ars = info.namespace, info.name
     set_names = {str(_meta(e).get("name")) for e in owned_sets}
@@ -433,15 +457,27 @@ def _runner_findings(info: SetInfo, snap: Snapshot, owned_sets: list[Manifest]) 
     found: list[Finding] = []
     stuck_stages: dict[tuple[str, str], list[str]] = defaultdict(list)
     oldest: dict[tuple[str, str], datetime | None] = {}
+    refusals = _newest_refusals(snap.pod_refusals, ns)
+    #: variant -> the API server's refusal of one of its runners' pods.
+    refused: dict[str, str] = {}
     for runner in runners:
         name = str(_meta(runner).get("name"))
         variant = _labels(runner).get(LABEL_RUNNER_VARIANT, "")
         phase = (runner.get("status") or {}).get("phase")
         since = _created(runner)
+        if phase == "Failed" and (runner.get("status") or {}).get("reason") == "InvalidPod":
+            refused[variant] = refused.get(variant) or str(runner["status"].get("message") or "")
+            stuck_stages[(variant, "runner failed: pod refused")].append(name)
+            oldest[(variant, "runner failed: pod refused")] = _min(
+                oldest.get((variant, "runner failed: pod refused")), since
+            )
+            continue
         if _meta(runner).get("deletionTimestamp") or phase in _DONE_PHASES:
             continue
         pod = pods.get(name)
         if pod is None:
+            if name in refusals:
+                refused.setdefault(variant, refusals[name])
             if _old_enough(since, snap.now):
                 stuck_stages[(variant, "runner without pod")].append(name)
                 oldest[(variant, "runner without pod")] = _min(
@@ -457,7 +493,10 @@ def _runner_findings(info: SetInfo, snap: Snapshot, owned_sets: list[Manifest]) 
                 oldest.get((variant, f"pod stuck: {stage}")), _created(pod)
             )
     for (variant, what), names in sorted(stuck_stages.items()):
-        if what == "runner without pod":
+        if not what.startswith("pod stuck") and variant in refused:
+            why = refused[variant]
+            fix = REFUSED_FIX.format(ns=ns, runner=sorted(names)[0])
+        elif what == "runner without pod":
             why = "no pod for the runner: its JIT config or the pod create failed"
             fix = f"kubectl describe ers -n {ns} (Events say why), or the reconciler's log"
         else:

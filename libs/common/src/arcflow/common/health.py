@@ -1,4 +1,5 @@
-"""One small ``/healthz`` + ``/readyz`` HTTP server for every service.
+"""One small ``/healthz`` + ``/readyz`` HTTP server for every service (and, when profiling is
+on, ``/debug/stacks`` and ``/debug/memory?top=N``: ADR 0086).
 
 Kubernetes probes only need a status code; the JSON body is for humans (``curl``). The two
 callables are read on every request, so the server never caches a stale answer; a callable
@@ -41,8 +42,10 @@ class HealthServer:
         live: Check,
         ready: Check,
         details: Details | None = None,
+        profiling: bool = False,
     ) -> None:
         self.host = host
+        self._profiling = profiling
         self.port = port
         self._live = live
         self._ready = ready
@@ -54,7 +57,25 @@ class HealthServer:
         application = web.Application()
         application.router.add_get("/healthz", self._healthz)
         application.router.add_get("/readyz", self._readyz)
+        if self._profiling:  # opt-in (ADR 0086): a stack dump and the memory top
+            from arcflow.common.profiling import start_tracing
+
+            start_tracing()
+            application.router.add_get("/debug/stacks", self._stacks)
+            application.router.add_get("/debug/memory", self._memory)
         return application
+
+    async def _stacks(self, _request: web.Request) -> web.Response:
+        from arcflow.common.profiling import stack_dump
+
+        return web.Response(text=stack_dump())
+
+    async def _memory(self, request: web.Request) -> web.Response:
+        from arcflow.common.profiling import memory_top
+
+        raw = request.query.get("top", "25")
+        limit = int(raw) if raw.isdigit() else 25
+        return web.Response(text=memory_top(min(limit, 500)))
 
     async def _healthz(self, _request: web.Request) -> web.Response:
         ok = _safe(self._live)

@@ -96,6 +96,10 @@ COUNTER_STARTED_JOBS = "gha_started_jobs_total"
 COUNTER_COMPLETED_JOBS = "gha_completed_jobs_total"
 HISTOGRAM_STARTUP = "gha_job_startup_duration_seconds"
 HISTOGRAM_EXECUTION = "gha_job_execution_duration_seconds"
+#: Upstream's old listener name (ARC #4431): GitHub's queue time to a runner's start.
+HISTOGRAM_QUEUE = "gha_job_queue_duration_seconds"
+#: How many assigned jobs' queue times a scale set remembers for their JobStarted.
+QUEUE_TIMES_KEPT = 4096
 #: arcflow's own, exported only by a standby-mode listener (ADR 0025); not in listenerMetrics.
 GAUGE_LEASE_HELD = "arcflow_listener_lease_held"
 COUNTER_TAKEOVERS = "arcflow_listener_takeovers_total"
@@ -129,6 +133,7 @@ _DESCRIPTIONS = {
     COUNTER_COMPLETED_JOBS: "Total number of jobs completed.",
     HISTOGRAM_STARTUP: "Seconds from the scale set's assignment to the runner's.",
     HISTOGRAM_EXECUTION: "Seconds from the runner's assignment to the job's end.",
+    HISTOGRAM_QUEUE: "Seconds from the job's queue time to the runner's assignment (start).",
     GAUGE_LEASE_HELD: "1 while this listener replica holds the scale set's lease, else 0.",
     COUNTER_TAKEOVERS: "Leases this replica took over after the holder's lapsed.",
     COUNTER_SESSION_FAILURES: "Message session creates that failed, by reason "
@@ -150,6 +155,7 @@ KNOWN_METRICS: dict[str, MetricKind] = {
     COUNTER_COMPLETED_JOBS: "counter",
     HISTOGRAM_STARTUP: "histogram",
     HISTOGRAM_EXECUTION: "histogram",
+    HISTOGRAM_QUEUE: "histogram",
 }
 _SECTIONS: dict[str, MetricKind] = {
     "counters": "counter",
@@ -171,7 +177,7 @@ def default_metric_specs() -> dict[str, MetricSpec]:
     for name, kind in KNOWN_METRICS.items():
         if kind == "gauge":
             specs[name] = MetricSpec(name, kind, SCALE_SET_LABELS)
-        elif name in (COUNTER_STARTED_JOBS, HISTOGRAM_STARTUP):
+        elif name in (COUNTER_STARTED_JOBS, HISTOGRAM_STARTUP, HISTOGRAM_QUEUE):
             buckets = DEFAULT_BUCKETS if kind == "histogram" else ()
             specs[name] = MetricSpec(name, kind, JOB_STARTED_LABELS, buckets)
         else:
@@ -438,6 +444,9 @@ class ScaleSetRecorder:
         self.labels = dict(scale_set_labels)
         self.stage_labels = {**self.labels, LABEL_VARIANT: variant}
         self._clock = clock
+        #: job id -> GitHub's queue time, from its JobAssigned (GitHub may leave it out of
+        #: JobStarted); bounded, oldest dropped first.
+        self._queued: dict[str, datetime] = {}
 
     def record_static(self, min_runners: int, max_runners: int) -> None:
         self._metrics.set_gauge(GAUGE_SESSION_OPEN, 0, self.labels)  # until its first statistics
@@ -508,6 +517,11 @@ class ScaleSetRecorder:
         assignment. GitHub's clock against this host's, docs/operations.md#runner-stages)."""
         assigned = _exact(job.scale_set_assign_time)
         self._stage("queued", _between(_exact(job.queue_time), assigned))
+        queued_at = job.queue_time
+        if job.job_id and queued_at is not None and queued_at.year > 1:
+            self._queued[job.job_id] = queued_at
+            while len(self._queued) > QUEUE_TIMES_KEPT:
+                del self._queued[next(iter(self._queued))]
         if assigned is not None:
             end = self._clock()
             if requested_at is not None and requested_at >= assigned:
@@ -524,6 +538,11 @@ class ScaleSetRecorder:
         startup = _seconds(job.scale_set_assign_time, job.runner_assign_time)
         if startup is not None:
             self._metrics.observe(HISTOGRAM_STARTUP, startup, values)
+        remembered = self._queued.pop(job.job_id, None)
+        queued = job.queue_time if _exact(job.queue_time) is not None else remembered
+        waited = _seconds(queued, job.runner_assign_time)
+        if waited is not None and waited >= 0:
+            self._metrics.observe(HISTOGRAM_QUEUE, waited, values)
 
     def record_job_completed(self, job: JobInfo) -> None:
         """Skipped for a job no runner ever took (zero ``runnerAssignTime``), as upstream."""

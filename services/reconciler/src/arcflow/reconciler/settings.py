@@ -66,7 +66,30 @@ class ReconcilerSettings(ServiceSettings):
         default="", description="Secret in the controller namespace with ca.crt for NATS TLS"
     )
 
+    listener_kube_qps: float = Field(
+        default=50.0,
+        gt=0,
+        description="ARCFLOW_KUBE_QPS of listener pods: their Kubernetes client's sustained "
+        "requests per second (upstream 0.15: 50); a listenerTemplate env entry still wins",
+    )
+    listener_kube_burst: int = Field(
+        default=100, ge=1, description="ARCFLOW_KUBE_BURST of listener pods (upstream 0.15: 100)"
+    )
+
     workers: int = Field(default=16, ge=1, description="Reconciles running at once")
+    worker_caps: Annotated[dict[str, int], NoDecode] = Field(
+        default_factory=lambda: {"er": 12},
+        description="Passes of one kind (ars, al, ers, er) running at once within the shared "
+        "workers, as kind=count pairs (e.g. er=12,ers=8): a burst of runner passes leaves the "
+        "other workers to sets and listeners; a kind not named is bounded by workers only",
+    )
+    drain_seconds: float = Field(
+        default=20.0,
+        ge=0,
+        description="On SIGTERM, reconcile passes in flight may finish for this long before "
+        "they are cancelled (no new pass starts); keep it under the pod's "
+        "terminationGracePeriodSeconds (the chart derives it: the grace period less 10 s)",
+    )
     create_concurrency: int = Field(
         default=16, ge=1, description="Runners of one EphemeralRunnerSet created at once"
     )
@@ -132,6 +155,31 @@ class ReconcilerSettings(ServiceSettings):
         parse_deadlines(value, Deadlines())  # a DeadlineSyntaxError is a ValueError
         return value
 
+    @field_validator("worker_caps", mode="before")
+    @classmethod
+    def _parse_caps(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        caps: dict[str, int] = {}
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            kind, sep, count = part.partition("=")
+            if not sep or not count.strip().isdigit():
+                raise ValueError(f"worker_caps: {part!r} is not kind=count")
+            caps[kind.strip()] = int(count)
+        return caps
+
+    @field_validator("worker_caps")
+    @classmethod
+    def _caps_known(cls, value: dict[str, int]) -> dict[str, int]:
+        from arcflow.reconciler.keys import KINDS
+
+        for kind, count in value.items():
+            if kind not in KINDS:
+                raise ValueError(f"worker_caps: unknown kind {kind!r} (one of {', '.join(KINDS)})")
+            if count < 1:
+                raise ValueError(f"worker_caps: {kind} must be at least 1")
+        return value
+
     @field_validator(
         "listener_image_pull_secrets", "exclude_label_propagation_prefixes", mode="before"
     )
@@ -165,6 +213,8 @@ class ReconcilerSettings(ServiceSettings):
             listener_nats_secret=self.listener_nats_secret,
             listener_nats_auth=self.listener_nats_auth,
             listener_nats_tls_secret=self.listener_nats_tls_secret,
+            listener_kube_qps=self.listener_kube_qps,
+            listener_kube_burst=self.listener_kube_burst,
         )
 
 

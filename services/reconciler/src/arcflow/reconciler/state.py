@@ -67,6 +67,7 @@ class ReconcilerState:
         self.queue = WorkQueue(
             self._reconcile,
             workers=settings.workers,
+            caps=settings.worker_caps,
             retry_base_seconds=settings.retry_base_seconds,
             retry_cap_seconds=settings.retry_cap_seconds,
         )
@@ -186,9 +187,19 @@ def components(ctx: ServiceContext, state: ReconcilerState) -> Sequence[Componen
             on_stop=state.cache.stop,
             is_healthy=lambda: state.cache_alive,
         ),
-        Part("workqueue", on_start=_start_queue(state), on_stop=state.queue.stop),
+        Part("workqueue", on_start=_start_queue(state), on_stop=_drain_queue(state)),
         Part("first-resync", on_start=state.first_resync),
     ]
+
+
+def _drain_queue(state: ReconcilerState) -> Callable[[], Awaitable[None]]:
+    """Stop the queue, letting passes in flight finish within ``drain_seconds`` (issue 33):
+    the subscribers are stopped already, the cache, the Kubernetes client and NATS not yet."""
+
+    async def stop() -> None:
+        await state.queue.stop(drain_seconds=state.settings.drain_seconds)
+
+    return stop
 
 
 def _start_queue(state: ReconcilerState) -> Callable[[], Awaitable[None]]:

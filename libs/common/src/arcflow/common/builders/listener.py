@@ -617,6 +617,8 @@ def listener_pod_spec(
     env: list[dict[str, Any]] = [{"name": "LISTENER_CONFIG_PATH", "value": LISTENER_CONFIG_PATH}]
     env.extend(proxy_env(spec.get("proxy"), listener_proxy_secret_name(name)))
     # After upstream's env, before a listenerTemplate's (appended later, so it can override).
+    env.append({"name": "ARCFLOW_KUBE_QPS", "value": f"{settings.listener_kube_qps:g}"})
+    env.append({"name": "ARCFLOW_KUBE_BURST", "value": str(settings.listener_kube_burst)})
     env.extend(listener_nats_env(settings))
     replicas = listener_replicas_of(al)
     if replicas > 1:

@@ -38,6 +38,10 @@ class BuildSettings:
     listener_nats_secret: str = ""
     listener_nats_auth: str = NATS_AUTH_USER_PASSWORD
     listener_nats_tls_secret: str = ""
+    # The listener's Kubernetes client rate (ARCFLOW_KUBE_QPS/BURST in its pod; issue 33):
+    # upstream 0.15's listener defaults, for a set whose jobs patch runners at 500 at once.
+    listener_kube_qps: float = 50.0
+    listener_kube_burst: int = 100
 
     def __post_init__(self) -> None:
         if not self.controller_namespace:
@@ -49,6 +53,8 @@ class BuildSettings:
         if self.log_format not in VALID_LOG_FORMATS:
             raise ValueError(f"log_format must be one of {', '.join(VALID_LOG_FORMATS)}")
         self._check_listener_nats()
+        if self.listener_kube_qps <= 0 or self.listener_kube_burst < 1:
+            raise ValueError("listener_kube_qps must be > 0 and listener_kube_burst >= 1")
         if self.metrics_enabled:
             self.listener_metrics_port  # noqa: B018 - validates the address eagerly
 

@@ -61,6 +61,8 @@ class ContainerStatus(KubeModel):
     name: str = ""
     ready: bool = False
     state: ContainerState = Field(default_factory=ContainerState)
+    #: The state it was in before its last restart (a restarted init container's failure).
+    last_state: ContainerState = Field(default_factory=ContainerState)
 
 
 class PodStatus(KubeModel):
@@ -86,10 +88,19 @@ class PodStatus(KubeModel):
         return next((s for s in self.container_statuses if s.name == name), None)
 
 
+class InitContainer(KubeModel):
+    """An init container's name and its own ``restartPolicy`` (``Always``: a sidecar)."""
+
+    name: str = ""
+    restart_policy: str = ""
+
+
 class PodSpec(KubeModel):
-    """Only ``nodeName`` is modelled; containers, volumes... stay verbatim (unknown keys)."""
+    """``nodeName`` and the init containers' names and restart policies; containers,
+    volumes... stay verbatim (unknown keys)."""
 
     node_name: str = ""
+    init_containers: list[InitContainer] = Field(default_factory=list)
 
 
 class Pod(KubeObject):

@@ -9,12 +9,15 @@ drops the key until it is added again (retrying the same input cannot help). A p
 outlives ``deadline_seconds`` is cancelled and retried like a failure.
 
 Waiting keys are taken by ``priorities[key.kind]`` (lower first, default 0), then in the
-order they came.
+order they came. ``caps[kind]`` bounds the passes of one kind running at once within the
+shared workers: a key of a kind at its cap waits (parked, still coalescing) until a pass of
+that kind ends, and the workers take the other kinds meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -49,6 +52,7 @@ class WorkQueue(Generic[K]):
         retry_base_seconds: float = 0.05,
         retry_cap_seconds: float = 30.0,
         priorities: Mapping[str, int] | None = None,
+        caps: Mapping[str, int] | None = None,
         deadline_seconds: float | None = None,
         on_error: Callable[[K, BaseException], None] | None = None,
         name: str = "reconcile",
@@ -60,6 +64,12 @@ class WorkQueue(Generic[K]):
         self._retry_base = retry_base_seconds
         self._retry_cap = retry_cap_seconds
         self._priorities = dict(priorities or {})
+        self._caps = dict(caps or {})
+        if any(cap < 1 for cap in self._caps.values()):
+            raise ValueError("a kind's cap must be >= 1")
+        self._running: collections.Counter[str] = collections.Counter()  # passes per kind
+        #: kind -> keys taken while the kind was at its cap, in the order they were taken.
+        self._parked: dict[str, collections.deque[tuple[int, int, K]]] = {}
         self._deadline = deadline_seconds
         self._on_error = on_error
         self._name = name
@@ -73,6 +83,8 @@ class WorkQueue(Generic[K]):
         self._tasks: list[asyncio.Task[None]] = []
         self._idle = asyncio.Event()
         self._idle.set()
+        self._stopping = False  # stop() was called: no worker takes another key
+        self._pass_done = asyncio.Event()  # set whenever a pass ends (the drain waits on it)
         #: Passes that returned (not raised).
         self.processed = 0
         #: Adds that found the key already waiting (or already due again): no pass of their own.
@@ -123,10 +135,33 @@ class WorkQueue(Generic[K]):
         for index in range(self._workers):
             self._tasks.append(asyncio.create_task(self._worker(), name=f"{self._name}-{index}"))
 
-    async def stop(self) -> None:
+    async def stop(self, drain_seconds: float = 0.0) -> None:
+        """Stop: no key is taken any more and retry timers are dropped; the passes in flight
+        may finish within ``drain_seconds`` (a SIGTERM inside the pod's grace period), then
+        whatever still runs is cancelled. Keys not reconciled are picked up by the next
+        process from its cache (level-triggered: nothing is lost)."""
+        self._stopping = True
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        deadline = time.monotonic() + drain_seconds
+        if self._active and drain_seconds > 0:
+            log.info(
+                "draining reconcile passes in flight",
+                extra={"passes": len(self._active), "drain_seconds": drain_seconds},
+            )
+        while True:
+            self._pass_done.clear()  # then look, with no await in between
+            remaining = deadline - time.monotonic()
+            if not self._active or remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._pass_done.wait(), remaining)
+        if self._active:
+            log.warning(
+                "reconcile passes still running at the drain deadline: cancelled",
+                extra={"passes": len(self._active), "keys": sorted(map(str, self._active))[:10]},
+            )
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
 
@@ -150,14 +185,27 @@ class WorkQueue(Generic[K]):
                 await asyncio.wait_for(self._idle.wait(), min(remaining, 0.05))
 
     async def _worker(self) -> None:
-        while True:
-            _priority, _order, key = await self._ready.get()
+        while not self._stopping:
+            entry = await self._ready.get()
+            key = entry[2]
+            cap = self._caps.get(key.kind)
+            if cap is not None and self._running[key.kind] >= cap:
+                self._parked.setdefault(key.kind, collections.deque()).append(entry)
+                continue  # still queued: it runs when a pass of its kind ends
             self._queued.discard(key)
             self._active.add(key)
+            self._running[key.kind] += 1
             try:
                 result = await self._run_one(key)
             finally:
                 self._active.discard(key)
+                self._running[key.kind] -= 1
+                parked = self._parked.get(key.kind)
+                if parked:
+                    self._ready.put_nowait(parked.popleft())
+                self._pass_done.set()
+            if self._stopping:
+                return  # draining: this worker is done
             if key in self._dirty:
                 self._dirty.discard(key)
                 self.add(key)

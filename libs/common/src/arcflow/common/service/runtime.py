@@ -278,6 +278,7 @@ class ServiceRuntime:
             live=lambda: self.healthy,
             ready=lambda: self.ready,
             details=self._details,
+            profiling=bool(getattr(self.settings, "profiling", False)),
         )
         self.health_port = await self._health.start()
 

@@ -53,3 +53,8 @@ class ServiceSettings(BaseSettings):
     health_port: int = Field(
         default=8081, ge=0, le=65535, description="/healthz and /readyz (the chart's health.port)"
     )
+    profiling: bool = Field(
+        default=False,
+        description="Serve /debug/stacks (every thread and asyncio task) and /debug/memory "
+        "(tracemalloc's top lines) on the health port; off by default (tracing costs memory)",
+    )

@@ -58,6 +58,7 @@ from arcflow.reconciler.controllers.controller_namespace import (
     report_controller_namespace,
 )
 from arcflow.reconciler.controllers.manifest import finalizer_patch, meta
+from arcflow.reconciler.controllers.quota_condition import report_resource_quota
 from arcflow.reconciler.controllers.quota_rules import uses_resource_quota, with_quota_budget
 from arcflow.reconciler.controllers.registration import check_registration
 from arcflow.reconciler.controllers.server_tls import check_server_tls
@@ -141,9 +142,13 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     try:
         desired = desired_runner_sets(ars, ids, ctx.build)
         tuples = listener_scale_sets(ars, ids)
-        budgeted = ars
+        budgeted, quotas = ars, None
         if uses_resource_quota(ars):  # ADR 0062: the quotas come from the watch-fed cache
-            budgeted = with_quota_budget(ars, await read_list(ctx, RESOURCE_QUOTA, ars.namespace))
+            quotas = await read_list(ctx, RESOURCE_QUOTA, ars.namespace)
+            budgeted = with_quota_budget(ars, quotas)
+        ars = await report_resource_quota(
+            ctx, ars, scope, found=None if quotas is None else bool(quotas)
+        )
         desired_al = build_autoscaling_listener(budgeted, desired[0], ctx.build, tuples)
     except BuildError as exc:
         await refuse_invalid(ctx, ars.manifest, scope, str(exc))

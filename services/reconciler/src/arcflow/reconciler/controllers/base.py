@@ -14,11 +14,11 @@ from arcflow.common.builders import BuildSettings
 from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.cache import ObjectCache
 from arcflow.common.events import RegistrationFailed, SessionFailed, SessionOpened
-from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource
+from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource, build_event
 from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.models import ProxyConfig, Secret
 from arcflow.common.rpc.registrar import RegistrarRpcClient
-from arcflow.reconciler.audit import Writer
+from arcflow.reconciler.audit import Scope, Writer
 from arcflow.reconciler.controllers.manifest import (
     FAILURE_BACKOFF_SECONDS,
     Manifest,
@@ -73,6 +73,10 @@ class RunnerSetState:
     #: "<namespace>/<ARS>" -> the lock its variants' capacity gate and creates run under
     #: (ADR 0090).
     budget_locks: dict[str, asyncio.Lock] = dataclass_field(default_factory=dict)
+    #: (namespace, runner) -> the last pod refusal said in an Event on it (issue 33).
+    pod_refusals_reported: dict[tuple[str, str], str] = dataclass_field(default_factory=dict)
+    #: (namespace, ARS, variant) -> when its last pod refusal Event went out (monotonic).
+    set_refusals_reported: dict[tuple[str, str, str], float] = dataclass_field(default_factory=dict)
 
 
 @dataclass
@@ -98,6 +102,9 @@ class ArsState:
     #: (namespace, ARS) -> the resourceVersion whose unusable deadline annotation was
     #: reported in an Event (ADR 0065).
     deadline_errors_reported: dict[tuple[str, str], str] = dataclass_field(default_factory=dict)
+    #: ARS namespace/name -> whether its namespace was last seen to have a ResourceQuota
+    #: (``capacity.fromResourceQuota``; issue 33).
+    quota_found_seen: dict[str, bool] = dataclass_field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,16 @@ class Context:
     @property
     def controller_namespace(self) -> str:
         return self.build.controller_namespace
+
+
+async def warn(
+    ctx: Context, involved: Manifest, reason: str, message: str, scope: Scope, about: str
+) -> None:
+    """A Warning Event on ``involved`` (where ``kubectl describe`` looks), in the audit trail
+    as ``about``."""
+    event = build_event(involved, reason, message, type="Warning", component="arcflow-reconciler")
+    created = await ctx.kube.create(event)
+    await ctx.writer.audit("created", created, scope, about)
 
 
 async def get_or_none(

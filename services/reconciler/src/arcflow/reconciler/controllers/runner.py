@@ -36,7 +36,7 @@ from arcflow.common.rpc.registrar import (
     UpstreamRpcError,
 )
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, get_or_none, utc_clock
+from arcflow.reconciler.controllers.base import Context, get_or_none, utc_clock, warn
 from arcflow.reconciler.controllers.jit_failures import report_jit_failure
 from arcflow.reconciler.controllers.manifest import (
     FAILURE_BACKOFF_SECONDS,
@@ -45,12 +45,15 @@ from arcflow.reconciler.controllers.manifest import (
     is_deleting,
     owner_name,
 )
+from arcflow.reconciler.controllers.pod_refusals import pod_created, report_pod_refused
 from arcflow.reconciler.controllers.runner_claims import ANNOTATION_JIT_CLAIM, jit_claim_holder
 from arcflow.reconciler.controllers.runner_reaper import reap_if_stuck
 from arcflow.reconciler.controllers.runner_rules import (
+    FailedInit,
     PodCreateDecision,
     Registration,
     backoff_remaining,
+    failed_init_container,
     parse_time,
     pod_create_decision,
     registration_status,
@@ -66,6 +69,8 @@ WAIT_SECONDS = 1.0
 DEADLINE_RECHECK_WITHIN_SECONDS = 60.0
 DONE_PHASES = ("Succeeded", "Failed", "Outdated")
 POD_FINISHED = ("Succeeded", "Failed")
+#: The Warning Event on a runner whose pod's init container exited non-zero.
+REASON_INIT_FAILED = "RunnerInitContainerFailed"
 
 __all__ = ["FAILURE_BACKOFF_SECONDS", "MAX_FAILURES", "reconcile_runner"]
 
@@ -197,10 +202,13 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
                 build_runner_pod(er.manifest, jit_data, ctx.build), scope, "runner pod"
             )
             ctx.stages.pod_created(namespace, name)
+            pod_created(ctx, er, scope)
         except (ConflictError, InvalidError, ForbiddenError) as exc:
             created = er.metadata.creation_timestamp
             age = now.timestamp() - parse_time(created).timestamp() if created else 0.0
             decision = pod_create_decision(exc, age)
+            if not isinstance(exc, ConflictError):  # the API server said no: say it (issue 33)
+                await report_pod_refused(ctx, er, scope, exc.message)
             if decision.action == "retry":
                 # Transient (a service account not there yet): retried with the per-key
                 # backoff of the work queue, the registration written meanwhile.
@@ -328,6 +336,10 @@ async def _follow_pod(
     pod_status = pod.status
     state = pod.runner_state
     terminated = state.terminated if state is not None else None
+    if terminated is None:
+        failed_init = failed_init_container(pod)
+        if failed_init is not None:  # at once, not at the Init deadline (upstream #4457)
+            return await _init_failed(ctx, er, pod, scope, registration, failed_init)
     if pod_status.phase == "Failed" and terminated is None:
         return await _pod_failed(ctx, er, pod, scope, registration)
     if terminated is not None:
@@ -395,8 +407,33 @@ async def _follow_pod(
     return Result.done()
 
 
+async def _init_failed(
+    ctx: Context,
+    er: EphemeralRunner,
+    pod: Pod,
+    scope: Scope,
+    registration: Registration | None,
+    failed: FailedInit,
+) -> Result:
+    """An init container exited non-zero: a Warning Event on the runner naming it and its
+    exit code (once per pod), then the pod is handled as a failed pod."""
+    if pod.uid not in (status_of(er).failures or {}):
+        message = f"pod {pod.name}: {failed.message}"
+        await warn(ctx, er.manifest, REASON_INIT_FAILED, message, scope, "Event: init failed")
+    return await _pod_failed(
+        ctx, er, pod, scope, registration, reason=REASON_INIT_FAILED, message=failed.message
+    )
+
+
 async def _pod_failed(
-    ctx: Context, er: EphemeralRunner, pod: Pod, scope: Scope, registration: Registration | None
+    ctx: Context,
+    er: EphemeralRunner,
+    pod: Pod,
+    scope: Scope,
+    registration: Registration | None,
+    *,
+    reason: str | None = None,
+    message: str | None = None,
 ) -> Result:
     """``deleteEphemeralRunnerOrPod``: a runner with a job goes; otherwise retry its pod."""
     name, namespace = er.name, er.namespace
@@ -414,8 +451,8 @@ async def _pod_failed(
             **registration_status(registration),
             "failures": failures,
             "ready": False,
-            "reason": pod.status.reason,
-            "message": pod.status.message,
+            "reason": pod.status.reason if reason is None else reason,
+            "message": pod.status.message if message is None else message,
         },
         scope,
         "record a runner pod failure",
@@ -489,6 +526,7 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
         "runner removed from the service: release the EphemeralRunner",
     )
     ctx.stages.runner_gone(er.namespace, er.name)
+    ctx.runner_set_state.pod_refusals_reported.pop((er.namespace, er.name), None)
     owner = owner_name(er, KIND_ERS)
     if owner:
         ctx.enqueue(Key("ers", er.namespace, owner))

@@ -18,7 +18,7 @@ import time
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER, build_event
 from arcflow.common.models import EphemeralRunner, Pod
 from arcflow.reconciler.audit import Scope
-from arcflow.reconciler.controllers.base import Context, read_observed
+from arcflow.reconciler.controllers.base import Context, read_observed, warn
 from arcflow.reconciler.controllers.manifest import annotations_of, resource_version
 from arcflow.reconciler.controllers.reaper_rules import (
     Deadlines,
@@ -84,15 +84,8 @@ async def _reap(
     labels["name"] = ers_name
     ctx.metrics.reaped.add(1, {**labels, "stage": verdict.stage, "reason": verdict.reason})
     log.warning("runner %s/%s: %s", er.namespace, er.name, message, extra={"stage": verdict.stage})
-    event = build_event(
-        er.manifest,
-        REASON_STUCK,
-        f"{verdict.stage}: {message}",
-        type="Warning",
-        component="arcflow-reconciler",
-    )
-    created = await ctx.kube.create(event)
-    await ctx.writer.audit("created", created, scope, f"Event: runner pod stuck in {verdict.stage}")
+    stuck_in = f"Event: runner pod stuck in {verdict.stage}"
+    await warn(ctx, er.manifest, REASON_STUCK, f"{verdict.stage}: {message}", scope, stuck_in)
     grace = 0 if verdict.stage == "NodeLost" else None
     if er.has_job():
         # Its job died with the pod: the runner goes (deleteEphemeralRunnerOrPod).

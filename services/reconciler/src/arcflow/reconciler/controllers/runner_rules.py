@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from arcflow.common.kube.errors import ConflictError, ForbiddenError, InvalidError, KubeApiError
+from arcflow.common.models import Pod
 from arcflow.reconciler.controllers.manifest import FAILURE_BACKOFF_SECONDS
 
 ALREADY_EXISTS_RECHECK_SECONDS = 5.0
@@ -98,3 +99,37 @@ def backoff_remaining(
     delay = table[min(len(failures), len(table) - 1)]
     last = max(parse_time(v) for v in failures.values())
     return max(0.0, (last.timestamp() + delay) - now.timestamp())
+
+
+@dataclass(frozen=True, slots=True)
+class FailedInit:
+    """An init container of a runner pod that exited non-zero (upstream #4457)."""
+
+    container: str
+    exit_code: int
+    reason: str
+
+    @property
+    def message(self) -> str:
+        why = f" ({self.reason})" if self.reason else ""
+        return f"init container {self.container} exited with code {self.exit_code}{why}"
+
+
+def failed_init_container(pod: Pod) -> FailedInit | None:
+    """The first init container that terminated with a non-zero exit code, now or before its
+    last restart (a pod with ``restartPolicy: Never`` fails with it; with ``Always`` or
+    ``OnFailure`` the kubelet restarts it in a back-off, and the pod would wait in ``Init``
+    until the reaper's deadline). Sidecars (``restartPolicy: Always`` on the init container
+    itself) are left out: they run beside the runner and are restarted by design; so is a
+    pod whose init containers have all finished (``Initialized``)."""
+    if pod.status.is_true("Initialized"):
+        return None
+    sidecars = {c.name for c in pod.spec.init_containers if c.restart_policy == "Always"}
+    for status in pod.status.init_container_statuses:
+        if status.name in sidecars:
+            continue
+        for state in (status.state, status.last_state):
+            ended = state.terminated
+            if ended is not None and ended.exit_code != 0:
+                return FailedInit(status.name, ended.exit_code, ended.reason)
+    return None
