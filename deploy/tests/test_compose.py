@@ -311,7 +311,9 @@ def test_services_are_wired_to_nats_and_the_emulator(normalized: dict[str, Any])
         assert services[name]["read_only"] is True
         assert services[name]["user"] == "10001:10001"
         assert services[name]["cap_drop"] == ["ALL"]
-    kubeconfig = yaml.safe_load(normalized["configs"]["kubeconfig"]["content"])
+    # a file, bind-mounted: compose refuses inline `content:` in a read-only service
+    assert "content" not in normalized["configs"]["kubeconfig"]
+    kubeconfig = yaml.safe_load(Path(normalized["configs"]["kubeconfig"]["file"]).read_text())
     assert kubeconfig["clusters"][0]["cluster"]["server"] == "http://kube-api:6443"
     assert services["kube-api"]["command"][:2] == ["sim", "kube"]
     assert "6443" in services["kube-api"]["command"]
