@@ -455,10 +455,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     health.add_argument("--socket", type=Path, required=True)
     args = parser.parse_args(argv)
     projects = args.project or ["arcflow"]
-    if args.action == "healthchecks":
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        drive_healthchecks(Api(args.socket), stop)
+    if args.action == "healthchecks":  # until the engine's stop ends it (SIGTERM's default)
+        drive_healthchecks(Api(args.socket), threading.Event())
         return 0
     if args.action == "start":
         engine = ComposeEngine(args.dir)
