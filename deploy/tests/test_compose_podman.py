@@ -229,13 +229,17 @@ def test_arcflow_audit_on_the_host_shows_the_demo_events(stack: Stack, demo: str
 
 
 def test_compose_down_and_the_engine_teardown_leave_nothing(stack: Stack, demo: str) -> None:
+    started = time.monotonic()
     down = stack.compose("down", "--volumes", "--timeout", "10", timeout=300)
     assert down.returncode == 0, down.stderr[-3000:]
+    print(f"docker compose down --volumes: {time.monotonic() - started:.0f} s")
     assert project_objects(stack.engine.api, PROJECT) == {
         "containers": [],
         "networks": [],
         "volumes": [],
         "pods": [],
     }
+    started = time.monotonic()
     stack.engine.stop([PROJECT])
+    print(f"the engine's teardown: {time.monotonic() - started:.0f} s")
     assert stack.engine.leftovers([PROJECT]) == []

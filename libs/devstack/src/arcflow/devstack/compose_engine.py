@@ -337,16 +337,19 @@ class ComposeEngine:
         Safe to call twice. Returns what it removed and ended."""
         state = self._load()
         done: list[str] = []
+        # The driver first: no healthcheck starts an exec session while containers go.
+        if isinstance(state.get("driver"), int) and _end(state["driver"]):
+            done.append("process/driver")
         if self.api.ping():
             for project in projects:
                 done += remove_project(self.api, project)
-        for role in ("driver", "service"):
-            pid = state.get(role)
-            if isinstance(pid, int) and _end(pid):
-                done.append(f"process/{role}")
+        if isinstance(state.get("service"), int) and _end(state["service"]):
+            done.append("process/service")
         if self.netns_path.exists():
-            for pid in _netns_pids(self.netns):  # conmon, dnsmasq: only this engine starts any
-                if _end(pid):
+            # What is left in the namespace (conmon of a cut-off exec session, dnsmasq) was
+            # started by this engine alone, and its containers are gone: no grace period.
+            for pid in _netns_pids(self.netns):
+                if _end(pid, within=1.0):
                     done.append(f"process/{pid}")
             _run(["ip", "netns", "delete", self.netns])
             done.append(f"netns/{self.netns}")
