@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Builds arcflow's four images (watcher, registrar, reconciler, listener) from this checkout on a
-# machine without a Docker engine and without a reachable container registry (docs/images.md,
-# ADR 0058):
+# Builds arcflow's four images (watcher, registrar, reconciler, listener) and docker-compose.yml's
+# devstack image from this checkout on a machine without a Docker engine and without a reachable
+# container registry (docs/images.md, ADR 0058):
 #   1. a Debian bookworm base with Python 3.11, made with debootstrap from Debian's packages and
 #      cached in .cache/images/, imported as the local image localhost/arcflow/python:3.11-bookworm;
 #   2. an image holding uv at the release the Dockerfile names (uv's own PyPI package);
 #   3. deploy/docker/Dockerfile built with buildah, one target per image, with those two images
-#      passed as the PYTHON_IMAGE and UV_IMAGE build args: the same file docker users build.
-# Each image is tagged <repository from the chart's values.yaml>:<chart appVersion> (what a chart
-# install pulls) and localhost/arcflow/<name>:<appVersion>.
+#      passed as the PYTHON_IMAGE and UV_IMAGE build args: the same file docker users build. In
+#      Docker's image format, which is what podman's Docker API builds, so that `docker compose
+#      up --build` on podman finds every step in this build's layer cache (ADR 0076);
+#   4. scripts/compose-images.sh: the images docker-compose.yml and the Dockerfile name
+#      (nats:2.10-alpine, the two bases under their default names) and the CNI plugin that
+#      resolves compose service names, for scripts/compose-podman.sh.
+# Each chart image is tagged <repository from the chart's values.yaml>:<chart appVersion> (what a
+# chart install pulls) and localhost/arcflow/<name>:<appVersion>; the devstack image (no chart)
+# localhost/arcflow/devstack:<appVersion>. Only the four chart images' names are printed.
 #
 #   scripts/build-images.sh            # builds what is missing or out of date; prints the names
 #   scripts/build-images.sh --force    # runs every build (buildah's layer cache still applies)
@@ -57,6 +63,10 @@ declare -A REPO=(
   [listener]=$(listener_repository)
 )
 NAMES=(watcher registrar reconciler listener)
+# Built too, not printed: docker-compose.yml's emulator, simulator, pod runner and demo image.
+REPO[devstack]=localhost/arcflow/devstack
+BUILDS=("${NAMES[@]}" devstack)
+declare -A PACKAGE=([devstack]=arcflow-cli)
 for name in "${NAMES[@]}"; do
   [ -n "${REPO[$name]}" ] || { echo "build-images: no image repository for $name in the charts" >&2; exit 1; }
 done
@@ -79,11 +89,12 @@ DIGEST=$(inputs_digest || true)
 if [ "${1:-}" != "--force" ] && [ -n "$DIGEST" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$DIGEST" ] \
     && command -v buildah >/dev/null 2>&1; then
   present=1
-  for name in "${NAMES[@]}"; do
+  for name in "${BUILDS[@]}"; do
     buildah inspect --type image "${REPO[$name]}:$APP_VERSION" >/dev/null 2>&1 || { present=0; break; }
   done
   if [ "$present" = 1 ]; then
     log "unchanged since the last build ($STAMP)"
+    bash scripts/compose-images.sh
     for name in "${NAMES[@]}"; do echo "${REPO[$name]}:$APP_VERSION"; done
     exit 0
   fi
@@ -104,7 +115,9 @@ mkdir -p "$CACHE"
 
 # RUN steps: chroot isolation (no OCI runtime, no cgroups: this sandbox's crun refuses its hybrid
 # cgroup layout) and the host's network, so uv reaches the package index.
-BUILD_FLAGS=(--isolation chroot --network host --layers)
+# Docker's image format: podman's Docker API builds it, and buildah's layer cache matches a step
+# only in the same format.
+BUILD_FLAGS=(--isolation chroot --network host --layers --format docker)
 # uv inside RUN steps trusts the host's CA bundle (mounted for the build only, never a layer):
 # machines whose egress re-signs TLS need it; elsewhere it is the usual system bundle.
 if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
@@ -154,17 +167,20 @@ if ! image_exists "$UV_IMAGE"; then
 fi
 
 # --- 3. the images, from the Dockerfile ------------------------------------------------------------
-for name in "${NAMES[@]}"; do
-  package="arcflow-$name"
+for name in "${BUILDS[@]}"; do
+  package=${PACKAGE[$name]:-arcflow-$name}
+  tags=(--tag "${REPO[$name]}:$APP_VERSION")
+  [ "${REPO[$name]}" = "localhost/arcflow/$name" ] || tags+=(--tag "localhost/arcflow/$name:$APP_VERSION")
   log "$name: buildah build --target $name (PACKAGE=$package)"
   buildah build "${BUILD_FLAGS[@]}" -f "$DOCKERFILE" --target "$name" \
     --build-arg "PACKAGE=$package" \
     --build-arg "PYTHON_IMAGE=$BASE_IMAGE" \
     --build-arg "UV_IMAGE=$UV_IMAGE" \
-    --tag "${REPO[$name]}:$APP_VERSION" --tag "localhost/arcflow/$name:$APP_VERSION" \
-    . >"$CACHE/build-$name.log" 2>&1 || { tail -30 "$CACHE/build-$name.log" >&2; exit 1; }
-  echo "${REPO[$name]}:$APP_VERSION"
+    "${tags[@]}" . >"$CACHE/build-$name.log" 2>&1 || { tail -30 "$CACHE/build-$name.log" >&2; exit 1; }
+  [ "$name" = devstack ] || echo "${REPO[$name]}:$APP_VERSION"
 done
+# --- 4. what docker compose on podman needs besides ------------------------------------------------
+bash scripts/compose-images.sh
 # buildah 1.28 leaves the working container of a stage that is only a FROM (the uv stage) behind.
 buildah containers --filter "ancestor=$UV_IMAGE" --format '{{.ContainerName}}' \
   | grep '^uv-working-container' | xargs -r buildah rm >/dev/null || true

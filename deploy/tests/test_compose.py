@@ -311,7 +311,9 @@ def test_services_are_wired_to_nats_and_the_emulator(normalized: dict[str, Any])
         assert services[name]["read_only"] is True
         assert services[name]["user"] == "10001:10001"
         assert services[name]["cap_drop"] == ["ALL"]
-    kubeconfig = yaml.safe_load(normalized["configs"]["kubeconfig"]["content"])
+    # a file, bind-mounted: compose refuses inline `content:` in a read-only service
+    assert "content" not in normalized["configs"]["kubeconfig"]
+    kubeconfig = yaml.safe_load(Path(normalized["configs"]["kubeconfig"]["file"]).read_text())
     assert kubeconfig["clusters"][0]["cluster"]["server"] == "http://kube-api:6443"
     assert services["kube-api"]["command"][:2] == ["sim", "kube"]
     assert "6443" in services["kube-api"]["command"]
@@ -319,3 +321,13 @@ def test_services_are_wired_to_nats_and_the_emulator(normalized: dict[str, Any])
     assert "0.0.0.0" in services["actions-sim"]["command"]
     listener_image = services["reconciler"]["environment"]["ARCFLOW_RECONCILER_LISTENER_IMAGE"]
     assert listener_image == services["listener"]["image"]
+
+
+def test_healthcheck_arguments_have_no_blanks(normalized: dict[str, Any]) -> None:
+    """podman 4.3's Docker API joins an exec-form healthcheck's arguments with blanks and splits
+    them again, so an argument with a blank in it reaches the container broken (docs/deploy.md,
+    "docker compose on podman"). Docker keeps them; the file is written so that both run it."""
+    for name, service in normalized["services"].items():
+        test = service.get("healthcheck", {}).get("test") or []
+        if test[:1] == ["CMD"]:
+            assert all(arg.split() == [arg] for arg in test[1:]), (name, test)
