@@ -197,6 +197,17 @@ class ListenerRig:
     ) -> ListenerConfig:
         return multi_config(self.sim, token, self.namespace, ARS, variants, ids, **extra)
 
+    def single_config(self, token: str, variant: Variant, ids: dict[str, int]) -> ListenerConfig:
+        """Upstream's single-set shape (no ``scale_sets``) for one registered variant."""
+        return self.config(token, [variant], ids).model_copy(
+            update={
+                "scale_sets": [],
+                "ephemeral_runner_set_name": variant.ers(ARS),
+                "runner_scale_set_id": ids[variant.name],
+                "max_runners": variant.max_runners,
+            }
+        )
+
     def options(self, **overrides: Any) -> ListenerOptions:
         return listener_options(self.nats_url, self.kubeconfig, **overrides)
 

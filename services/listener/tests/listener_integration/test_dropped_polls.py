@@ -45,14 +45,7 @@ async def _cut_off(sim: ActionsSimulator, polls: str, times: int) -> RequestReco
 async def test_a_poll_cut_off_mid_poll_keeps_the_session(rig: ListenerRig) -> None:
     sim = rig.sim
     token, ids = await rig.register(VARIANTS)
-    config = rig.config(token, VARIANTS, ids).model_copy(
-        update={
-            "scale_sets": [],
-            "ephemeral_runner_set_name": VARIANTS[0].ers("arc"),
-            "runner_scale_set_id": ids["cpu"],
-            "max_runners": 5,
-        }
-    )
+    config = rig.single_config(token, VARIANTS[0], ids)
     listener = Listener(config, options=rig.options())
     assert not listener.multi
     polls = f"*/runnerscalesets/{ids['cpu']}/messages*"

@@ -109,14 +109,7 @@ async def test_single_set_mode_retries_a_conflicting_session(rig: ListenerRig) -
     sim = rig.sim
     variants = [Variant("cpu", 0, 10)]
     token, ids = await rig.register(variants)
-    config = rig.config(token, variants, ids).model_copy(
-        update={
-            "scale_sets": [],
-            "ephemeral_runner_set_name": variants[0].ers("arc"),
-            "runner_scale_set_id": ids["cpu"],
-            "max_runners": 10,
-        }
-    )
+    config = rig.single_config(token, variants[0], ids)
     sim.conflict_session_create(times=2)
     listener = Listener(config, options=rig.options())
     assert not listener.multi
