@@ -492,11 +492,20 @@ async def _delete_container_hook_objects(ctx: Context, er: EphemeralRunner, scop
                 await ctx.writer.delete(obj, scope, "container hook object of a deleted runner")
 
 
+async def _exited_zero(ctx: Context, er: EphemeralRunner) -> bool:
+    """The runner container ended with exit code 0: the runner finished and GitHub removed the
+    ephemeral (JIT) runner with its job, so no removal call is needed (as upstream 0.15)."""
+    pod = await _get_pod(ctx, er.name, er.namespace)
+    state = pod.runner_state if pod is not None else None
+    terminated = state.terminated if state is not None else None
+    return terminated is not None and terminated.exit_code == 0
+
+
 async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
     finalizers = er.finalizers
     if FINALIZER_ER not in finalizers:
         return Result.done()
-    if FINALIZER_ER_REGISTRATION in finalizers:
+    if FINALIZER_ER_REGISTRATION in finalizers and not await _exited_zero(ctx, er):
         registered = status_of(er).runner_id
         if registered == 0:
             secret = await _get_secret(ctx, er.name, er.namespace)
