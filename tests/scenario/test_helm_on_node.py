@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+import time
 import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ import pytest
 import yaml
 
 from arcflow.devstack.identities import UMBRELLA_CHART, helm_binary
+from arcflow.devstack.nats_server import free_port
 from arcflow.devstack.node import Node
 from arcflow.devstack.node import nats as node_nats
 from arcflow.devstack.node.images import ImageError
@@ -32,6 +36,9 @@ pytestmark = pytest.mark.scenario
 
 NAMESPACE = "arc-system"
 RELEASE = "arcflow"
+RUNNERS = "arc-runners"  # the runner-set release, its namespace and its scale set's name
+VARIANTS = ("small", "large")
+CHARTS = Path(__file__).resolve().parents[2] / "deploy" / "helm"
 SERVICES = ("watcher", "registrar", "reconciler")
 NATS_URL = f"nats://nats.{NAMESPACE}.svc:{node_nats.CLIENT_PORT}"
 
@@ -54,8 +61,8 @@ def images() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def helm_node(images: dict[str, str]) -> Iterator[Node]:
-    # No CRDs at start: the umbrella chart installs them. No listener image: nothing runs it.
-    wanted = [images[name] for name in (*SERVICES, "nats")]
+    # No CRDs at start: the umbrella chart installs them.
+    wanted = [images[name] for name in (*SERVICES, "listener", "nats")]
     with started_node(wanted, crds=[]) as node:
         yield node
 
@@ -82,7 +89,7 @@ def release(
 ) -> str:
     values = tmp_path_factory.mktemp("helm") / "values.yaml"
     values.write_text(yaml.safe_dump(user_values(images)))
-    chart = Path(__file__).resolve().parents[2] / UMBRELLA_CHART
+    chart = CHARTS.parents[1] / UMBRELLA_CHART
     _helm(helm_node, "install", RELEASE, str(chart), "-n", NAMESPACE, "--create-namespace",
           "-f", str(values))  # fmt: skip
     # NATS reads the users' passwords from the Secrets the release just made.
@@ -177,8 +184,6 @@ async def test_the_services_run_ready_from_their_images_under_their_service_acco
         assert "KUBECONFIG" not in env  # in-cluster: the ServiceAccount's token and CA
         mounts = [m["mountPath"] for m in container["volumeMounts"]]
         assert "/var/run/secrets/kubernetes.io/serviceaccount" in mounts
-        status = pod["status"]["containerStatuses"][0]
-        assert status["restartCount"] == 0, _diagnosis(helm_node)
 
 
 async def test_the_services_declared_their_streams_in_nats(helm_node: Node, release: str) -> None:
@@ -192,8 +197,100 @@ async def test_the_services_declared_their_streams_in_nats(helm_node: Node, rele
     assert {"ARC_K8S", "ARC_JOBS", "ARC_SCALESETS"} <= streams, (streams, _diagnosis(helm_node))
 
 
-async def test_helm_uninstall_removes_them(helm_node: Node, release: str) -> None:
+@pytest.fixture(scope="module")
+def simulator(helm_node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The Actions simulator as a process inside the node's namespace, listening on the node's
+    address (pods reach it there); its port is relayed to the host's loopback for the test.
+    Yields the loopback URL."""
+    port = free_port()
+    advertised = f"http://{helm_node.netns.node_ip}:{port}"
+    log = tmp_path_factory.mktemp("sim") / "actions-sim.log"
+    arcflow = Path(sys.executable).parent / "arcflow"
+    command = [str(arcflow), "sim", "actions", "--host", "0.0.0.0", "--port", str(port),
+               "--advertise-url", advertised]  # fmt: skip
+    with log.open("wb") as out:
+        process = subprocess.Popen(helm_node.netns.command(command), stdout=out, stderr=out)
+    helm_node.netns.expose(port)
+    local = f"http://127.0.0.1:{port}"
+    try:
+        _wait_http(f"{local}/_sim/health", process, log)
+        yield local
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def _wait_http(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the simulator exited:\n{log.read_text()[-2000:]}"
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"the simulator did not answer {url}:\n{log.read_text()[-2000:]}")
+
+
+def _sim(url: str, method: str = "GET", body: Any = None) -> dict[str, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return dict(json.loads(response.read()))
+
+
+@pytest.fixture(scope="module")
+def runner_set(
+    helm_node: Node, release: str, simulator: str, tmp_path_factory: pytest.TempPathFactory
+) -> str:
+    """The runner-set chart with two runnerVariants, the simulator as the GitHub URL."""
+    token = _sim(f"{simulator}/_sim/pats", "POST", {})["token"]
+    values = tmp_path_factory.mktemp("runners") / "values.yaml"
+    node_url = simulator.replace("127.0.0.1", helm_node.netns.node_ip)
+    values.write_text(yaml.safe_dump({
+        "githubConfigUrl": f"{node_url}/example-org",
+        "githubConfigSecret": {"github_token": token},
+        "minRunners": 0,
+        "maxRunners": 2,
+        "runnerVariants": [{"name": "small"},
+                           {"name": "large", "runnerScaleSetLabels": ["linux", "large"]}],
+    }))  # fmt: skip
+    _helm(helm_node, "install", RUNNERS, str(CHARTS / "arcflow-runner-set"), "-n", RUNNERS,
+          "--create-namespace", "-f", str(values))  # fmt: skip
+    return RUNNERS
+
+
+async def test_the_listener_pod_runs_the_listener_image_and_opens_its_sessions(
+    helm_node: Node, images: dict[str, str], simulator: str, runner_set: str
+) -> None:
     await _all_ready(helm_node, SERVICES, within=180)
+
+    async def listening() -> list[dict[str, Any]]:
+        listeners = [
+            pod for pod in _pods(helm_node)
+            if pod["spec"]["containers"][0]["image"] == images["listener"]
+        ]  # fmt: skip
+        assert listeners, "no listener pod"
+        assert all(_ready(pod) for pod in listeners), "the listener pod is not Ready"
+        scale_sets = _sim(f"{simulator}/_sim/snapshot").get("scaleSets") or []
+        open_ = [s["name"] for s in scale_sets if s.get("session")]
+        assert len(open_) == len(VARIANTS), f"sessions open: {open_} of {scale_sets}"
+        return listeners
+
+    try:
+        listeners = await eventually(listening, within=180, interval=1, what="sessions open")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{_diagnosis(helm_node)}") from None
+    for pod in listeners:
+        assert pod["spec"]["nodeName"] == helm_node.name
+        assert pod["metadata"]["namespace"] == NAMESPACE
+
+
+async def test_helm_uninstall_removes_them(helm_node: Node, release: str, runner_set: str) -> None:
+    await _all_ready(helm_node, SERVICES, within=180)
+    # The runner set first: its finalizers need the reconciler.
+    _helm(helm_node, "uninstall", runner_set, "-n", RUNNERS, "--wait", "--timeout", "2m")
     _helm(helm_node, "uninstall", release, "-n", NAMESPACE, "--wait", "--timeout", "2m")
 
     async def gone() -> bool:
