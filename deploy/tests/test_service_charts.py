@@ -79,6 +79,10 @@ def test_probes_and_ports_follow_the_settings(helm: Helm, chart: str) -> None:
     container = _container(docs)
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"health": 9091, "metrics": 9090}
+    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    # Liveness waits for the first answer, up to two minutes of a cold start on a busy node.
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 120
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     env = _env(container)
