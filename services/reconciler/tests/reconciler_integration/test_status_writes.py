@@ -108,8 +108,9 @@ async def test_registration_and_running_phase_in_one_write_then_nothing_left(
 
     await eventually(counted)
 
-    # Finished: the runner is removed from the service, the ER goes with both finalizers,
-    # and its Pod and JIT Secret are garbage collected (no delete of ours).
+    # Finished (exit 0): GitHub removed the ephemeral runner with its job, so no removal call
+    # (as upstream 0.15); the ER goes with both finalizers, and its Pod and JIT Secret are
+    # garbage collected (no delete of ours).
     await stack.set_pod_status(name, DONE)
 
     async def gone() -> bool:
@@ -121,7 +122,7 @@ async def test_registration_and_running_phase_in_one_write_then_nothing_left(
         return name not in names
 
     await eventually(gone)
-    assert runner_id in stack.rpc.removed
+    assert runner_id not in stack.rpc.removed
 
     # The counts-only change that follows is held at most ``status_interval``, not dropped.
     async def idle() -> bool:
