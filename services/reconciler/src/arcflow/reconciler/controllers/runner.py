@@ -471,8 +471,9 @@ async def _delete_pod_and_secret(ctx: Context, er: EphemeralRunner, scope: Scope
     return remaining
 
 
-async def _delete_running_pod_and_secret(ctx: Context, er: EphemeralRunner, scope: Scope) -> None:
-    pod = await _get_pod(ctx, er.name, er.namespace)
+async def _delete_running_pod_and_secret(
+    ctx: Context, er: EphemeralRunner, pod: Pod | None, scope: Scope
+) -> None:
     if pod is None or pod.is_deleting or pod.phase in POD_FINISHED:
         return
     await _delete_pod_and_secret(ctx, er, scope, "runner is being deleted; its pod still runs")
@@ -492,10 +493,9 @@ async def _delete_container_hook_objects(ctx: Context, er: EphemeralRunner, scop
                 await ctx.writer.delete(obj, scope, "container hook object of a deleted runner")
 
 
-async def _exited_zero(ctx: Context, er: EphemeralRunner) -> bool:
+def _exited_zero(pod: Pod | None) -> bool:
     """The runner container ended with exit code 0: the runner finished and GitHub removed the
     ephemeral (JIT) runner with its job, so no removal call is needed (as upstream 0.15)."""
-    pod = await _get_pod(ctx, er.name, er.namespace)
     state = pod.runner_state if pod is not None else None
     terminated = state.terminated if state is not None else None
     return terminated is not None and terminated.exit_code == 0
@@ -505,7 +505,8 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
     finalizers = er.finalizers
     if FINALIZER_ER not in finalizers:
         return Result.done()
-    if FINALIZER_ER_REGISTRATION in finalizers and not await _exited_zero(ctx, er):
+    pod = await _get_pod(ctx, er.name, er.namespace)
+    if FINALIZER_ER_REGISTRATION in finalizers and not _exited_zero(pod):
         registered = status_of(er).runner_id
         if registered == 0:
             secret = await _get_secret(ctx, er.name, er.namespace)
@@ -518,11 +519,13 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
             outcome = await _registrar(ctx).remove_runner(scope.namespace, scope.ars, registered)
             if outcome == "job_still_running":
                 return Result.again(ctx.job_running_recheck)
+            # Read again: the removal may have ended an idle runner's pod meanwhile.
+            pod = await _get_pod(ctx, er.name, er.namespace)
     # A pod that still runs (an idle runner scaled down, a set deleted) holds a node's
     # resources: it goes now, with its JIT Secret, instead of when the rate-limited garbage
     # collector gets to it (19 s for 200 runners on a real cluster, 3 s this way; ADR 0057).
     # A finished pod holds nothing: the collector takes it and its Secret, at no cost of ours.
-    await _delete_running_pod_and_secret(ctx, er, scope)
+    await _delete_running_pod_and_secret(ctx, er, pod, scope)
     await _delete_container_hook_objects(ctx, er, scope)
     await ctx.writer.patch(
         EPHEMERAL_RUNNER.kind,
