@@ -181,7 +181,7 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
             if ars is None:
                 await _create_runners(ctx, ers, scope, claim, missing, replicas, patch_id)
             else:  # the gate and the creates under the set's lock (ADR 0090)
-                async with budget_lock(ctx, ers):
+                async with budget_lock(ctx, ars):
                     count = await creatable_runners(ctx, ars, ers, missing, in_flight)
                     short = count < missing
                     if count:

@@ -27,12 +27,11 @@ from arcflow.reconciler.controllers.manifest import meta
 from arcflow.reconciler.controllers.quota_rules import uses_resource_quota, with_quota_budget
 
 
-def budget_lock(ctx: Context, ers: EphemeralRunnerSet) -> asyncio.Lock:
-    """The lock the set's capacity gate and its creates run under, one per ARS."""
-    ars_name = ers.labels.get(LABEL_SCALE_SET_NAME, "")
-    namespace = ers.labels.get(LABEL_SCALE_SET_NAMESPACE) or ers.namespace
-    locks = ctx.runner_set_state.budget_locks
-    return locks.setdefault(f"{namespace}/{ars_name}", asyncio.Lock())
+def budget_lock(ctx: Context, ars: AutoscalingRunnerSet) -> asyncio.Lock:
+    """The lock the capacity gate of ``ars``'s variants and their creates run under."""
+    return ctx.runner_set_state.budget_locks.setdefault(
+        f"{ars.namespace}/{ars.name}", asyncio.Lock()
+    )
 
 
 async def budgeted(ctx: Context, ers: EphemeralRunnerSet) -> AutoscalingRunnerSet | None:
