@@ -121,4 +121,4 @@ async def test_single_set_mode_retries_a_conflicting_session(rig: ListenerRig) -
     creates = sim.requests_matching("*/runnerscalesets/*/sessions", method="POST")
     assert [r.status for r in creates] == [409, 409, 200]
     assert running.units[0].pump_stats.failures == 2
-    assert Listener(config)._conflict_retry() is None
+    assert Listener(config).options.retry_conflict is None  # no client budget by default

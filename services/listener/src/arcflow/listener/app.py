@@ -199,11 +199,6 @@ class Listener:
             log.warning("session records unavailable (%s); continuing without", type(exc).__name__)
             return SessionStore(None)
 
-    def _conflict_retry(self) -> ConflictRetry | None:
-        """A conflicting session is retried by the unit's supervisor, whatever the number of
-        scale sets (ADR 0087); a client-level retry budget only when the options name one."""
-        return self.options.retry_conflict
-
     @property
     def holder(self) -> str:
         """This replica's name in the leases bucket (two replicas may share a host in tests)."""
@@ -251,7 +246,9 @@ class Listener:
             js,
             on_tick=worker.post_tick,
             after_publish=self.options.after_publish.get(target.scale_set_id),
-            retry_conflict=self._conflict_retry(),
+            # A 409 is retried by the unit's supervisor, one scale set or many (ADR 0087); a
+            # client-level budget only when the options name one.
+            retry_conflict=self.options.retry_conflict,
             ledger=ledger,
             sessions=sessions,
             host=host,
