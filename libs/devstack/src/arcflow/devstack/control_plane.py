@@ -38,7 +38,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from ipaddress import IPv4Address
@@ -293,7 +293,7 @@ class Credentials:
 
 
 @dataclass
-class _Process:
+class Process:
     name: str
     args: list[str]
     log_path: Path
@@ -331,6 +331,31 @@ class _Process:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def wait_until(
+    what: str,
+    ready: Callable[[], object],
+    *,
+    within: float,
+    process: Process | None = None,
+    error: type[RuntimeError] = ControlPlaneError,
+    interval: float = 0.1,
+    tail: int = 20,
+) -> None:
+    """Poll ``ready`` (an exception counts as not yet) until it is true, for ``within`` seconds;
+    fail at once when ``process`` exits. The error names ``what`` and shows the log's tail."""
+    deadline = time.monotonic() + within
+    while True:
+        if process is not None and not process.alive:
+            raise error(f"{process.name} exited while waiting for {what}:\n{process.tail(tail)}")
+        with contextlib.suppress(Exception):
+            if ready():
+                return
+        if time.monotonic() > deadline:
+            prefix, logs = (f"{process.name}: ", process.tail(tail)) if process else ("", "")
+            raise error(f"{prefix}no {what} within {within:.0f} s:\n{logs}")
+        time.sleep(interval)
 
 
 class Network(Protocol):
@@ -375,7 +400,7 @@ class ControlPlane:
     #: ``--authorization-mode`` (a real node adds ``Node`` for its kubelet's identity).
     authorization_modes: Sequence[str] = ("RBAC",)
     _owns_folder: bool = field(default=False, init=False, repr=False)
-    _processes: dict[str, _Process] = field(default_factory=dict, init=False, repr=False)
+    _processes: dict[str, Process] = field(default_factory=dict, init=False, repr=False)
     _credentials: Credentials | None = field(default=None, init=False, repr=False)
     version: str = field(default="", init=False)
 
@@ -506,32 +531,18 @@ class ControlPlane:
         self._processes["kube-apiserver"].stop(_GRACE["kube-apiserver"])
         self._start_apiserver(self.binaries)
 
-    def _spawn(self, name: str, args: list[str]) -> _Process:
+    def _spawn(self, name: str, args: list[str]) -> Process:
         extra = list(self.extra_args.get(name, ()))
         command = [*args, *extra]
         if self.network is not None:
             command = self.network.command(command)
-        process = _Process(name, command, self.log_of(name))
+        process = Process(name, command, self.log_of(name))
         process.start()
         self._processes[name] = process
         return process
 
-    def _wait(self, process: _Process, what: str, ready: Any) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while True:
-            if not process.alive:
-                raise ControlPlaneError(
-                    f"{process.name} exited while waiting for {what}:\n{process.tail()}"
-                )
-            with contextlib.suppress(Exception):
-                if ready():
-                    return
-            if time.monotonic() > deadline:
-                raise ControlPlaneError(
-                    f"{process.name}: no {what} within {self.startup_timeout:.0f} s:\n"
-                    f"{process.tail()}"
-                )
-            time.sleep(0.1)
+    def _wait(self, process: Process, what: str, ready: Callable[[], object]) -> None:
+        wait_until(what, ready, within=self.startup_timeout, process=process)
 
     def _start_etcd(self, binaries: Binaries) -> None:
         assert self.folder is not None

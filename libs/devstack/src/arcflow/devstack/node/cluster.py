@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from arcflow.devstack.control_plane import ControlPlane, _Process, repo_root
+from arcflow.devstack.control_plane import ControlPlane, Process, repo_root, wait_until
 from arcflow.devstack.nats_server import free_port
 from arcflow.devstack.node import images, teardown
 from arcflow.devstack.node.configs import (
@@ -104,7 +104,7 @@ class Node:
     folder: Path = field(init=False)
     netns: NetworkNamespace = field(init=False)
     control_plane: ControlPlane = field(init=False)
-    _processes: dict[str, _Process] = field(default_factory=dict, init=False, repr=False)
+    _processes: dict[str, Process] = field(default_factory=dict, init=False, repr=False)
     _sysctls: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -201,8 +201,8 @@ class Node:
         assert self.parts is not None
         return str(self.parts / name)
 
-    def _spawn(self, name: str, args: list[str]) -> _Process:
-        process = _Process(name, self.netns.command(args), self.folder / f"{name}.log")
+    def _spawn(self, name: str, args: list[str]) -> Process:
+        process = Process(name, self.netns.command(args), self.folder / f"{name}.log")
         process.start()
         self._processes[name] = process
         return process
@@ -213,18 +213,16 @@ class Node:
             process.stop(10.0)
 
     def _wait(self, what: str, ready: Callable[[], bool], process: str | None = None) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while True:
-            watched = self._processes.get(process) if process else None
-            if watched is not None and not watched.alive:
-                raise NodeError(f"{process} exited while waiting for {what}:\n{watched.tail(40)}")
-            with contextlib.suppress(Exception):
-                if ready():
-                    return
-            if time.monotonic() > deadline:
-                logs = watched.tail(40) if watched else ""
-                raise NodeError(f"no {what} within {self.startup_timeout:.0f} s\n{logs}")
-            time.sleep(0.2)
+        watched = self._processes.get(process) if process else None
+        wait_until(
+            what,
+            ready,
+            within=self.startup_timeout,
+            process=watched,
+            error=NodeError,
+            interval=0.2,
+            tail=40,
+        )
 
     def _start_control_plane(self) -> None:
         pki = self.folder / "control-plane" / "pki"

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Interface
 from pathlib import Path
 
-from arcflow.devstack.control_plane import _Process
+from arcflow.devstack.control_plane import Process
 
 PREFIX = "arcflow-node-"
 BRIDGE = "cni0"
@@ -55,7 +55,7 @@ class NetworkNamespace:
     folder: Path
     #: The node's address with its prefix, e.g. ``10.244.0.1/24``: the pods' /24.
     address: IPv4Interface
-    _relays: dict[int, list[_Process]] = field(default_factory=dict, init=False, repr=False)
+    _relays: dict[int, list[Process]] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def path(self) -> Path:
@@ -91,14 +91,14 @@ class NetworkNamespace:
         if port in self._relays:
             return
         socket = self.folder / f"relay-{port}.sock"
-        inside = _Process(
+        inside = Process(
             f"relay-{port}-in",
             self.command(
                 ["socat", f"UNIX-LISTEN:{socket},fork,unlink-early", f"TCP:127.0.0.1:{port}"]
             ),
             self.folder / f"relay-{port}.log",
         )
-        outside = _Process(
+        outside = Process(
             f"relay-{port}-out",
             [
                 "socat",
