@@ -129,17 +129,16 @@ def _stub_registrar_state(handler_s: float, on_event: Callable[[], None]) -> Any
 
 def _reconciler_state() -> Any:
     """The reconciler's real event -> keys handler with a work queue that is not started."""
+    from arcflow.common.reconcile.manager import Manager
+    from arcflow.reconciler.controllers.declared import DECLARED
     from arcflow.reconciler.settings import ReconcilerSettings
     from arcflow.reconciler.state import ReconcilerState
-    from arcflow.reconciler.workqueue import WorkQueue
-
-    async def never(key: Any) -> Any:
-        raise AssertionError("the work queue is not started in this benchmark")
 
     real = ReconcilerState.__new__(ReconcilerState)
     real.settings = ReconcilerSettings()
     real._trace_parents = {}
-    real.queue = WorkQueue(never)
+    real.manager = Manager(DECLARED, lambda _manager: None)  # no cache; the queue never starts
+    real.queue = real.manager.queue
     return real
 
 

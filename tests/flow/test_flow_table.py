@@ -21,7 +21,7 @@ from arcflow.common.service.flow import (
 )
 from arcflow.listener.service import SERVICE as LISTENER
 from arcflow.reconciler.cache import CACHED_KINDS
-from arcflow.reconciler.routing import ROUTED_KINDS
+from arcflow.reconciler.controllers.declared import DECLARED
 from arcflow.reconciler.service import SERVICE as RECONCILER
 from arcflow.registrar.service import SERVICE as REGISTRAR
 from arcflow.watcher.service import SERVICE as WATCHER
@@ -73,7 +73,7 @@ def test_a_consumer_without_producer_is_reported() -> None:
 def test_every_routed_resource_is_watched() -> None:
     """The reconciler routes the changes of its own watch-fed cache only (ADR 0069); the
     registrar converges on the watcher's events of ARSs and ERSs."""
-    assert not ROUTED_KINDS - {kind.resource.kind for kind in CACHED_KINDS}
+    assert not DECLARED.routed_kinds - {kind.resource.kind for kind in CACHED_KINDS}
     registrar_routes = {AUTOSCALING_RUNNER_SET.plural, EPHEMERAL_RUNNER_SET.plural}
     assert not registrar_routes - WATCHED_RESOURCES
 

@@ -17,7 +17,7 @@ from arcflow.reconciler.controllers.ars_rules import (
     variant_of,
 )
 from arcflow.reconciler.controllers.base import Context
-from arcflow.reconciler.keys import Key, Result
+from arcflow.reconciler.keys import Result
 
 REASON_OUTDATED = "RunnerImageOutdated"
 PHASE_OUTDATED = "Outdated"
@@ -100,5 +100,4 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
         await ctx.writer.delete(
             ers.manifest, variant_scope, "runners are outdated: recreate the set"
         )
-        ctx.enqueue(Key("ers", ars.namespace, ers.name))
     return Result.again(WAIT_SECONDS)

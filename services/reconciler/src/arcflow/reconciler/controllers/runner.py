@@ -14,7 +14,6 @@ from arcflow.common.builders import build_jit_secret, build_runner_pod
 from arcflow.common.constants import (
     FINALIZER_ER,
     FINALIZER_ER_REGISTRATION,
-    KIND_ERS,
     LABEL_RUNNER_POD,
     RUNNER_OUTDATED_EXIT_CODE,
 )
@@ -43,7 +42,6 @@ from arcflow.reconciler.controllers.manifest import (
     Manifest,
     finalizer_patch,
     is_deleting,
-    owner_name,
 )
 from arcflow.reconciler.controllers.pod_refusals import pod_created, report_pod_refused
 from arcflow.reconciler.controllers.runner_claims import ANNOTATION_JIT_CLAIM, jit_claim_holder
@@ -60,7 +58,7 @@ from arcflow.reconciler.controllers.runner_rules import (
     stamp,
 )
 from arcflow.reconciler.controllers.runner_set import scope_of
-from arcflow.reconciler.keys import Key, Result
+from arcflow.reconciler.keys import Result
 
 MAX_FAILURES = 5
 JOB_RUNNING_RECHECK_SECONDS = 30.0
@@ -104,10 +102,9 @@ def status_of(er: EphemeralRunner) -> EphemeralRunnerStatus:
 
 
 async def _delete_runner(ctx: Context, er: EphemeralRunner, scope: Scope, why: str) -> None:
-    """Delete the ER and look at it again: its finalizers run on the next pass, without
-    waiting for the watcher's echo."""
+    """Delete the ER: the delete's result, applied to the cache, wakes it again at once (its
+    finalizers run on the next pass, without waiting for the watcher's echo)."""
     await ctx.writer.delete(er.manifest, scope, why)
-    ctx.enqueue(Key("er", er.namespace, er.name))
 
 
 async def set_runner_status(
@@ -363,9 +360,6 @@ async def _follow_pod(
             runner = _runner_id(er, registration)
             if runner > 0:  # markAsOutdated also removes it from the service
                 await _registrar(ctx).remove_runner(scope.namespace, scope.ars, runner)
-            owner = owner_name(er, KIND_ERS)
-            if owner:
-                ctx.enqueue(Key("ers", namespace, owner))
             return Result.done()
         return await _pod_failed(ctx, er, pod, scope, registration)
     phase = pod_status.phase or "Pending"
@@ -401,9 +395,6 @@ async def _follow_pod(
     live = er.manifest.get("status") or {}
     if any(live.get(k) != v for k, v in wanted.items()):
         await set_runner_status(ctx, er, scope, wanted, f"runner pod is {phase}")
-        owner = owner_name(er, KIND_ERS)
-        if owner:
-            ctx.enqueue(Key("ers", namespace, owner))
     return Result.done()
 
 
@@ -539,7 +530,4 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
     )
     ctx.stages.runner_gone(er.namespace, er.name)
     ctx.runner_set_state.pod_refusals_reported.pop((er.namespace, er.name), None)
-    owner = owner_name(er, KIND_ERS)
-    if owner:
-        ctx.enqueue(Key("ers", er.namespace, owner))
     return Result.done()
