@@ -16,6 +16,7 @@ from arcflow.common.service.flow import (
     flow_problems,
     flow_table,
     node_of,
+    render_controllers_markdown,
     render_markdown,
     render_rpc_markdown,
 )
@@ -30,6 +31,7 @@ from arcflow.watcher.watchers import WATCHED_RESOURCES
 EVENTS_DOC = Path(__file__).parents[2] / "docs" / "events.md"
 START, END = "<!-- flow-table:start -->", "<!-- flow-table:end -->"
 RPC_START, RPC_END = "<!-- rpc-table:start -->", "<!-- rpc-table:end -->"
+CTL_START, CTL_END = "<!-- controllers-table:start -->", "<!-- controllers-table:end -->"
 SPECS = (WATCHER, REGISTRAR, RECONCILER, LISTENER)
 
 #: `arcflow audit` and any third party: read everything, produce nothing.
@@ -95,9 +97,11 @@ def _between(text: str, start: str, end: str, body: str) -> str:
 
 
 def test_docs_events_md_shows_the_generated_tables() -> None:
-    """The event flow table and the request/reply table, both from the specs."""
+    """The event flow table, the controllers table and the request/reply table, all from the
+    specs."""
     text = EVENTS_DOC.read_text()
     wanted = _between(text, START, END, render_markdown(flow_table(nodes())))
+    wanted = _between(wanted, CTL_START, CTL_END, render_controllers_markdown(SPECS))
     wanted = _between(wanted, RPC_START, RPC_END, render_rpc_markdown(SPECS))
     if os.environ.get("ARCFLOW_UPDATE_DOCS") == "1":
         EVENTS_DOC.write_text(wanted)

@@ -29,7 +29,6 @@ from arcflow.common.telemetry.tracing import trace_headers_of
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.cache import cached_kinds
 from arcflow.reconciler.controllers.base import Context, StatusPacer
-from arcflow.reconciler.controllers.declared import DECLARED
 from arcflow.reconciler.controllers.orphan_rules import Suspects
 from arcflow.reconciler.controllers.orphans import scan_orphans
 from arcflow.reconciler.controllers.reaper_rules import Deadlines, parse_deadlines
@@ -92,7 +91,7 @@ class ReconcilerState:
             return dataclasses.replace(context, **ctx.overrides.get("context", {}))
 
         self.manager: Manager[Context] = Manager(
-            DECLARED,
+            ctx.require_controllers(),
             make_context,
             kube=self.kube,
             # --- watch-fed cache (ADR 0010): reads from memory, writes seen at once ---
