@@ -16,7 +16,7 @@ async def test_work_queue_takes_listeners_before_a_backlog_of_runners() -> None:
     order: list[Key] = []
     release = asyncio.Event()
 
-    async def run(key: Key, _call: Callable[[Any], Awaitable[Result]]) -> Result:
+    async def run(_ctx: Any, key: Key, _call: Callable[[Any], Awaitable[Result]]) -> Result:
         order.append(key)
         if len(order) == 1:
             await release.wait()  # the one worker is busy while the backlog builds up

@@ -115,7 +115,9 @@ class ReconcilerState:
         self.orphan_suspects = Suspects.empty(settings.orphan_grace_seconds)
         self.resynced = False
 
-    async def _run(self, key: Key, call: Callable[[Context], Awaitable[Result]]) -> Result:
+    async def _run(
+        self, context: Context, key: Key, call: Callable[[Context], Awaitable[Result]]
+    ) -> Result:
         """One pass: its span (a child of the event that asked for the key), its metrics, and
         a stale read's conflict retried at once."""
         attrs = {"kind": key.kind}
@@ -130,7 +132,7 @@ class ReconcilerState:
             attributes={"arcflow.key": str(key), "arcflow.kind": key.kind},
         ) as span:
             try:
-                return await call(self.context)
+                return await call(context)
             except ConflictError:
                 span.set_attribute("arcflow.conflict", True)
                 return Result.again(CONFLICT_RETRY_SECONDS)  # stale read: re-read and retry

@@ -37,9 +37,10 @@ from arcflow.common.reconcile.workqueue import WorkQueue
 C = TypeVar("C")
 T = TypeVar("T")
 
-#: ``run(key, call)``: one pass of ``key``; ``call(ctx)`` runs the kind's adapter with the
-#: context the pass uses (a service wraps it in its span, metrics, lock).
-Run = Callable[[Key[Any], Callable[[Any], Awaitable[Result]]], Awaitable[Result]]
+#: ``run(context, key, call)``: one pass of ``key``; ``call(pass_context)`` runs the kind's
+#: adapter with the context the pass uses (``context`` itself, or one made of it and what the
+#: pass's triggers saw); a service wraps it in its span, metrics, lock.
+Run = Callable[[Any, Key[Any], Callable[[Any], Awaitable[Result]]], Awaitable[Result]]
 #: A route: (changed object, lookup) -> the keys it wakes.
 _Route = Callable[[Mapping[str, Any], "Manager[Any]"], Iterable[Key[Any]]]
 
@@ -199,7 +200,7 @@ class Manager(Generic[C]):
 
         if self._run is None:
             return await call(self.context)
-        return await self._run(key, call)
+        return await self._run(self.context, key, call)
 
     async def start_cache(self) -> None:
         """Start the cache and wait for its first lists: passes read from it."""
