@@ -28,7 +28,7 @@ from arcflow.common.telemetry import extract_trace_context
 from arcflow.common.telemetry.tracing import trace_headers_of
 from arcflow.reconciler.audit import Writer
 from arcflow.reconciler.cache import cached_kinds
-from arcflow.reconciler.controllers.base import Context, StatusPacer
+from arcflow.reconciler.controllers.base import Context, StatusPacer, Tuning
 from arcflow.reconciler.controllers.orphan_rules import Suspects
 from arcflow.reconciler.controllers.orphans import scan_orphans
 from arcflow.reconciler.controllers.reaper_rules import Deadlines, parse_deadlines
@@ -42,6 +42,7 @@ from arcflow.reconciler.stages import StageClock
 log = logging.getLogger(__name__)
 
 CONFLICT_RETRY_SECONDS = 0.05
+TUNING_FIELDS = frozenset(f.name for f in dataclasses.fields(Tuning))
 
 
 class ReconcilerState:
@@ -68,8 +69,9 @@ class ReconcilerState:
 
         def make_context(manager: Manager[Context]) -> Context:
             # The controllers' context, built once and complete (ADR 0071); a test passes
-            # other values for its fields (e.g. job_running_recheck, clock) as
-            # ``overrides["context"]``.
+            # other values for its fields, or its tuning's (e.g. job_running_recheck, clock),
+            # as ``overrides["context"]``.
+            overrides = ctx.overrides.get("context", {})
             context = Context(
                 kube=self.kube,
                 writer=Writer(self.kube, ctx.js, self.metrics, cache=manager.cache),
@@ -80,15 +82,22 @@ class ReconcilerState:
                 metrics=self.metrics,
                 instance=settings.instance or f"{ctx.instance}-{secrets.token_hex(3)}",
                 cache=manager.cache,
-                outdated_backoff_base=settings.outdated_backoff_base_seconds,
-                outdated_backoff_cap=settings.outdated_backoff_cap_seconds,
-                create_concurrency=settings.create_concurrency,
-                pending_status_delay=settings.pending_status_delay_seconds,
-                deadlines=parse_deadlines(settings.runner_deadlines, Deadlines()),
+                tuning=dataclasses.replace(
+                    Tuning(
+                        outdated_backoff_base=settings.outdated_backoff_base_seconds,
+                        outdated_backoff_cap=settings.outdated_backoff_cap_seconds,
+                        create_concurrency=settings.create_concurrency,
+                        pending_status_delay=settings.pending_status_delay_seconds,
+                        deadlines=parse_deadlines(settings.runner_deadlines, Deadlines()),
+                    ),
+                    **{k: v for k, v in overrides.items() if k in TUNING_FIELDS},
+                ),
                 states=manager.states,
                 kept=manager.kept,
             )
-            return dataclasses.replace(context, **ctx.overrides.get("context", {}))
+            return dataclasses.replace(
+                context, **{k: v for k, v in overrides.items() if k not in TUNING_FIELDS}
+            )
 
         self.manager: Manager[Context] = Manager(
             ctx.require_controllers(),

@@ -91,7 +91,7 @@ async def converge_runner_sets(
     result: list[Manifest] = []
     # New variants' sets are created together (an ARS of 10 variants: one round trip of
     # latency instead of ten, ADR 0040), bounded like a set's runners.
-    gate = asyncio.Semaphore(ctx.create_concurrency)
+    gate = asyncio.Semaphore(ctx.tuning.create_concurrency)
 
     async def create(want: Manifest) -> Manifest:
         str(meta(want)["name"])

@@ -99,6 +99,25 @@ class ArsState:
 
 
 @dataclass(frozen=True)
+class Tuning:
+    """The controllers' tunables and test seams, one frozen value of the Context."""
+
+    # Injectable for tests: the wall clock and the pod failure backoff table.
+    clock: Callable[[], datetime] = utc_clock
+    failure_backoff: tuple[float, ...] = dataclass_field(default=FAILURE_BACKOFF_SECONDS)
+    job_running_recheck: float = 30.0
+    outdated_backoff_base: float = 60.0
+    outdated_backoff_cap: float = 3600.0
+    # How many runners of one set are created at once.
+    create_concurrency: int = 16
+    # A new runner's first status write (registration and phase in one) waits this long for
+    # its pod to run before it says Pending (ADR 0032).
+    pending_status_delay: float = 5.0
+    #: The stuck-pod deadlines when the ARS says nothing (ADR 0065).
+    deadlines: Deadlines = dataclass_field(default_factory=Deadlines)
+
+
+@dataclass(frozen=True)
 class Context:
     """What the controllers share (one per reconciler process, ADR 0071): dependencies and
     tunables, fixed when the process builds it (``state.py``; tests pass other values to the
@@ -118,19 +137,7 @@ class Context:
     #: Which listener sessions are open now (the listener's sessions bucket, read-only; ADR
     #: 0073); ``None``: the sessions condition follows the events alone.
     listener_sessions: ListenerSessions | None = None
-    # Injectable for tests: the wall clock and the pod failure backoff table.
-    clock: Callable[[], datetime] = utc_clock
-    failure_backoff: tuple[float, ...] = dataclass_field(default=FAILURE_BACKOFF_SECONDS)
-    job_running_recheck: float = 30.0
-    outdated_backoff_base: float = 60.0
-    outdated_backoff_cap: float = 3600.0
-    # How many runners of one set are created at once.
-    create_concurrency: int = 16
-    # A new runner's first status write (registration and phase in one) waits this long for
-    # its pod to run before it says Pending (ADR 0032).
-    pending_status_delay: float = 5.0
-    #: The stuck-pod deadlines when the ARS says nothing (ADR 0065).
-    deadlines: Deadlines = dataclass_field(default_factory=Deadlines)
+    tuning: Tuning = dataclass_field(default_factory=Tuning)
     #: The controllers' declared state, one object per class (the runtime's ``states``).
     states: Mapping[type, Any] = dataclass_field(default_factory=dict)
     #: The newest registrar and listener events the ARS controller's declaration keeps

@@ -190,8 +190,8 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
 
     pod = await _get_pod(ctx, name, namespace)
     if pod is None:
-        now = ctx.clock()
-        remaining = backoff_remaining(failures, now, ctx.failure_backoff)
+        now = ctx.tuning.clock()
+        remaining = backoff_remaining(failures, now, ctx.tuning.failure_backoff)
         if remaining > 0:
             return Result.again(remaining)
         try:
@@ -268,7 +268,7 @@ async def _create_jit_secret(ctx: Context, er: EphemeralRunner, scope: Scope) ->
     scale_set_id = er.spec.runner_scale_set_id
     work_folder = er.runner_working_dir()
     registrar = _registrar(ctx)
-    holder = jit_claim_holder(er.annotations, ctx.clock())
+    holder = jit_claim_holder(er.annotations, ctx.tuning.clock())
     if holder is not None and holder != ctx.instance:
         return None  # another replica is asking for it; its Secret shows up shortly
     if holder is None:
@@ -305,7 +305,9 @@ async def _claim_jit(ctx: Context, er: EphemeralRunner, scope: Scope, name: str)
         scope.namespace,
         {
             "metadata": {
-                "annotations": {ANNOTATION_JIT_CLAIM: f"{ctx.instance}@{ctx.clock().timestamp()}"},
+                "annotations": {
+                    ANNOTATION_JIT_CLAIM: f"{ctx.instance}@{ctx.tuning.clock().timestamp()}"
+                },
                 "resourceVersion": er.resource_version,
             }
         },
@@ -371,7 +373,7 @@ async def _follow_pod(
         # Real time against the API server's timestamp (not the injectable clock); bounded by
         # the delay whatever the clocks' skew.
         age = max(0.0, _age_seconds(pod, utc_clock()))
-        wait = ctx.pending_status_delay - age
+        wait = ctx.tuning.pending_status_delay - age
         if wait > 0:
             return Result.again(wait)
     if state is None:
@@ -433,7 +435,7 @@ async def _pod_failed(
         return Result.done()
     await ctx.writer.delete(pod.manifest, scope, "runner pod failed: retry with backoff")
     failures = dict(status_of(er).failures or {})
-    failures[pod.uid] = stamp(ctx.clock())
+    failures[pod.uid] = stamp(ctx.tuning.clock())
     await ctx.writer.patch_status(
         EPHEMERAL_RUNNER.kind,
         name,
@@ -509,7 +511,7 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
         if registered > 0:
             outcome = await _registrar(ctx).remove_runner(scope.namespace, scope.ars, registered)
             if outcome == "job_still_running":
-                return Result.again(ctx.job_running_recheck)
+                return Result.again(ctx.tuning.job_running_recheck)
             # Read again: the removal may have ended an idle runner's pod meanwhile.
             pod = await _get_pod(ctx, er.name, er.namespace)
     # A pod that still runs (an idle runner scaled down, a set deleted) holds a node's

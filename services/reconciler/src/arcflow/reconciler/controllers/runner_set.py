@@ -165,7 +165,7 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
     if should_scale(patch_id, latest_patch_id(runners)) and not served:
         for er in buckets["finished"]:
             await ctx.writer.delete(er, scope, "finished runner cleared on a new scale request")
-        now = ctx.clock().timestamp()
+        now = ctx.tuning.clock().timestamp()
         in_flight = in_flight_runners(claim, live_names, ctx.instance, now) + len(owed)
         if total + in_flight < replicas and claim.leased_to_another(ctx.instance, now):
             # The lease holder creates this set's runners; look again when its lease ends (a
@@ -218,7 +218,7 @@ async def _replace_for_new_spec(
     left = bucket_runners(await runners_of(ctx, ers))
     replicas = ers.spec.replicas
     claim = parse_runner_claim(ers.annotations)
-    now = ctx.clock().timestamp()
+    now = ctx.tuning.clock().timestamp()
     live_names = {str(meta(er).get("name")) for er in runners}
     in_flight = in_flight_runners(claim, live_names, ctx.instance, now)
     live = len(left["pending"]) + len(left["running"]) + len(left["failed"])
@@ -270,7 +270,7 @@ async def _create_runners(
     generate_name = str(template["metadata"].pop("generateName"))
     uid = ers.uid
     namespace = ers.namespace
-    now = ctx.clock().timestamp()
+    now = ctx.tuning.clock().timestamp()
     block = ctx.runner_set_state.name_blocks.get(uid)
     if (
         block is not None
@@ -329,8 +329,8 @@ async def _create_named(
     # afterwards).
     template["metadata"]["finalizers"] = [FINALIZER_ER, FINALIZER_ER_REGISTRATION]
     annotations = template["metadata"].setdefault("annotations", {})
-    annotations[ANNOTATION_JIT_CLAIM] = f"{ctx.instance}@{ctx.clock().timestamp()}"
-    slots = asyncio.Semaphore(max(1, ctx.create_concurrency))
+    annotations[ANNOTATION_JIT_CLAIM] = f"{ctx.instance}@{ctx.tuning.clock().timestamp()}"
+    slots = asyncio.Semaphore(max(1, ctx.tuning.create_concurrency))
 
     async def create(name: str) -> None:
         manifest = copy.deepcopy(template)
