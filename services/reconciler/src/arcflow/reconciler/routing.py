@@ -10,7 +10,7 @@ registration and session failures), which no watch can see, from their streams.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from arcflow.common.constants import (
@@ -21,6 +21,7 @@ from arcflow.common.constants import (
     LABEL_SCALE_SET_NAMESPACE,
 )
 from arcflow.common.events import EventBase, SessionFailed, SessionOpened
+from arcflow.reconciler.controllers.manifest import labels_of, meta
 
 Target = tuple[str, str]
 
@@ -34,29 +35,19 @@ class Lookup(Protocol):
     def objects(self, kind: str, namespace: str) -> Sequence[Mapping[str, Any]]: ...
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
-    raw = _meta(obj).get("labels") or {}
-    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
-
-
 def ars_of_labels(obj: Mapping[str, Any], _lookup: Lookup | None = None) -> list[Target]:
     """A runner set or listener: the ARS its scale-set labels name (none without them)."""
-    labels = _labels(obj)
+    labels = labels_of(obj)
     name = labels.get(LABEL_SCALE_SET_NAME)
     if not name:
         return []
-    return [(labels.get(LABEL_SCALE_SET_NAMESPACE) or str(_meta(obj).get("namespace") or ""), name)]
+    return [(labels.get(LABEL_SCALE_SET_NAMESPACE) or str(meta(obj).get("namespace") or ""), name)]
 
 
 def listener_of_rbac(obj: Mapping[str, Any], lookup: Lookup) -> list[Target]:
     """A listener's ServiceAccount, Role or RoleBinding: the listener its labels name (in the
     controller namespace unless they say another)."""
-    labels = _labels(obj)
+    labels = labels_of(obj)
     listener = labels.get(LABEL_LISTENER_NAME)
     if not listener:
         return []
@@ -66,20 +57,15 @@ def listener_of_rbac(obj: Mapping[str, Any], lookup: Lookup) -> list[Target]:
 def sets_using_quota(obj: Mapping[str, Any], lookup: Lookup) -> list[Target]:
     """A ResourceQuota: the sets of its namespace (from the cache) that take their budget from
     it (``spec.capacity.fromResourceQuota``, ADR 0062)."""
-    namespace = str(_meta(obj).get("namespace") or "")
-    return [(namespace, name) for name in quota_users(lookup.objects(KIND_ARS, namespace))]
-
-
-def quota_users(sets: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The names of ``sets`` whose capacity comes from their namespace's ResourceQuota."""
-    names: list[str] = []
-    for ars in sets:
+    namespace = str(meta(obj).get("namespace") or "")
+    targets: list[Target] = []
+    for ars in lookup.objects(KIND_ARS, namespace):
         capacity = (ars.get("spec") or {}).get("capacity")
         if isinstance(capacity, Mapping) and capacity.get("fromResourceQuota") is True:
-            name = str((ars.get("metadata") or {}).get("name") or "")
+            name = str(meta(ars).get("name") or "")
             if name:
-                names.append(name)
-    return names
+                targets.append((namespace, name))
+    return targets
 
 
 def ars_of_event(event: EventBase) -> list[Target]:
