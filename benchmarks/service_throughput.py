@@ -121,10 +121,14 @@ def _stub_registrar_state(handler_s: float, on_event: Callable[[], None]) -> Any
     the ARS key since ADR 0072 (the pass runs on the queue), so ``handler_s`` no longer
     applies to it."""
 
+    from arcflow.common.reconcile.manager import Manager
+    from arcflow.registrar.controller import DECLARED
+
     def enqueue(namespace: str, name: str, *, trigger: str, seen_version: str = "") -> None:
         on_event()
 
-    return SimpleNamespace(enqueue=enqueue)
+    # The declared routing (ADR 0095) without a queue that runs: the handler asks it for keys.
+    return SimpleNamespace(enqueue=enqueue, manager=Manager(DECLARED, lambda _m: None))
 
 
 def _reconciler_state() -> Any:
