@@ -12,7 +12,7 @@ from arcflow.reconciler.controllers.quota_rules import (
     uses_resource_quota,
     with_quota_budget,
 )
-from arcflow.reconciler.routing import keys_for_quota
+from arcflow.reconciler.routing import sets_using_quota
 
 
 def ars(capacity: dict[str, Any] | None) -> AutoscalingRunnerSet:
@@ -100,4 +100,13 @@ def test_a_quota_change_routes_to_the_sets_that_use_it() -> None:
         {"metadata": {"name": "b"}, "spec": {"capacity": {"maxRunners": 2}}},
         {"metadata": {"name": "c"}, "spec": {}},
     ]
-    assert [(k.namespace, k.name) for k in keys_for_quota("ns", sets)] == [("ns", "a")]
+
+    class Lookup:
+        home_namespace = "ctl"
+
+        def objects(self, kind: str, namespace: str) -> list[dict[str, Any]]:
+            assert (kind, namespace) == ("AutoscalingRunnerSet", "ns")
+            return sets
+
+    quota = {"metadata": {"name": "q", "namespace": "ns"}}
+    assert sets_using_quota(quota, Lookup()) == [("ns", "a")]

@@ -17,7 +17,7 @@ from arcflow.reconciler.controllers.ars_rules import (
     variant_of,
 )
 from arcflow.reconciler.controllers.base import Context
-from arcflow.reconciler.keys import Key, Result
+from arcflow.reconciler.keys import Result
 
 REASON_OUTDATED = "RunnerImageOutdated"
 PHASE_OUTDATED = "Outdated"
@@ -39,7 +39,7 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
         return None
     records = outdated_records(ars.annotations)
     current = ars  # as last written: the next conditional patch carries its version
-    now = ctx.clock()
+    now = ctx.tuning.clock()
     acting: list[EphemeralRunnerSet] = []
     wait: float | None = None
     for ers in outdated:
@@ -51,11 +51,13 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
             continue
         attempts = int(record.get("count") or 0)
         last = float(record.get("last") or 0)
-        if now.timestamp() - last > 2 * ctx.outdated_backoff_cap:
+        if now.timestamp() - last > 2 * ctx.tuning.outdated_backoff_cap:
             attempts = 0  # long healthy since: start over
         remaining = (
             last
-            + outdated_recreate_delay(attempts, ctx.outdated_backoff_base, ctx.outdated_backoff_cap)
+            + outdated_recreate_delay(
+                attempts, ctx.tuning.outdated_backoff_base, ctx.tuning.outdated_backoff_cap
+            )
             - now.timestamp()
         )
         if remaining > 0:
@@ -63,7 +65,7 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
             continue
         records[variant] = {"count": attempts + 1, "last": now.timestamp(), "uid": uid}
         next_delay = outdated_recreate_delay(
-            attempts + 1, ctx.outdated_backoff_base, ctx.outdated_backoff_cap
+            attempts + 1, ctx.tuning.outdated_backoff_base, ctx.tuning.outdated_backoff_cap
         )
         message = (
             f"EphemeralRunnerSet {ers.name} is Outdated (a runner exited with the "
@@ -100,5 +102,4 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
         await ctx.writer.delete(
             ers.manifest, variant_scope, "runners are outdated: recreate the set"
         )
-        ctx.enqueue(Key("ers", ars.namespace, ers.name))
     return Result.again(WAIT_SECONDS)

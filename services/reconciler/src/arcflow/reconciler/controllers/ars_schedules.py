@@ -17,7 +17,7 @@ async def report_effective_minimums(
 ) -> float | None:
     """The effective minimum per variant in the status; seconds until the next boundary
     (``None``: no scheduled override, nothing to wait for)."""
-    wanted, wait = effective_min_runners(ars, ctx.clock())
+    wanted, wait = effective_min_runners(ars, ctx.tuning.clock())
     current = (ars.manifest.get("status") or {}).get(STATUS_KEY)
     key = f"{ars.namespace}/{ars.name}"
     written = ctx.ars_state.effective_minimums_written

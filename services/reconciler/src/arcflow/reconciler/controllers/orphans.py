@@ -29,7 +29,6 @@ from arcflow.reconciler.controllers.orphan_rules import (
     gone_from_github,
     orphaned_on_github,
 )
-from arcflow.reconciler.keys import Key
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +108,6 @@ async def scan_orphans(ctx: Context, suspects: Suspects) -> dict[str, int]:
             )
             log.warning("EphemeralRunner %s/%s: %s", namespace, name, why)
             await ctx.writer.delete(doomed.manifest, scope, why, unchanged=True)
-            ctx.enqueue(Key("er", namespace, name))
             suspects.forget(f"er:{scope_key}", name)
             removed["ephemeral_runners"] += 1
     return removed

@@ -21,6 +21,7 @@ from arcflow.reconciler.controllers.registration_rules import (
     decide,
     is_current,
 )
+from arcflow.reconciler.routing import registrations_of
 
 
 async def check_registration(
@@ -32,14 +33,14 @@ async def check_registration(
 ) -> AutoscalingRunnerSet:
     """Keep the condition current; a status write and an Event only when it turns or its
     reason changes. Returns the ARS as written (itself when nothing was)."""
-    key = (scope.namespace, scope.ars)
-    event = ctx.ars_state.registration_failures.get(key)
+    group = registrations_of(scope.namespace, scope.ars)
+    event = ctx.kept.newest(group)
     written = {v: a.updated_at for v, a in assignments.items() if v in variants and a.updated_at}
     failure = None
     if event is not None:
         failure = Failure(event.variant, event.kind, event.reason, event.occurred_at)
         if not is_current(failure, written):
-            del ctx.ars_state.registration_failures[key]  # a record was written since: it is over
+            ctx.kept.forget(group, "", event)  # a record was written since: it is over
             failure = None
     current = condition_of(ars.manifest, CONDITION_REGISTERED)
     verdict = decide(current, failure, list(variants), written, utc_now())

@@ -14,7 +14,6 @@ from arcflow.common.builders import build_jit_secret, build_runner_pod
 from arcflow.common.constants import (
     FINALIZER_ER,
     FINALIZER_ER_REGISTRATION,
-    KIND_ERS,
     LABEL_RUNNER_POD,
     RUNNER_OUTDATED_EXIT_CODE,
 )
@@ -43,7 +42,6 @@ from arcflow.reconciler.controllers.manifest import (
     Manifest,
     finalizer_patch,
     is_deleting,
-    owner_name,
 )
 from arcflow.reconciler.controllers.pod_refusals import pod_created, report_pod_refused
 from arcflow.reconciler.controllers.runner_claims import ANNOTATION_JIT_CLAIM, jit_claim_holder
@@ -60,7 +58,7 @@ from arcflow.reconciler.controllers.runner_rules import (
     stamp,
 )
 from arcflow.reconciler.controllers.runner_set import scope_of
-from arcflow.reconciler.keys import Key, Result
+from arcflow.reconciler.keys import Result
 
 MAX_FAILURES = 5
 JOB_RUNNING_RECHECK_SECONDS = 30.0
@@ -104,10 +102,9 @@ def status_of(er: EphemeralRunner) -> EphemeralRunnerStatus:
 
 
 async def _delete_runner(ctx: Context, er: EphemeralRunner, scope: Scope, why: str) -> None:
-    """Delete the ER and look at it again: its finalizers run on the next pass, without
-    waiting for the watcher's echo."""
+    """Delete the ER: the delete's result, applied to the cache, wakes it again at once (its
+    finalizers run on the next pass, without waiting for the watcher's echo)."""
     await ctx.writer.delete(er.manifest, scope, why)
-    ctx.enqueue(Key("er", er.namespace, er.name))
 
 
 async def set_runner_status(
@@ -193,8 +190,8 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
 
     pod = await _get_pod(ctx, name, namespace)
     if pod is None:
-        now = ctx.clock()
-        remaining = backoff_remaining(failures, now, ctx.failure_backoff)
+        now = ctx.tuning.clock()
+        remaining = backoff_remaining(failures, now, ctx.tuning.failure_backoff)
         if remaining > 0:
             return Result.again(remaining)
         try:
@@ -271,7 +268,7 @@ async def _create_jit_secret(ctx: Context, er: EphemeralRunner, scope: Scope) ->
     scale_set_id = er.spec.runner_scale_set_id
     work_folder = er.runner_working_dir()
     registrar = _registrar(ctx)
-    holder = jit_claim_holder(er.annotations, ctx.clock())
+    holder = jit_claim_holder(er.annotations, ctx.tuning.clock())
     if holder is not None and holder != ctx.instance:
         return None  # another replica is asking for it; its Secret shows up shortly
     if holder is None:
@@ -308,7 +305,9 @@ async def _claim_jit(ctx: Context, er: EphemeralRunner, scope: Scope, name: str)
         scope.namespace,
         {
             "metadata": {
-                "annotations": {ANNOTATION_JIT_CLAIM: f"{ctx.instance}@{ctx.clock().timestamp()}"},
+                "annotations": {
+                    ANNOTATION_JIT_CLAIM: f"{ctx.instance}@{ctx.tuning.clock().timestamp()}"
+                },
                 "resourceVersion": er.resource_version,
             }
         },
@@ -363,9 +362,6 @@ async def _follow_pod(
             runner = _runner_id(er, registration)
             if runner > 0:  # markAsOutdated also removes it from the service
                 await _registrar(ctx).remove_runner(scope.namespace, scope.ars, runner)
-            owner = owner_name(er, KIND_ERS)
-            if owner:
-                ctx.enqueue(Key("ers", namespace, owner))
             return Result.done()
         return await _pod_failed(ctx, er, pod, scope, registration)
     phase = pod_status.phase or "Pending"
@@ -377,7 +373,7 @@ async def _follow_pod(
         # Real time against the API server's timestamp (not the injectable clock); bounded by
         # the delay whatever the clocks' skew.
         age = max(0.0, _age_seconds(pod, utc_clock()))
-        wait = ctx.pending_status_delay - age
+        wait = ctx.tuning.pending_status_delay - age
         if wait > 0:
             return Result.again(wait)
     if state is None:
@@ -401,9 +397,6 @@ async def _follow_pod(
     live = er.manifest.get("status") or {}
     if any(live.get(k) != v for k, v in wanted.items()):
         await set_runner_status(ctx, er, scope, wanted, f"runner pod is {phase}")
-        owner = owner_name(er, KIND_ERS)
-        if owner:
-            ctx.enqueue(Key("ers", namespace, owner))
     return Result.done()
 
 
@@ -442,7 +435,7 @@ async def _pod_failed(
         return Result.done()
     await ctx.writer.delete(pod.manifest, scope, "runner pod failed: retry with backoff")
     failures = dict(status_of(er).failures or {})
-    failures[pod.uid] = stamp(ctx.clock())
+    failures[pod.uid] = stamp(ctx.tuning.clock())
     await ctx.writer.patch_status(
         EPHEMERAL_RUNNER.kind,
         name,
@@ -518,7 +511,7 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
         if registered > 0:
             outcome = await _registrar(ctx).remove_runner(scope.namespace, scope.ars, registered)
             if outcome == "job_still_running":
-                return Result.again(ctx.job_running_recheck)
+                return Result.again(ctx.tuning.job_running_recheck)
             # Read again: the removal may have ended an idle runner's pod meanwhile.
             pod = await _get_pod(ctx, er.name, er.namespace)
     # A pod that still runs (an idle runner scaled down, a set deleted) holds a node's
@@ -539,7 +532,4 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
     )
     ctx.stages.runner_gone(er.namespace, er.name)
     ctx.runner_set_state.pod_refusals_reported.pop((er.namespace, er.name), None)
-    owner = owner_name(er, KIND_ERS)
-    if owner:
-        ctx.enqueue(Key("ers", er.namespace, owner))
     return Result.done()

@@ -22,6 +22,7 @@ from arcflow.reconciler.controllers.sessions_rules import (
     decide,
     needs_open_sessions,
 )
+from arcflow.reconciler.routing import sessions_of
 
 
 async def check_sessions(
@@ -30,7 +31,7 @@ async def check_sessions(
     """Keep the condition current (``ids``: each wanted variant's scale set id); a status
     write and an Event only when it turns or its reason or message changes. Returns the ARS
     as written (itself when nothing was)."""
-    events = ctx.ars_state.session_states.get((scope.namespace, scope.ars), {})
+    events = ctx.kept.group(sessions_of(scope.namespace, scope.ars))
     states = {
         variant: SessionState(
             variant,
