@@ -5,7 +5,8 @@ Redelivery and forged batches (ADR 0014). The worker trusts no number a publishe
 - **JetStream's own sequence**: the highest stream sequence it fully handled (restored at start
   from the durable consumer's ack floor and from the last ``scale.decision``, if that one is
   not beyond the stream's end). A redelivery at or below it is not scaled again; its
-  ``JobStarted`` runner patches (idempotent merge patches) are re-applied.
+  ``JobStarted`` and ``JobCompleted`` runner patches (idempotent merge patches) are
+  re-applied.
 - **De-duplication**: the pump publishes with ``Nats-Msg-Id`` ``jobs.batch:<set>:<message>``,
   so a GitHub redelivery inside JetStream's duplicate window is stored once.
 - **GitHub message ids compare only within one session** (``JobsBatch.session_id``): a late
@@ -64,7 +65,13 @@ from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.metrics import ScaleSetRecorder
 from arcflow.listener.pump import SOURCE, StatisticsTick
-from arcflow.listener.scaler import Decision, DesiredRunnerScaler, ers_patch, runner_status_patch
+from arcflow.listener.scaler import (
+    Decision,
+    DesiredRunnerScaler,
+    ers_patch,
+    runner_completed_patch,
+    runner_status_patch,
+)
 
 if TYPE_CHECKING:  # only sets with a shared capacity import it (ADR 0074)
     from arcflow.listener.capacity import CapacityBoard
@@ -372,7 +379,7 @@ class ScaleSetWorker:
                     if seen
                     else f"session watermark {session_mark}",
                 )
-                await self._patch_runners(started)
+                await self._patch_runners([*started, *completed])
                 self.skipped_batches += 1
                 return None
             state = (self.scaler.target, self.scaler.patch_seq, self.scaler.dirty)
@@ -396,7 +403,7 @@ class ScaleSetWorker:
                         statistics,
                         reason=reason,
                         mark=mark,
-                        runners=started,
+                        runners=[*started, *completed],
                         may_skip=not completed,
                     )
                 except BaseException:
@@ -646,18 +653,25 @@ class ScaleSetWorker:
         self._reported_share = share[ANNOTATION_CAPACITY_SHARE]
 
     async def _patch_runners(self, jobs: Sequence[JobInfo]) -> None:
-        await asyncio.gather(
-            *(self._patch_runner(job.runner_name, runner_status_patch(job)) for job in jobs)
-        )
+        await asyncio.gather(*(self._patch_runner(job) for job in jobs))
 
-    async def _patch_runner(self, runner_name: str, status: dict[str, object]) -> None:
-        """JobStarted -> EphemeralRunner status; a runner that is already gone is fine."""
+    async def _patch_runner(self, job: JobInfo) -> None:
+        """JobStarted -> EphemeralRunner status; JobCompleted -> its job-completed annotation
+        (ADR 0100); a runner that is already gone is fine."""
+        runner_name, namespace = job.runner_name, self.target.namespace
         if not runner_name:
             return
         try:
-            await self._kube.patch_status(
-                "EphemeralRunner", runner_name, status, namespace=self.target.namespace
-            )
+            if job.message_type == "JobCompleted":
+                patch = runner_completed_patch(job, self._wall_clock())
+                await self._kube.patch_merge(
+                    "EphemeralRunner", runner_name, patch, namespace=namespace
+                )
+            else:
+                status = runner_status_patch(job)
+                await self._kube.patch_status(
+                    "EphemeralRunner", runner_name, status, namespace=namespace
+                )
         except NotFoundError:
             log.debug("EphemeralRunner %s not found; status patch skipped", runner_name)
         except ForbiddenError:

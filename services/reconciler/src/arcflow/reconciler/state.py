@@ -32,6 +32,7 @@ from arcflow.reconciler.controllers.base import Context, StatusPacer, Tuning
 from arcflow.reconciler.controllers.orphan_rules import Suspects
 from arcflow.reconciler.controllers.orphans import scan_orphans
 from arcflow.reconciler.controllers.reaper_rules import Deadlines, parse_deadlines
+from arcflow.reconciler.controllers.runner_removals import RunnerRemovals
 from arcflow.reconciler.keys import Key, Result
 from arcflow.reconciler.listener_sessions import ListenerSessions
 from arcflow.reconciler.metrics import ReconcilerMetrics
@@ -89,6 +90,7 @@ class ReconcilerState:
                         create_concurrency=settings.create_concurrency,
                         pending_status_delay=settings.pending_status_delay_seconds,
                         deadlines=parse_deadlines(settings.runner_deadlines, Deadlines()),
+                        job_completed_grace=settings.job_completed_grace_seconds,
                     ),
                     **{k: v for k, v in overrides.items() if k in TUNING_FIELDS},
                 ),
@@ -110,6 +112,11 @@ class ReconcilerState:
             states={
                 StageClock: stages,
                 StatusPacer: StatusPacer(interval=settings.status_interval_seconds),
+                # A removal's end re-queues its runner (ADR 0101); the queue is the manager's.
+                RunnerRemovals: RunnerRemovals(
+                    concurrency=settings.removal_concurrency,
+                    requeue=lambda key: self.queue.add(key),
+                ),
             },
             on_object=stages.observe_object,
             relist_seconds=settings.cache_relist_seconds,
@@ -209,6 +216,7 @@ def _drain_queue(state: ReconcilerState) -> Callable[[], Awaitable[None]]:
 
     async def stop() -> None:
         await state.queue.stop(drain_seconds=state.settings.drain_seconds)
+        await state.context.state(RunnerRemovals).stop()
 
     return stop
 

@@ -115,6 +115,9 @@ class Tuning:
     pending_status_delay: float = 5.0
     #: The stuck-pod deadlines when the ARS says nothing (ADR 0065).
     deadlines: Deadlines = dataclass_field(default_factory=Deadlines)
+    #: A runner whose job GitHub completed and whose pod still runs this long after is
+    #: stopped (ADR 0100; 0: never).
+    job_completed_grace: float = 120.0
 
 
 @dataclass(frozen=True)

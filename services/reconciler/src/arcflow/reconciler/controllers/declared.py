@@ -39,6 +39,7 @@ from arcflow.reconciler.controllers.ars_spec import ars_unparsable
 from arcflow.reconciler.controllers.base import ArsState, RunnerSetState, StatusPacer
 from arcflow.reconciler.controllers.listener import reconcile_listener
 from arcflow.reconciler.controllers.runner import reconcile_runner
+from arcflow.reconciler.controllers.runner_removals import RunnerRemovals
 from arcflow.reconciler.controllers.runner_set import reconcile_runner_set
 from arcflow.reconciler.keys import PRIORITY
 from arcflow.reconciler.routing import (
@@ -105,8 +106,9 @@ RUNNER = Controller(
     EphemeralRunner.from_observed,
     reconcile_runner,
     owns=(KIND_POD, KIND_SECRET),
-    # The runner reads its set's refusal memo (pod_refusals) and the ARS's deadlines memo.
-    state=(RunnerSetState, ArsState, StageClock),
+    # The runner reads its set's refusal memo (pod_refusals) and the ARS's deadlines memo;
+    # its removal calls run off the pass (ADR 0101).
+    state=(RunnerSetState, ArsState, StageClock, RunnerRemovals),
     priority=PRIORITY["er"],
 )
 

@@ -7,6 +7,7 @@ never logged, audited or put on a stream (audit events carry names only).
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any
 
@@ -46,18 +47,24 @@ from arcflow.reconciler.controllers.manifest import (
 from arcflow.reconciler.controllers.pod_refusals import pod_created, report_pod_refused
 from arcflow.reconciler.controllers.runner_claims import ANNOTATION_JIT_CLAIM, jit_claim_holder
 from arcflow.reconciler.controllers.runner_reaper import reap_if_stuck
+from arcflow.reconciler.controllers.runner_removals import FAILED, RunnerRemovals
 from arcflow.reconciler.controllers.runner_rules import (
+    OOM_KILLED,
     FailedInit,
     PodCreateDecision,
     Registration,
     backoff_remaining,
     failed_init_container,
+    hung_after_job,
+    job_completed_at,
+    oom_killed,
     parse_time,
     pod_create_decision,
     registration_status,
     stamp,
 )
 from arcflow.reconciler.controllers.runner_set import scope_of
+from arcflow.reconciler.controllers.runner_slots import reclaim_after_job, report_oom
 from arcflow.reconciler.keys import Result
 
 MAX_FAILURES = 5
@@ -65,6 +72,8 @@ JOB_RUNNING_RECHECK_SECONDS = 30.0
 WAIT_SECONDS = 1.0
 #: A stage deadline due within this long gets a requeue of its own (ADR 0065).
 DEADLINE_RECHECK_WITHIN_SECONDS = 60.0
+#: A removal call that failed is handed in again after this long (ADR 0101).
+REMOVAL_RETRY_SECONDS = 5.0
 DONE_PHASES = ("Succeeded", "Failed", "Outdated")
 POD_FINISHED = ("Succeeded", "Failed")
 #: The Warning Event on a runner whose pod's init container exited non-zero.
@@ -189,6 +198,10 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
         return Result.done()
 
     pod = await _get_pod(ctx, name, namespace)
+    if pod is None and job_completed_at(er.annotations) is not None:
+        # Its job is done and its pod gone: a new pod would run no job (ADR 0100).
+        await _delete_runner(ctx, er, scope, "runner's job completed; its pod is gone")
+        return Result.done()
     if pod is None:
         now = ctx.tuning.clock()
         remaining = backoff_remaining(failures, now, ctx.tuning.failure_backoff)
@@ -222,11 +235,21 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
     reaped, recheck = await reap_if_stuck(ctx, er, pod, scope, registration)
     if reaped:
         return Result.again(WAIT_SECONDS)
+    # Alive after its job past the grace period: the slot comes back (ADR 0100).
+    hung = hung_after_job(er.annotations, pod, time.time(), ctx.tuning.job_completed_grace)
+    if hung is not None and hung <= 0:
+        await reclaim_after_job(ctx, er, pod, scope)
+        return Result.done()
     result = await _follow_pod(ctx, er, pod, scope, registration)
     # A deadline due soon is looked at then; a later one by the periodic resync (60 s).
-    due = recheck if recheck is not None else DEADLINE_RECHECK_WITHIN_SECONDS + 1
-    sooner = result.requeue_after is None or due < result.requeue_after
-    if due <= DEADLINE_RECHECK_WITHIN_SECONDS and sooner:
+    if recheck is not None and recheck <= DEADLINE_RECHECK_WITHIN_SECONDS:
+        result = _sooner(result, recheck)
+    return result if hung is None else _sooner(result, hung)
+
+
+def _sooner(result: Result, due: float) -> Result:
+    """``result``, or a look again just after ``due`` seconds when that is sooner."""
+    if result.requeue_after is None or due < result.requeue_after:
         return Result.again(due + WAIT_SECONDS)
     return result
 
@@ -363,6 +386,11 @@ async def _follow_pod(
             if runner > 0:  # markAsOutdated also removes it from the service
                 await _registrar(ctx).remove_runner(scope.namespace, scope.ars, runner)
             return Result.done()
+        if oom_killed(pod):  # said, counted; with a job the runner ends Failed (ADR 0100)
+            message = await report_oom(ctx, er, pod, scope, registration)
+            return await _pod_failed(
+                ctx, er, pod, scope, registration, reason=OOM_KILLED, message=message
+            )
         return await _pod_failed(ctx, er, pod, scope, registration)
     phase = pod_status.phase or "Pending"
     live_phase = status_of(er).phase
@@ -486,12 +514,30 @@ async def _delete_container_hook_objects(ctx: Context, er: EphemeralRunner, scop
                 await ctx.writer.delete(obj, scope, "container hook object of a deleted runner")
 
 
-def _exited_zero(pod: Pod | None) -> bool:
-    """The runner container ended with exit code 0: the runner finished and GitHub removed the
-    ephemeral (JIT) runner with its job, so no removal call is needed (as upstream 0.15)."""
+def _exited(pod: Pod | None, *, zero: bool) -> bool:
+    """The runner container ended (with exit code 0 when ``zero``)."""
     state = pod.runner_state if pod is not None else None
     terminated = state.terminated if state is not None else None
-    return terminated is not None and terminated.exit_code == 0
+    return terminated is not None and (terminated.exit_code == 0 or not zero)
+
+
+def _removed_with_job(er: EphemeralRunner, pod: Pod | None) -> bool:
+    """GitHub removed the ephemeral (JIT) runner with its job, so no removal call is needed:
+    its container exited 0 (as upstream 0.15), or GitHub reported its job completed (ADR
+    0100)."""
+    return _exited(pod, zero=True) or job_completed_at(er.annotations) is not None
+
+
+async def _registered_id(ctx: Context, er: EphemeralRunner) -> int:
+    registered = status_of(er).runner_id
+    if registered == 0:
+        secret = await _get_secret(ctx, er.name, er.namespace)
+        if secret is not None:
+            try:
+                registered = int(secret.decoded_data().get("runnerId", "0"))
+            except ValueError:
+                registered = 0
+    return registered
 
 
 async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
@@ -499,19 +545,23 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
     if FINALIZER_ER not in finalizers:
         return Result.done()
     pod = await _get_pod(ctx, er.name, er.namespace)
-    if FINALIZER_ER_REGISTRATION in finalizers and not _exited_zero(pod):
-        registered = status_of(er).runner_id
-        if registered == 0:
-            secret = await _get_secret(ctx, er.name, er.namespace)
-            if secret is not None:
-                try:
-                    registered = int(secret.decoded_data().get("runnerId", "0"))
-                except ValueError:
-                    registered = 0
+    if _exited(pod, zero=False) or job_completed_at(er.annotations) is not None:
+        # The runner can take no job: its pod (a sidecar may keep it up) goes now, whatever
+        # GitHub still says about the runner (ADR 0100).
+        await _delete_running_pod_and_secret(ctx, er, pod, scope)
+    if FINALIZER_ER_REGISTRATION in finalizers and not _removed_with_job(er, pod):
+        registered = await _registered_id(ctx, er)
         if registered > 0:
-            outcome = await _registrar(ctx).remove_runner(scope.namespace, scope.ars, registered)
+            # Off the reconcile path, bounded (ADR 0101): the call's end re-queues this runner.
+            removals = ctx.state(RunnerRemovals)
+            outcome = removals.take(er.namespace, er.name, registered)
+            if outcome is None:
+                removals.submit(_registrar(ctx), scope, er.namespace, er.name, registered)
+                return Result.done()
             if outcome == "job_still_running":
                 return Result.again(ctx.tuning.job_running_recheck)
+            if outcome == FAILED:
+                return Result.again(REMOVAL_RETRY_SECONDS)
             # Read again: the removal may have ended an idle runner's pod meanwhile.
             pod = await _get_pod(ctx, er.name, er.namespace)
     # A pod that still runs (an idle runner scaled down, a set deleted) holds a node's

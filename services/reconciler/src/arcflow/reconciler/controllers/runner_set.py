@@ -3,8 +3,8 @@ of EphemeralRunners.
 
 Scale only when ``spec.patchID`` is 0 (forced) or differs from the newest runner's
 ``patch-id`` (a new request): a stale or duplicate listener patch changes nothing. Busy runners
-are never removed; idle ones only on a forced (``patchID == 0``) scale-down, and only after the
-registrar removed them from the service.
+are never removed; idle ones only on a forced (``patchID == 0``) scale-down: their finalizer
+removes them from the service before their pod stops (ADR 0101).
 """
 
 from __future__ import annotations
@@ -67,7 +67,6 @@ from arcflow.reconciler.controllers.runner_set_rules import (
     has_job,
     idle_removal_candidates,
     latest_patch_id,
-    runner_id,
     should_scale,
 )
 from arcflow.reconciler.keys import Result
@@ -358,17 +357,12 @@ async def _create_named(
 async def _remove_idle(
     ctx: Context, scope: Scope, buckets: dict[str, list[Manifest]], count: int
 ) -> None:
-    removed = 0
-    for er in idle_removal_candidates(buckets):
-        if removed >= count:
-            return
-        if ctx.registrar is None:
-            raise RuntimeError("no registrar client: cannot remove idle runners")
-        outcome = await ctx.registrar.remove_runner(scope.namespace, scope.ars, runner_id(er))
-        if outcome == "job_still_running":
-            continue
-        await ctx.writer.delete(er, scope, "scale down: idle runner removed from the service")
-        removed += 1
+    """Delete ``count`` idle runners, only as they were judged idle (a runner whose status
+    changed since gets a 409 and the pass runs again). Each one's finalizer removes it from
+    the service, once and off the reconcile path (ADR 0101), before its pod is stopped: a
+    runner GitHub handed a job meanwhile is refused removal and finishes its job first."""
+    for er in idle_removal_candidates(buckets)[:count]:
+        await ctx.writer.delete(er, scope, "scale down: idle runner", unchanged=True)
 
 
 async def _update_status(
