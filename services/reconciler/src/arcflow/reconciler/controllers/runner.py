@@ -164,6 +164,11 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
         )
         er = EphemeralRunner.from_observed(patched)
 
+    if job_completed_at(er.annotations) is not None and not await _get_pod(ctx, name, namespace):
+        # Its job is done and its pod gone: a new pod (or JIT config) would run no job (ADR
+        # 0100).
+        await _delete_runner(ctx, er, scope, "runner's job completed; its pod is gone")
+        return Result.done()
     secret = await _get_secret(ctx, name, namespace)
     if secret is None and ctx.cache is not None and status.runner_id:
         # Registered already but not in the cache: a Secret made before it carried our
@@ -198,10 +203,6 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
         return Result.done()
 
     pod = await _get_pod(ctx, name, namespace)
-    if pod is None and job_completed_at(er.annotations) is not None:
-        # Its job is done and its pod gone: a new pod would run no job (ADR 0100).
-        await _delete_runner(ctx, er, scope, "runner's job completed; its pod is gone")
-        return Result.done()
     if pod is None:
         now = ctx.tuning.clock()
         remaining = backoff_remaining(failures, now, ctx.tuning.failure_backoff)
@@ -549,6 +550,7 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
         # The runner can take no job: its pod (a sidecar may keep it up) goes now, whatever
         # GitHub still says about the runner (ADR 0100).
         await _delete_running_pod_and_secret(ctx, er, pod, scope)
+        pod = await _get_pod(ctx, er.name, er.namespace)  # deleting now: no second delete
     if FINALIZER_ER_REGISTRATION in finalizers and not _removed_with_job(er, pod):
         registered = await _registered_id(ctx, er)
         if registered > 0:
