@@ -8,11 +8,13 @@ to the server through the fault proxy, which counts its ERS writes.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from arcflow.common.constants import ANNOTATION_JOB_COMPLETED
 from arcflow.common.events import JobInfo, JobsBatch
 from arcflow.common.kube import KubeClient, KubeSettings
 from arcflow.devstack.kube_fault_proxy import KubeFaultProxy
@@ -148,3 +150,14 @@ async def test_started_only_batch_skips_the_ers_patch_and_completed_one_replaces
         await handle(_batch(target, 5, 1, started))
         assert _ers_writes(kube_proxy) == writes + 2
         assert worker.unchanged_batches == 1
+
+        # Job 2 completes while its runner's pod still runs: the worker writes GitHub's finish
+        # time on the runner, where the reconciler's grace period counts from (ADR 0100).
+        finished = datetime(2026, 12, 2, 12, 0, 5, tzinfo=UTC)
+        completed = JobInfo(
+            message_type="JobCompleted", job_id="2", runner_name=second, finish_time=finished
+        )
+        await handle(_batch(target, 6, 0, completed))
+        runner = await kube_client.get("EphemeralRunner", second, kube_namespace)
+        annotations = runner["metadata"]["annotations"]
+        assert annotations[ANNOTATION_JOB_COMPLETED] == "2026-12-02T12:00:05Z"
