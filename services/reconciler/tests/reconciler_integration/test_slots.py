@@ -111,6 +111,14 @@ def _kubelet_status(runner: dict[str, Any], phase: str = "Running") -> dict[str,
 
 
 RUNNING = {"running": {"startedAt": "2026-12-02T00:00:00Z"}}
+EXITED_0 = {
+    "terminated": {
+        "exitCode": 0,
+        "reason": "Completed",
+        "finishedAt": "2026-12-02T00:00:01Z",
+        "startedAt": "2026-12-02T00:00:00Z",
+    }
+}
 OOM = {
     "terminated": {
         "exitCode": 137,
@@ -151,22 +159,24 @@ async def test_runners_that_can_do_no_more_work_give_their_slot_back(
         return str(found[0]["metadata"]["name"]) if found else None
 
     ers = await eventually(runner_set, within=20)
-    # A listener's scale request for three runners (patchID 1: served once, as in production).
+    # A listener's scale request for four runners (patchID 1: served once, as in production).
     await kube.patch_merge(
-        "EphemeralRunnerSet", ers, {"spec": {"replicas": 3, "patchID": 1}}, namespace=ns
+        "EphemeralRunnerSet", ers, {"spec": {"replicas": 4, "patchID": 1}}, namespace=ns
     )
 
-    async def three() -> list[dict[str, Any]] | None:
+    async def four() -> list[dict[str, Any]] | None:
         runners = (await kube.list("EphemeralRunner", namespace=ns)).items
         pods = {p["metadata"]["name"] for p in (await kube.list("Pod", namespace=ns)).items}
-        ok = len(runners) == 3 and all(
+        ok = len(runners) == 4 and all(
             (r.get("status") or {}).get("runnerId") and r["metadata"]["name"] in pods
             for r in runners
         )
         return sorted(runners, key=lambda r: r["metadata"]["name"]) if ok else None
 
-    alive, idle_oom, busy_oom = await eventually(three, within=30)
-    names = {r["metadata"]["name"]: r["status"]["runnerId"] for r in (alive, idle_oom, busy_oom)}
+    alive, idle_oom, busy_oom, done = await eventually(four, within=30)
+    names = {
+        r["metadata"]["name"]: r["status"]["runnerId"] for r in (alive, idle_oom, busy_oom, done)
+    }
 
     async def jit(name: str) -> str:
         secret = await kube.get("Secret", name, ns)
@@ -201,6 +211,12 @@ async def test_runners_that_can_do_no_more_work_give_their_slot_back(
     job_c = await start_job(c)
     await kube.patch_status("Pod", c, _kubelet_status(OOM), namespace=ns)
 
+    # 4. A runner that finished its job and exited 0 (before its listener heard of the end).
+    d = done["metadata"]["name"]
+    await kube.patch_status("Pod", d, _kubelet_status(RUNNING), namespace=ns)
+    sim.complete_job(await start_job(d))
+    await kube.patch_status("Pod", d, _kubelet_status(EXITED_0), namespace=ns)
+
     async def reclaimed() -> bool:
         runners = {
             r["metadata"]["name"]: r
@@ -209,7 +225,8 @@ async def test_runners_that_can_do_no_more_work_give_their_slot_back(
         pods = {p["metadata"]["name"]: p for p in (await kube.list("Pod", namespace=ns)).items}
         new_pod_b = b in pods and pods[b]["metadata"]["uid"] != first_pod_b
         c_released = c not in pods or bool(pods[c]["metadata"].get("deletionTimestamp"))
-        return a not in runners and a not in pods and new_pod_b and c_released
+        a_gone = a not in runners and a not in pods
+        return a_gone and d not in runners and new_pod_b and c_released
 
     await eventually(reclaimed, within=30)
     # Said on each runner, naming it and why.
@@ -223,8 +240,10 @@ async def test_runners_that_can_do_no_more_work_give_their_slot_back(
     assert set(oom) == {b, c}
     assert "a new pod is made" in oom[b]
     assert "ends Failed" in oom[c]
-    # The runner whose job completed left GitHub with its job: no removal call was made for it.
+    # Runners whose job completed left GitHub with it: no removal call was made for them (as
+    # upstream 0.15 for an exit 0, issue 33 item 2; ADR 0100 for a completion GitHub reported).
     assert await removal_calls(sim, names[a]) == 0
+    assert await removal_calls(sim, names[d]) == 0
     # b keeps its registration and a new pod: a job queued now runs on it (not lost).
     runner_b = await kube.get("EphemeralRunner", b, ns)
     assert runner_b["status"]["reason"] == "OOMKilled"

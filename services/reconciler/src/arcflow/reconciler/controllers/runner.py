@@ -546,12 +546,12 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
     if FINALIZER_ER not in finalizers:
         return Result.done()
     pod = await _get_pod(ctx, er.name, er.namespace)
-    if _exited(pod, zero=False) or job_completed_at(er.annotations) is not None:
-        # The runner can take no job: its pod (a sidecar may keep it up) goes now, whatever
-        # GitHub still says about the runner (ADR 0100).
-        await _delete_running_pod_and_secret(ctx, er, pod, scope)
-        pod = await _get_pod(ctx, er.name, er.namespace)  # deleting now: no second delete
     if FINALIZER_ER_REGISTRATION in finalizers and not _removed_with_job(er, pod):
+        if _exited(pod, zero=False):
+            # The runner process ended (killed for memory, crashed): its pod, which a sidecar
+            # may keep up, goes now, whatever GitHub still says about the runner (ADR 0100).
+            await _delete_running_pod_and_secret(ctx, er, pod, scope)
+            pod = await _get_pod(ctx, er.name, er.namespace)  # deleting now: no second delete
         registered = await _registered_id(ctx, er)
         if registered > 0:
             # Off the reconcile path, bounded (ADR 0101): the call's end re-queues this runner.
