@@ -39,12 +39,12 @@ async def test_removals_run_bounded_once_per_runner_and_requeue_it() -> None:
     gate = asyncio.Event()
     registrar = CountingRegistrar(gate)
     client = cast(RegistrarRpcClient, registrar)
-    removals = RunnerRemovals(concurrency=4)
     queued: list[Key] = []
+    removals = RunnerRemovals(concurrency=4, requeue=queued.append)
     scope = Scope("ns", "ars", "")
     for runner_id in range(1, 21):
         for _ in range(2):  # a second pass while the call is in flight starts nothing
-            removals.submit(client, scope, "ns", f"r{runner_id}", runner_id, queued.append)
+            removals.submit(client, scope, "ns", f"r{runner_id}", runner_id)
     await asyncio.sleep(0.05)
     assert registrar.at_once == 4
     gate.set()
@@ -63,7 +63,7 @@ async def test_removals_run_bounded_once_per_runner_and_requeue_it() -> None:
     assert outcomes["r13"] == FAILED
     assert outcomes["r1"] == "ok"
     assert removals.take("ns", "r1", 1) is None  # taken once
-    removals.submit(client, scope, "ns", "r2", 99, queued.append)  # another registration
+    removals.submit(client, scope, "ns", "r2", 99)  # another registration
     await eventually(all_done, what="the new registration's call ended")
     assert removals.take("ns", "r2", 2) is None
     assert removals.take("ns", "r2", 99) == "ok"
