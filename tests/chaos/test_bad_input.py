@@ -6,7 +6,8 @@ nothing else may break: the jobs queued after the attack run too, with the usual
 
 The subjects come from the services' declared specs (their subscriptions and RPC endpoints),
 so a new subscription is attacked without editing this test; the listeners' job subjects get
-the same poison and a forged batch, which nothing reads back (ADR 0104). The poison payloads and bad requests are those of the flow and registrar tests.
+the same poison and a forged batch, which nothing reads back (ADR 0104). The poison payloads
+and bad requests are those of the flow and registrar tests.
 
 It runs on the Kubernetes API emulator, not the real server: most of these ARSs are refused by
 the CRD's structural schema on a real kube-apiserver (minimums, the variant name pattern, the
