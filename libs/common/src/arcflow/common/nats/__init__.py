@@ -44,7 +44,6 @@ from arcflow.common.nats.jetstream import (
     ensure_consumer,
     ensure_jetstream,
     ensure_stream,
-    listener_jobs_consumer,
     stream_for_subject,
 )
 from arcflow.common.nats.permissions import (
@@ -116,7 +115,6 @@ __all__ = [
     "ensure_jetstream",
     "ensure_stream",
     "jetstream_of",
-    "listener_jobs_consumer",
     "make_broker",
     "publish_event",
     "render_nats_authorization",
