@@ -6,21 +6,32 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from arcflow.common.kube.resources import NAMESPACE, Resource
-from arcflow.devstack.kube_emulator.objects import Obj, meta_of
-
-if TYPE_CHECKING:
-    from arcflow.devstack.kube_emulator.store import ObjectStore
+from arcflow.devstack.kube_emulator.objects import Obj, ObjectKey, ResourceKey, meta_of
 
 FOREGROUND_FINALIZER = "foregroundDeletion"
+
+
+class Objects(Protocol):
+    """What the collector needs of the store: its objects and its two kinds of write."""
+
+    objects: dict[ResourceKey, dict[ObjectKey, Obj]]
+
+    def resource_of_key(self, key: ResourceKey) -> Resource: ...
+
+    def commit(
+        self, resource: Resource, new: Obj | None, old: Obj | None, event_type: str
+    ) -> Obj: ...
+
+    def mark_deleted(self, resource: Resource, old: Obj, propagation: str) -> Obj: ...
 
 
 class GarbageCollector:
     """Deletes what lost its owners, to a fixpoint after every write of its store."""
 
-    def __init__(self, store: ObjectStore) -> None:
+    def __init__(self, store: Objects) -> None:
         self._store = store
 
     def orphan_dependents(self, owner_uid: str) -> None:
