@@ -47,6 +47,9 @@ AUDITORS = FlowNode(
             "session.failed",
             "scale.decision",
             "deadletter",
+            # The listener's durable record of each GitHub message (ADR 0104: read by no
+            # service, there for audits and replays).
+            "jobs.batch",
         }
     ),
     publishes=frozenset(),

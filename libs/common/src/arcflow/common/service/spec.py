@@ -103,10 +103,9 @@ class Publication:
 
 @dataclass(frozen=True, slots=True)
 class Pull:
-    """Event types the service's own loops pull through :mod:`arcflow.common.service.fetch`
-    rather than through a :class:`Subscription` (the listener's workers: one durable per scale
-    set, known only at run time, on plain nats-py without FastStream, ADR 0016 and ADR 0070).
-    Declared for the flow table; the runtime starts nothing."""
+    """Event types the service's own loops pull rather than through a :class:`Subscription`
+    (one durable per key, known only at run time). Declared for the flow table; the runtime
+    starts nothing. No service declares one since the listener stopped consuming (ADR 0104)."""
 
     subject: str
     event_types: tuple[type[EventBase], ...]
