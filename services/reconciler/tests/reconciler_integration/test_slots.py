@@ -13,6 +13,8 @@ tests make it happen for real.
 from __future__ import annotations
 
 import base64
+import contextlib
+import copy
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +24,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from arcflow.common.events import JobInfo
-from arcflow.common.kube import KubeClient
+from arcflow.common.kube import KubeClient, NotFoundError
 from arcflow.common.nats import NatsSettings
 from arcflow.common.service.inprocess import running
 from arcflow.devstack.actions_sim import ActionsSimulator
@@ -68,7 +70,11 @@ async def parts(
         namespaces=[kube_namespace, controller_namespace],
         nats_for=lambda _service: NatsSettings(url=url),
         reconciler_settings=reconciler_test_settings(
-            controller_namespace=controller_namespace, job_completed_grace_seconds=1.0
+            controller_namespace=controller_namespace,
+            job_completed_grace_seconds=1.0,
+            # The orphan scan within the test's time (its removal path is counted too).
+            orphan_scan_seconds=1.0,
+            orphan_grace_seconds=1.0,
         ),
         reconciler_overrides={"context": {"job_running_recheck": 0.3}},
         reconciler_meter=MeterProvider(metric_readers=[reader]).get_meter("test"),
@@ -262,3 +268,123 @@ async def test_runners_that_can_do_no_more_work_give_their_slot_back(
     await eventually(c_gone, within=20)
     assert metric_total(reader, RECLAIMED, reason="alive_after_job") == 1
     assert metric_total(reader, RECLAIMED, reason="oom_killed") == 2
+    await _every_removal_path_calls_once(sim, kube, ns, ers, {b})
+
+
+async def _runners(kube: KubeClient, ns: str) -> dict[str, dict[str, Any]]:
+    return {
+        r["metadata"]["name"]: r for r in (await kube.list("EphemeralRunner", namespace=ns)).items
+    }
+
+
+async def _every_removal_path_calls_once(
+    sim: ActionsSimulator, kube: KubeClient, ns: str, ers: str, busy: set[str]
+) -> None:
+    """Each path that removes a runner from GitHub makes one call for it over its life, off
+    the reconcile pass (ADR 0108), counted on the simulator's request log."""
+    # The listener's next scale request: one idle runner beside the busy one.
+    await kube.patch_merge(
+        "EphemeralRunnerSet", ers, {"spec": {"replicas": 2, "patchID": 2}}, namespace=ns
+    )
+
+    async def registered_idle() -> dict[str, Any] | None:
+        pods = {p["metadata"]["name"] for p in (await kube.list("Pod", namespace=ns)).items}
+        for name, r in sorted((await _runners(kube, ns)).items()):
+            if name not in busy and name in pods and (r.get("status") or {}).get("runnerId"):
+                return r
+        return None
+
+    idle = await eventually(registered_idle, within=20, what="a registered idle runner")
+    scale_set_id = int(idle["spec"]["runnerScaleSetId"])
+
+    # A GitHub runner no EphemeralRunner stands for: the orphan scan removes it.
+    ghost, _ = sim.engine.generate_jit_config(scale_set_id, {"name": "ghost"})
+
+    # A stale registration of the name a runner asks its JIT config for: removed, then the
+    # runner registers afresh.
+    stale, _ = sim.engine.generate_jit_config(scale_set_id, {"name": "stale-name"})
+    meta = idle["metadata"]
+    await kube.create(
+        {
+            "apiVersion": idle["apiVersion"],
+            "kind": "EphemeralRunner",
+            "metadata": {
+                "name": "stale-name",
+                "namespace": ns,
+                "labels": meta.get("labels") or {},
+                "annotations": {
+                    k: v
+                    for k, v in (meta.get("annotations") or {}).items()
+                    if not k.startswith("arcflow.io/")
+                },
+            },
+            "spec": idle["spec"],
+        }
+    )
+
+    # A runner whose pod the API server refuses as invalid (a limit below its request): marked
+    # Failed/InvalidPod and removed from GitHub while it stays (its set may delete it later).
+    bad = copy.deepcopy(idle["spec"])
+    for container in bad["spec"]["containers"]:
+        container["resources"] = {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}
+    await kube.create(
+        {
+            "apiVersion": idle["apiVersion"],
+            "kind": "EphemeralRunner",
+            "metadata": {"name": "invalid-pod", "namespace": ns, "labels": meta.get("labels")},
+            "spec": bad,
+        }
+    )
+
+    async def invalid_marked() -> int | None:
+        status = ((await _runners(kube, ns)).get("invalid-pod") or {}).get("status") or {}
+        marked = status.get("reason") == "InvalidPod" and status.get("runnerId")
+        return int(status["runnerId"]) if marked else None
+
+    invalid_id = await eventually(invalid_marked, within=20, what="the invalid runner marked")
+
+    async def removed_once() -> bool:
+        fresh = ((await _runners(kube, ns)).get("stale-name") or {}).get("status") or {}
+        seen = {
+            "stale-name registered": bool(fresh.get("runnerId")),
+            "ghost calls": await removal_calls(sim, ghost.id),
+            "stale calls": await removal_calls(sim, stale.id),
+            "invalid calls": await removal_calls(sim, invalid_id),
+        }
+        want = {"stale-name registered": True, "ghost calls": 1, "stale calls": 1}
+        assert seen == {**want, "invalid calls": 1}, seen
+        return True
+
+    # The invalid runner, deregistered, may be deleted meanwhile (the orphan scan finds its
+    # GitHub runner gone): its finalizer then makes no second call.
+    await eventually(removed_once, within=30, what="each removed once")
+
+    # A runner whose image is outdated (exit 7): marked Outdated, deleted with its set (last:
+    # the ARS then replaces the set, which the orphan scan skips meanwhile).
+    outdated = meta["name"]
+    outdated_id = int(idle["status"]["runnerId"])
+    await kube.patch_status(
+        "Pod",
+        outdated,
+        _kubelet_status({"terminated": {"exitCode": 7, "reason": "Error"}}, phase="Failed"),
+        namespace=ns,
+    )
+
+    async def outdated_gone() -> bool:
+        return outdated not in await _runners(kube, ns)
+
+    await eventually(outdated_gone, within=30, what="the outdated runner released")
+    assert await removal_calls(sim, outdated_id) == 1
+    fresh_id = int((await kube.get("EphemeralRunner", "stale-name", ns))["status"]["runnerId"])
+    assert fresh_id != stale.id
+    # Later scans and passes make no second call for any of them.
+    for name in ("stale-name", "invalid-pod"):  # unless the replaced set took them already
+        with contextlib.suppress(NotFoundError):
+            await kube.delete("EphemeralRunner", name, namespace=ns)
+
+    async def both_gone() -> bool:
+        return not {"stale-name", "invalid-pod"} & set(await _runners(kube, ns))
+
+    await eventually(both_gone, within=20, what="the re-registered and the invalid runner released")
+    ids = (ghost.id, stale.id, outdated_id, fresh_id, invalid_id)
+    assert [await removal_calls(sim, i) for i in ids] == [1, 1, 1, 1, 1]

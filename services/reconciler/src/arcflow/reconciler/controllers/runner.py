@@ -150,7 +150,7 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
         return await _clean_up(ctx, er, scope)
     if status.phase in DONE_PHASES:
         await _delete_pod_and_secret(ctx, er, scope, "runner is done")
-        return Result.done()
+        return await _deregistered_while_done(ctx, er, scope)
     finalizers = er.finalizers
     missing = [f for f in (FINALIZER_ER, FINALIZER_ER_REGISTRATION) if f not in finalizers]
     if missing:
@@ -283,7 +283,9 @@ async def _pod_refused(
     )
     runner = _runner_id(er, registration)
     if decision.remove_runner and runner > 0:
-        await _registrar(ctx).remove_runner(scope.namespace, scope.ars, runner)
+        # Off the pass (ADR 0108); the call's end re-queues the runner, whose done pass drops
+        # the registration finalizer once it went through.
+        _removals(ctx).submit(_registrar(ctx), scope, er.namespace, er.name, runner)
     return Result.done()
 
 
@@ -306,7 +308,11 @@ async def _create_jit_secret(ctx: Context, er: EphemeralRunner, scope: Scope) ->
         if existing is None:
             return None
         if existing.runner_scale_set_id in (0, scale_set_id):
-            await registrar.remove_runner(scope.namespace, scope.ars, existing.id)
+            # A stale registration of this name: removed off the pass (ADR 0108); the call's
+            # end re-queues the runner, which asks for its JIT config again.
+            removals = _removals(ctx)
+            removals.take(er.namespace, name, existing.id)
+            removals.submit(registrar, scope, er.namespace, name, existing.id)
             return None
         await _delete_runner(ctx, er, scope, "runner name registered in another scale set")
         return None
@@ -368,8 +374,14 @@ async def _follow_pod(
     if terminated is not None:
         exit_code = terminated.exit_code
         if exit_code == 0:
+            # Released in this pass, judged on the pod this pass saw exit 0: a pod gone
+            # before a later finalizer pass would look like a runner GitHub still holds.
             await _delete_runner(ctx, er, scope, "runner finished its job")
-            return Result.done()
+            doc = await _read(ctx, EPHEMERAL_RUNNER, er.name, er.namespace)
+            deleting = None if doc is None else EphemeralRunner.from_observed(doc)
+            if deleting is None or not deleting.is_deleting:
+                return Result.done()  # its own pass releases it
+            return await _clean_up(ctx, deleting, scope, pod)
         if exit_code == RUNNER_OUTDATED_EXIT_CODE:
             await set_runner_status(
                 ctx,
@@ -383,9 +395,8 @@ async def _follow_pod(
                 },
                 "runner image is outdated",
             )
-            runner = _runner_id(er, registration)
-            if runner > 0:  # markAsOutdated also removes it from the service
-                await _registrar(ctx).remove_runner(scope.namespace, scope.ars, runner)
+            # Its set, Outdated now, deletes it; the finalizer makes the one removal call
+            # (ADR 0108: no call here, which made it twice).
             return Result.done()
         if oom_killed(pod):  # said, counted; with a job the runner ends Failed (ADR 0100)
             message = await report_oom(ctx, er, pod, scope, registration)
@@ -541,11 +552,56 @@ async def _registered_id(ctx: Context, er: EphemeralRunner) -> int:
     return registered
 
 
-async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
+def _removals(ctx: Context) -> RunnerRemovals:
+    return ctx.state(RunnerRemovals)
+
+
+def _removal_pending(ctx: Context, er: EphemeralRunner, scope: Scope, runner: int) -> Result | None:
+    """``None`` once GitHub no longer holds ``runner`` (the call answered ``ok`` or
+    ``not_found``); else what the pass returns: the call handed to the pool (its end re-queues
+    the runner), or a look again later."""
+    removals = _removals(ctx)
+    outcome = removals.take(er.namespace, er.name, runner)
+    if outcome is None:
+        removals.submit(_registrar(ctx), scope, er.namespace, er.name, runner)
+        return Result.done()
+    if outcome == "job_still_running":
+        return Result.again(ctx.tuning.job_running_recheck)
+    if outcome == FAILED:
+        return Result.again(REMOVAL_RETRY_SECONDS)
+    return None
+
+
+async def _deregistered_while_done(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
+    """A done runner not deleted yet whose removal was handed in (``Failed/InvalidPod``): once
+    it went through, the registration finalizer goes, so its later delete makes no second
+    call (ADR 0108). A call that failed, or one a restart lost, is the finalizer's to make."""
+    runner = status_of(er).runner_id
+    removals = _removals(ctx)
+    if FINALIZER_ER_REGISTRATION not in er.finalizers or runner <= 0:
+        return Result.done()
+    if removals.take(er.namespace, er.name, runner) not in ("ok", "not_found"):
+        return Result.done()
+    await ctx.writer.patch(
+        EPHEMERAL_RUNNER.kind,
+        er.name,
+        er.namespace,
+        finalizer_patch(er, [f for f in er.finalizers if f != FINALIZER_ER_REGISTRATION]),
+        scope,
+        "runner removed from the service while done",
+    )
+    return Result.done()
+
+
+async def _clean_up(
+    ctx: Context, er: EphemeralRunner, scope: Scope, seen: Pod | None = None
+) -> Result:
+    """The finalizers of a deleted runner; ``seen`` is the pod the pass that deleted it saw
+    (a runner that exited 0 is released in that pass, judged on it)."""
     finalizers = er.finalizers
     if FINALIZER_ER not in finalizers:
         return Result.done()
-    pod = await _get_pod(ctx, er.name, er.namespace)
+    pod = seen if seen is not None else await _get_pod(ctx, er.name, er.namespace)
     if FINALIZER_ER_REGISTRATION in finalizers and not _removed_with_job(er, pod):
         if _exited(pod, zero=False):
             # The runner process ended (killed for memory, crashed): its pod, which a sidecar
@@ -555,15 +611,9 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
         registered = await _registered_id(ctx, er)
         if registered > 0:
             # Off the reconcile path, bounded (ADR 0101): the call's end re-queues this runner.
-            removals = ctx.state(RunnerRemovals)
-            outcome = removals.take(er.namespace, er.name, registered)
-            if outcome is None:
-                removals.submit(_registrar(ctx), scope, er.namespace, er.name, registered)
-                return Result.done()
-            if outcome == "job_still_running":
-                return Result.again(ctx.tuning.job_running_recheck)
-            if outcome == FAILED:
-                return Result.again(REMOVAL_RETRY_SECONDS)
+            waiting = _removal_pending(ctx, er, scope, registered)
+            if waiting is not None:
+                return waiting
             # Read again: the removal may have ended an idle runner's pod meanwhile.
             pod = await _get_pod(ctx, er.name, er.namespace)
     # A pod that still runs (an idle runner scaled down, a set deleted) holds a node's
@@ -584,4 +634,5 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
     )
     ctx.stages.runner_gone(er.namespace, er.name)
     ctx.runner_set_state.pod_refusals_reported.pop((er.namespace, er.name), None)
+    _removals(ctx).forget(er.namespace, er.name)
     return Result.done()

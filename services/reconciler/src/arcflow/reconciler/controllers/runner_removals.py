@@ -11,6 +11,12 @@ runner that is deleting and still carries the registration finalizer needs a rem
 restart the first resync queues every cached runner, and those passes hand their removals in
 again. A removal started twice for one runner (a restart between the call and the release) is
 answered ``not_found``, and the runner is released.
+
+Every removal call of the reconciler goes through here (ADR 0108): a deleted runner's
+finalizer, a done runner that is not deleted yet (``Outdated``, ``Failed``/``InvalidPod``), a
+stale registration of the same name, and the orphan scan's GitHub runners. One runner has at
+most one call in flight, and the registration finalizer, dropped once the call succeeded,
+keeps a second one from being made.
 """
 
 from __future__ import annotations
@@ -55,6 +61,10 @@ class RunnerRemovals:
         del self.outcomes[(namespace, name)]
         return found[1]
 
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop an outcome nobody will take (its runner was released)."""
+        self.outcomes.pop((namespace, name), None)
+
     def submit(
         self,
         registrar: RegistrarRpcClient,
@@ -62,16 +72,20 @@ class RunnerRemovals:
         namespace: str,
         name: str,
         runner_id: int,
+        *,
+        on_end: Callable[[str], None] | None = None,
     ) -> None:
-        """Start removing ``runner_id`` unless a call for this runner is in flight; its end
-        re-queues ``er/<namespace>/<name>``."""
+        """Start removing ``runner_id`` unless a call under this key is in flight. Its end
+        re-queues ``er/<namespace>/<name>``, whose next pass takes the outcome; or, with
+        ``on_end`` (a GitHub runner no EphemeralRunner stands for: the orphan scan), hands the
+        outcome to it and keeps nothing."""
         key = (namespace, name)
         if key in self.pending:
             return
         if self._slots is None:
             self._slots = asyncio.Semaphore(max(1, self.concurrency))
         self.pending.add(key)
-        task = asyncio.create_task(self._remove(registrar, scope, key, runner_id))
+        task = asyncio.create_task(self._remove(registrar, scope, key, runner_id, on_end))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -81,6 +95,7 @@ class RunnerRemovals:
         scope: Scope,
         key: tuple[str, str],
         runner_id: int,
+        on_end: Callable[[str], None] | None,
     ) -> None:
         assert self._slots is not None
         outcome: str = FAILED
@@ -92,6 +107,9 @@ class RunnerRemovals:
             log.warning("runner %s/%s: removal call failed: %s", *key, exc)
         finally:
             self.pending.discard(key)
+        if on_end is not None:
+            on_end(outcome)
+            return
         self.outcomes[key] = (runner_id, outcome)
         self.requeue(Key("er", *key))
 
