@@ -1,5 +1,5 @@
-"""The removal pool (ADR 0101): bounded, one call per runner in flight, each end re-queues its
-runner with the outcome kept for its next pass. The registrar here is a stand-in that only
+"""The removal pool (ADRs 0101, 0108): bounded, one call per runner in flight, each end re-queues
+its runner with the outcome kept for its next pass. The registrar here is a stand-in that only
 counts: the pool is tested against the real registrar and simulator in
 ``reconciler_integration/test_end_to_end.py`` and ``test_slots.py``."""
 
@@ -67,3 +67,28 @@ async def test_removals_run_bounded_once_per_runner_and_requeue_it() -> None:
     await eventually(all_done, what="the new registration's call ended")
     assert removals.take("ns", "r2", 2) is None
     assert removals.take("ns", "r2", 99) == "ok"
+
+
+async def test_a_call_with_on_end_hands_its_outcome_over_and_keeps_nothing() -> None:
+    """The orphan scan's calls (ADR 0108): no runner to re-queue, no outcome left behind."""
+    gate = asyncio.Event()
+    gate.set()
+    registrar = CountingRegistrar(gate)
+    queued: list[Key] = []
+    ended: list[str] = []
+    removals = RunnerRemovals(concurrency=2, requeue=queued.append)
+    client = cast(RegistrarRpcClient, registrar)
+    scope = Scope("ns", "ars", "")
+    removals.submit(client, scope, "ns", "github-runner/7", 7, on_end=ended.append)
+    removals.submit(client, scope, "ns", "github-runner/7", 7, on_end=ended.append)
+
+    async def done() -> list[str]:
+        return ended
+
+    assert await eventually(done, what="the orphan's call ended") == ["job_still_running"]
+    assert registrar.calls == [7]
+    assert queued == []
+    assert removals.outcomes == {}
+    removals.outcomes[("ns", "r1")] = (1, "ok")
+    removals.forget("ns", "r1")  # its runner was released: nothing is kept for it
+    assert removals.outcomes == {}
