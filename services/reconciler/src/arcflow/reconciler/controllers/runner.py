@@ -294,6 +294,8 @@ async def _create_jit_secret(ctx: Context, er: EphemeralRunner, scope: Scope) ->
     scale_set_id = er.spec.runner_scale_set_id
     work_folder = er.runner_working_dir()
     registrar = _registrar(ctx)
+    if (er.namespace, name) in _removals(ctx).pending:
+        return None  # a stale registration of this name is being removed; its end re-queues
     holder = jit_claim_holder(er.annotations, ctx.tuning.clock())
     if holder is not None and holder != ctx.instance:
         return None  # another replica is asking for it; its Secret shows up shortly
