@@ -178,7 +178,7 @@ class ReconcilerState:
         (ADR 0065, controllers/orphans.py)."""
         removed = await scan_orphans(self.context, self.orphan_suspects)
         if any(removed.values()):
-            log.info("orphan scan removed %s", removed)
+            log.info("orphan scan: %s (GitHub runners handed to the removal pool)", removed)
 
     async def first_resync(self) -> None:
         """The resync at start-up: readiness waits for it."""
