@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from arcflow.common.constants import LABEL_ENTERPRISE, LABEL_ORGANIZATION, LABEL_REPOSITORY
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet
 from arcflow.reconciler.controllers.ars_rules import (
     ANNOTATION_OUTDATED_RECREATIONS,
     annotations_need_patch,
@@ -62,7 +62,7 @@ def test_id_annotations_need_a_patch_only_when_a_wanted_key_differs() -> None:
 
 
 def test_status_sums_every_runner_set_and_reads_missing_counts_as_zero() -> None:
-    sets = [
+    docs: list[dict[str, Any]] = [
         {
             "status": {
                 "currentReplicas": 2,
@@ -73,6 +73,7 @@ def test_status_sums_every_runner_set_and_reads_missing_counts_as_zero() -> None
         {"status": {"currentReplicas": 3, "failedEphemeralRunners": 1}},
         {},
     ]
+    sets = [EphemeralRunnerSet.model_validate(doc) for doc in docs]
     assert sum_status(sets) == {"current": 5, "pending": 1, "running": 1, "failed": 1}
 
 

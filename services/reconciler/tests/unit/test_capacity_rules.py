@@ -6,7 +6,7 @@ from typing import Any
 
 from arcflow.common.capacity import ShareReport
 from arcflow.common.constants import ANNOTATION_CAPACITY_SHARE
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet
 from arcflow.reconciler.controllers.capacity_rules import (
     REASON_DRAINED,
     REASON_DRAINING,
@@ -30,12 +30,14 @@ def ars(capacity: dict[str, Any] | None = None, **variants: dict[str, Any]) -> A
     )
 
 
-def ers(variant: str, runners: int, report: ShareReport | None) -> dict[str, Any]:
+def ers(variant: str, runners: int, report: ShareReport | None) -> EphemeralRunnerSet:
     annotations = {ANNOTATION_CAPACITY_SHARE: report.encode()} if report else {}
-    return {
-        "metadata": {"name": f"set-{variant}", "annotations": annotations},
-        "status": {"currentReplicas": runners},
-    }
+    return EphemeralRunnerSet.model_validate(
+        {
+            "metadata": {"name": f"set-{variant}", "annotations": annotations},
+            "status": {"currentReplicas": runners},
+        }
+    )
 
 
 def test_status_lifts_the_reports() -> None:

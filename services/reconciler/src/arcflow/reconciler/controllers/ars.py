@@ -22,7 +22,7 @@ from arcflow.common.builders import (
 )
 from arcflow.common.constants import FINALIZER_ARS, LABEL_VERSION
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, RESOURCE_QUOTA, NotFoundError
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet
 from arcflow.common.validation import summarize, validate_parsed
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_children import (
@@ -57,7 +57,7 @@ from arcflow.reconciler.controllers.controller_namespace import (
     missing_message,
     report_controller_namespace,
 )
-from arcflow.reconciler.controllers.manifest import finalizer_patch, meta
+from arcflow.reconciler.controllers.manifest import finalizer_patch
 from arcflow.reconciler.controllers.quota_condition import report_resource_quota
 from arcflow.reconciler.controllers.quota_rules import uses_resource_quota, with_quota_budget
 from arcflow.reconciler.controllers.registration import check_registration
@@ -157,7 +157,9 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     if outdated_wait is not None:
         return outdated_wait
 
-    waiting, draining, live = await converge_runner_sets(ctx, ars, desired)
+    waiting, draining, live_docs = await converge_runner_sets(ctx, ars, desired)
+    # The status rules read them through the model (the convergence compared the documents).
+    live = [EphemeralRunnerSet.from_observed(doc) for doc in live_docs]
     settled = not waiting and not draining
     try:
         listener_ready = await converge_listener(ctx, ars, desired_al, draining=draining)
@@ -174,7 +176,7 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     counts = sum_status(live)
     phase = PHASE_RUNNING if settled and listener_ready else PHASE_PENDING
     # Counted from the cache: the sets' status counts are paced and can lag (ADR 0033).
-    runners = {str(meta(ers)["name"]): current_runners(runner_counts(ctx, ers)) for ers in live}
+    runners = {ers.name: current_runners(runner_counts(ctx, ers.manifest)) for ers in live}
     drain = drain_state(ars, live, runners)
     ars = await report_drain(ctx, ars, scope, drain)
     held = await _patch_status(

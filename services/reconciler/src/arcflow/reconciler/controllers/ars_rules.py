@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from arcflow.common.builders import BuildError, encode_scale_set_ids, github_url_labels
@@ -19,7 +19,12 @@ from arcflow.common.constants import (
     LABEL_ORGANIZATION,
     LABEL_REPOSITORY,
 )
-from arcflow.common.models import AutoscalingRunnerSet, KubeObject, is_multi_variant
+from arcflow.common.models import (
+    AutoscalingRunnerSet,
+    EphemeralRunnerSet,
+    KubeObject,
+    is_multi_variant,
+)
 from arcflow.reconciler.assignments import ScaleSetAssignment
 from arcflow.reconciler.controllers.manifest import Manifest, meta
 
@@ -110,15 +115,17 @@ def annotations_need_patch(current: Mapping[str, str], wanted: dict[str, str | N
     return any(current.get(k) != v for k, v in wanted.items())
 
 
-def sum_status(runner_sets: list[Manifest]) -> dict[str, int]:
+def sum_status(runner_sets: Sequence[EphemeralRunnerSet]) -> dict[str, int]:
     """The ARS counts: each EphemeralRunnerSet's status summed over the variants."""
     total = {"current": 0, "pending": 0, "running": 0, "failed": 0}
     for ers in runner_sets:
-        status = ers.get("status") or {}
-        total["current"] += int(status.get("currentReplicas") or 0)
-        total["pending"] += int(status.get("pendingEphemeralRunners") or 0)
-        total["running"] += int(status.get("runningEphemeralRunners") or 0)
-        total["failed"] += int(status.get("failedEphemeralRunners") or 0)
+        status = ers.status
+        if status is None:
+            continue
+        total["current"] += status.current_replicas
+        total["pending"] += status.pending_ephemeral_runners
+        total["running"] += status.running_ephemeral_runners
+        total["failed"] += status.failed_ephemeral_runners
     return total
 
 
