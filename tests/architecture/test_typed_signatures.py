@@ -39,7 +39,6 @@ CEILINGS: dict[str, int] = {
     "reconciler/controllers/ars.py": 1,
     "reconciler/controllers/ars_children.py": 8,
     "reconciler/controllers/ars_rules.py": 2,
-    "reconciler/controllers/ars_schedule_rules.py": 1,
     "reconciler/controllers/ars_spec.py": 4,
     "reconciler/controllers/base.py": 4,
     "reconciler/controllers/capacity_rules.py": 1,
