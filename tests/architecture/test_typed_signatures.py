@@ -47,7 +47,6 @@ CEILINGS: dict[str, int] = {
     "reconciler/controllers/listener.py": 7,
     "reconciler/controllers/manifest.py": 8,
     "reconciler/controllers/orphans.py": 1,
-    "reconciler/controllers/quota_rules.py": 2,
     "reconciler/controllers/runner.py": 2,
     "reconciler/controllers/runner_rules.py": 2,
     "reconciler/controllers/runner_set.py": 9,

@@ -22,7 +22,7 @@ from arcflow.common.builders import (
 )
 from arcflow.common.constants import FINALIZER_ARS, LABEL_VERSION
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, RESOURCE_QUOTA, NotFoundError
-from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet, ResourceQuota
 from arcflow.common.validation import summarize, validate_parsed
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_children import (
@@ -144,7 +144,8 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
         tuples = listener_scale_sets(ars, ids)
         budgeted, quotas = ars, None
         if uses_resource_quota(ars):  # ADR 0062: the quotas come from the watch-fed cache
-            quotas = await read_list(ctx, RESOURCE_QUOTA, ars.namespace)
+            listed = await read_list(ctx, RESOURCE_QUOTA, ars.namespace)
+            quotas = [ResourceQuota.from_observed(doc) for doc in listed]
             budgeted = with_quota_budget(ars, quotas)
         ars = await report_resource_quota(
             ctx, ars, scope, found=None if quotas is None else bool(quotas)
