@@ -38,7 +38,7 @@ CEILINGS: dict[str, int] = {
     "reconciler/controllers/adapter.py": 3,
     "reconciler/controllers/ars.py": 1,
     "reconciler/controllers/ars_children.py": 8,
-    "reconciler/controllers/ars_rules.py": 2,
+    "reconciler/controllers/ars_rules.py": 1,
     "reconciler/controllers/ars_spec.py": 4,
     "reconciler/controllers/base.py": 4,
     "reconciler/controllers/capacity_rules.py": 1,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
 
 from arcflow.common.builders import BuildError, encode_scale_set_ids, github_url_labels
 from arcflow.common.constants import (
@@ -57,8 +57,19 @@ def outdated_recreate_delay(attempts: int, base: float, cap: float) -> float:
     return float(min(cap, base * (2 ** min(attempts - 1, 30))))
 
 
-def outdated_records(annotations: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """The loop guard's per-variant records from the ARS annotations (unreadable: none)."""
+@dataclass(frozen=True, slots=True)
+class OutdatedRecord:
+    """One variant's loop-guard record: how many recreations so far, when the last one was
+    (epoch seconds) and which EphemeralRunnerSet (uid) it was about."""
+
+    count: int = 0
+    last: float = 0.0
+    uid: str = ""
+
+
+def outdated_records(annotations: Mapping[str, str]) -> dict[str, OutdatedRecord]:
+    """The loop guard's per-variant records from the ARS annotations (unreadable: none; an
+    unreadable entry: left out)."""
     raw = annotations.get(ANNOTATION_OUTDATED_RECREATIONS)
     if not raw:
         return {}
@@ -66,7 +77,26 @@ def outdated_records(annotations: Mapping[str, str]) -> dict[str, dict[str, Any]
         value = json.loads(raw)
     except ValueError:
         return {}
-    return value if isinstance(value, dict) else {}
+    records: dict[str, OutdatedRecord] = {}
+    for variant, entry in value.items() if isinstance(value, dict) else ():
+        if not isinstance(entry, dict):
+            continue
+        try:
+            records[str(variant)] = OutdatedRecord(
+                int(entry.get("count") or 0),
+                float(entry.get("last") or 0),
+                str(entry.get("uid") or ""),
+            )
+        except (TypeError, ValueError):
+            continue
+    return records
+
+
+def encode_outdated_records(records: Mapping[str, OutdatedRecord]) -> str:
+    """The annotation value of :func:`outdated_records`."""
+    return json.dumps(
+        {v: {"count": r.count, "last": r.last, "uid": r.uid} for v, r in records.items()}
+    )
 
 
 def id_annotations(
