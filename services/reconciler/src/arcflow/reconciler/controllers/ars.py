@@ -23,6 +23,7 @@ from arcflow.common.builders import (
 from arcflow.common.constants import FINALIZER_ARS, LABEL_VERSION
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, RESOURCE_QUOTA, NotFoundError
 from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet, ResourceQuota
+from arcflow.common.models.autoscaling_runner_set import CapacityStatus
 from arcflow.common.validation import summarize, validate_parsed
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_children import (
@@ -199,7 +200,7 @@ async def _patch_status(
     *,
     phase: str,
     counts: dict[str, int] | None,
-    capacity: dict[str, Any] | None = None,
+    capacity: CapacityStatus | None = None,
 ) -> float:
     """Phase and summed counts; a counts-only change waits for ``status_interval`` (the
     seconds left are returned, 0 when written or unchanged)."""
@@ -214,7 +215,12 @@ async def _patch_status(
             failedEphemeralRunners=counts["failed"],
         )
     if capacity is not None or status.get("capacity") is not None:
-        wanted["capacity"] = capacity  # ADR 0062; None removes it
+        # ADR 0062; None removes it. The fields that were set, as the live document holds them.
+        wanted["capacity"] = (
+            capacity.model_dump(by_alias=True, exclude_unset=True, mode="json")
+            if capacity is not None
+            else None
+        )
     if all(status.get(k) == v for k, v in wanted.items()):
         return 0.0
     wait = ctx.status_pacer.wait("ars", scope.namespace, scope.ars)

@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 from arcflow.common.capacity import ShareReport
 from arcflow.common.constants import ANNOTATION_CAPACITY_SHARE
 from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet
+from arcflow.common.models.autoscaling_runner_set import CapacityStatus, VariantCapacityStatus
 from arcflow.common.naming import ephemeral_runner_set_name
 from arcflow.common.quantity import QuantityError, non_negative_quantity, pod_request
 
@@ -65,8 +65,10 @@ def capacity_status(
     ars: AutoscalingRunnerSet,
     runner_sets: Sequence[EphemeralRunnerSet],
     runners: Mapping[str, int] | None = None,
-) -> dict[str, Any] | None:
-    """``status.capacity`` from the listener's reports; ``None`` for a set without capacity."""
+) -> CapacityStatus | None:
+    """``status.capacity`` from the listener's reports; ``None`` for a set without capacity.
+    Only what is known is set (``share``/``advertised`` once a report came; ``total``/``used``
+    when a report has them): the status carries the fields that were set."""
     spec = ars.spec
     uses = (
         spec.capacity is not None
@@ -76,29 +78,29 @@ def capacity_status(
     if not uses:
         return None
     by_name = _by_name(runner_sets)
-    variants: list[dict[str, Any]] = []
+    variants: list[VariantCapacityStatus] = []
     totals: dict[str, str] = {}
     used: dict[str, str] = {}
     for variant in spec.effective_variants():
         name = ephemeral_runner_set_name(ars.name, variant.name)
         ers = by_name.get(name)
         report = _report(ers)
-        entry: dict[str, Any] = {
-            "name": variant.name,
-            "priority": variant.priority,
-            "runners": _runners(ers, (runners or {}).get(name)),
-            "drain": variant.drain,
-        }
+        entry = VariantCapacityStatus(
+            name=variant.name,
+            priority=variant.priority,
+            runners=_runners(ers, (runners or {}).get(name)),
+            drain=variant.drain,
+        )
         if report is not None:
-            entry.update(share=report.share, advertised=report.advertised)
+            entry.share, entry.advertised = report.share, report.advertised
             totals = totals or report.total
             used = used or report.used
         variants.append(entry)
-    out: dict[str, Any] = {"variants": variants}
+    out = CapacityStatus(variants=variants)
     if totals:
-        out["total"] = totals
+        out.total = totals
     if used:
-        out["used"] = used
+        out.used = used
     return out
 
 
