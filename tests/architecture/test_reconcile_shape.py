@@ -63,7 +63,6 @@ _WIRE = "the wire form is the point: a status patch or a block as the live docum
 EXPLAINED: dict[str, str] = {
     "adapter.py:scope_of_manifest:doc": _UNPARSABLE,
     "adapter.py:warn_unparsable:doc": _UNPARSABLE,
-    "ars.py:_patch_status:capacity": _WIRE,
     "ars_children.py:converge_runner_sets:desired": _BUILT,
     "ars_children.py:create:want": _BUILT,
     "ars_children.py:runner_counts:ers": _WIRE + " (the live ERS, compared with the desired)",

@@ -6,7 +6,7 @@ from fractions import Fraction
 from typing import Any
 
 from arcflow.common.builders.capacity import set_capacity_of
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, ResourceQuota
 from arcflow.reconciler.controllers.quota_rules import (
     quota_limits,
     uses_resource_quota,
@@ -30,8 +30,10 @@ def ars(capacity: dict[str, Any] | None) -> AutoscalingRunnerSet:
     )
 
 
-def quota(**hard: str) -> dict[str, Any]:
-    return {"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": hard}}
+def quota(**hard: str) -> ResourceQuota:
+    return ResourceQuota.model_validate(
+        {"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": hard}}
+    )
 
 
 def test_requests_and_pods_become_the_budget() -> None:

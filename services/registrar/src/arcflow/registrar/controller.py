@@ -66,10 +66,15 @@ async def read_ars(p: ArsPass, resource: Resource, key: ArsKey) -> Manifest | No
 
 
 async def report_invalid(p: ArsPass, doc: Manifest, error: InvalidManifestError) -> None:
+    """The adapter's hook for a document that did not parse: its metadata is all it reads."""
     meta = doc.get("metadata") or {}
+    generation = meta.get("generation")
     problems = [FieldError(path, message) for path, message in error.problems]
     await p.ctx.reporter.invalid(
-        str(meta.get("namespace") or ""), str(meta.get("name") or ""), doc, problems
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+        generation if isinstance(generation, int) else None,
+        problems,
     )
 
 

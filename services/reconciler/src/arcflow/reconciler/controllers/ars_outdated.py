@@ -4,14 +4,14 @@ listener, then that set; the normal pass recreates both, behind a per-variant lo
 
 from __future__ import annotations
 
-import json
-
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, build_event
 from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_children import delete_listeners_first, runner_set_models_of
 from arcflow.reconciler.controllers.ars_rules import (
     ANNOTATION_OUTDATED_RECREATIONS,
+    OutdatedRecord,
+    encode_outdated_records,
     outdated_records,
     outdated_recreate_delay,
     variant_of,
@@ -44,13 +44,12 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
     wait: float | None = None
     for ers in outdated:
         variant = variant_of(ers, ars) or "_"
-        record = records.get(variant) or {}
+        record = records.get(variant) or OutdatedRecord()
         uid = ers.uid
-        if record.get("uid") == uid:
+        if record.uid == uid:
             acting.append(ers)  # this attempt is already counted: carry on deleting
             continue
-        attempts = int(record.get("count") or 0)
-        last = float(record.get("last") or 0)
+        attempts, last = record.count, record.last
         if now.timestamp() - last > 2 * ctx.tuning.outdated_backoff_cap:
             attempts = 0  # long healthy since: start over
         remaining = (
@@ -63,7 +62,7 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
         if remaining > 0:
             wait = remaining if wait is None else min(wait, remaining)
             continue
-        records[variant] = {"count": attempts + 1, "last": now.timestamp(), "uid": uid}
+        records[variant] = OutdatedRecord(attempts + 1, now.timestamp(), uid)
         next_delay = outdated_recreate_delay(
             attempts + 1, ctx.tuning.outdated_backoff_base, ctx.tuning.outdated_backoff_cap
         )
@@ -73,13 +72,14 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
             f"{attempts + 1}; a further recreation waits "
             f"{next_delay:.0f}s"
         )
+        guard = encode_outdated_records(records)
         written = await ctx.writer.patch(
             AUTOSCALING_RUNNER_SET.kind,
             ars.name,
             ars.namespace,
             {
                 "metadata": {
-                    "annotations": {ANNOTATION_OUTDATED_RECREATIONS: json.dumps(records)},
+                    "annotations": {ANNOTATION_OUTDATED_RECREATIONS: guard},
                     "resourceVersion": current.resource_version,
                 }
             },

@@ -14,7 +14,7 @@ from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.assignments import ScaleSetAssignment
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context
-from arcflow.reconciler.controllers.conditions import condition_of, turn_ars_condition
+from arcflow.reconciler.controllers.conditions import ars_condition, turn_ars_condition
 from arcflow.reconciler.controllers.registration_rules import (
     CONDITION_REGISTERED,
     Failure,
@@ -42,7 +42,7 @@ async def check_registration(
         if not is_current(failure, written):
             ctx.kept.forget(group, "", event)  # a record was written since: it is over
             failure = None
-    current = condition_of(ars.manifest, CONDITION_REGISTERED)
+    current = ars_condition(ars, CONDITION_REGISTERED)
     verdict = decide(current, failure, list(variants), written, utc_now())
     if verdict is None:
         return ars

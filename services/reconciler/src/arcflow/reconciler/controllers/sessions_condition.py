@@ -15,7 +15,7 @@ from arcflow.common.events import SessionFailed, utc_now
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context
-from arcflow.reconciler.controllers.conditions import condition_of, turn_ars_condition
+from arcflow.reconciler.controllers.conditions import ars_condition, turn_ars_condition
 from arcflow.reconciler.controllers.sessions_rules import (
     CONDITION_SESSIONS,
     SessionState,
@@ -43,7 +43,7 @@ async def check_sessions(
         )
         for variant, event in events.items()
     }
-    current = condition_of(ars.manifest, CONDITION_SESSIONS)
+    current = ars_condition(ars, CONDITION_SESSIONS)
     open_now: set[str] | None = None
     if ctx.listener_sessions is not None and needs_open_sessions(current, states, ids):
         open_ids = await ctx.listener_sessions.open_among(ids.values())
