@@ -11,6 +11,10 @@ and exits 0. It never prints the JIT config, the secret or the token.
 
 Python's standard library only: the image is the Python base with this one file.
 
+SIGTERM (a pod deleted or evicted): a runner waiting for its job leaves its session and exits
+0; a runner running its job finishes and reports it first (as long as the pod's grace period
+lasts), then exits 0.
+
 Test-only fault modes (``ARCFLOW_RUNNER_FAULT``, never for real use):
   hang-after-job   report the job complete, then keep running (never exit by itself);
   oom-during-job   once the job runs, allocate memory until the container's limit kills it.
@@ -22,6 +26,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import sys
 import time
 import urllib.error
@@ -123,11 +128,23 @@ def patiently(what: str, action: Any) -> Any:
     raise AssertionError("unreachable")
 
 
+class Stop(Exception):
+    """SIGTERM while no job runs: leave now."""
+
+
 class Runner:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.token = ""
         self.session_id = ""
+        self.in_job = False
+        self.stopping = False
+
+    def on_sigterm(self, signum: int, frame: Any) -> None:
+        self.stopping = True
+        if not self.in_job:
+            raise Stop()
+        log("SIGTERM: finishing the job first")
 
     def authenticate(self) -> None:
         form = {
@@ -154,6 +171,7 @@ class Runner:
                 lambda: call("GET", url, "message poll", token=self.token, timeout=POLL_SECONDS),
             )
             if status == 200 and message:
+                self.in_job = True  # from here on SIGTERM lets the job finish
                 ack = self.config.url(
                     f"{path}/{message['messageId']}", sessionId=self.session_id
                 )
@@ -200,6 +218,7 @@ def main() -> int:
         log(f"{ENV_JIT} is not a JIT config this runner understands")
         return 2
     runner = Runner(config)
+    signal.signal(signal.SIGTERM, runner.on_sigterm)
     try:
         patiently("token", runner.authenticate)
         patiently("session", runner.connect)
@@ -212,6 +231,10 @@ def main() -> int:
         patiently("complete", lambda: runner.complete(job_id, result))
         log(f"job {job_id} completed: {result}")
         runner.leave()
+    except Stop:
+        log("SIGTERM while waiting for a job: leaving")
+        runner.leave()
+        return 0
     except Refused as error:
         log(f"the service refused: {error}")
         return 1

@@ -159,3 +159,35 @@ async def test_the_runner_program_fault_modes(raw):
     bad = await _program(raw.sim, hang_jit, "no-such-fault")
     await asyncio.wait_for(bad.wait(), timeout=30)
     assert bad.returncode == 2
+
+
+async def _wait_output(process: asyncio.subprocess.Process, text: str) -> None:
+    assert process.stdout is not None
+    while True:
+        line = await asyncio.wait_for(process.stdout.readline(), timeout=30)
+        assert line, f"the runner exited before printing {text!r}"
+        if text in line.decode():
+            return
+
+
+async def test_sigterm_lets_a_running_job_finish_and_an_idle_runner_leave(raw):
+    """A pod deleted or evicted: the runner in a job finishes and reports it; one waiting for
+    its job leaves at once and is offline, so no job is started on it afterwards."""
+    busy_job, busy_jit, _ = await _job_and_runner(raw, "busy", duration=1.0)
+    scale_set_id = await raw.create_scale_set("idle")
+    await raw.open_session(scale_set_id)
+    idle = (await raw.jit(scale_set_id, "idle-runner")).json()
+    busy = await _program(raw.sim, busy_jit)
+    waiting = await _program(raw.sim, idle["encodedJITConfig"])
+    await _wait_output(busy, "running job")
+    await _wait_output(waiting, "waiting for its job")
+    busy.terminate()
+    waiting.terminate()
+    assert await asyncio.wait_for(busy.wait(), timeout=30) == 0
+    assert await asyncio.wait_for(waiting.wait(), timeout=30) == 0
+    assert raw.sim.job(busy_job)["state"] == "completed"
+    assert raw.sim.job(busy_job)["result"] == "succeeded"
+    late = raw.sim.enqueue_job(["idle"])
+    runner = next(r for r in raw.sim.snapshot()["runners"] if r["id"] == idle["runner"]["id"])
+    assert (runner["status"], runner["jobId"]) == ("configured", None)
+    assert raw.sim.job(late)["state"] == "assigned", "not started on the runner that left"

@@ -790,6 +790,20 @@ class ActionsEngine:
         self._dispatch()
         return runner.session_id
 
+    def close_runner_session(self, runner: Runner) -> None:
+        """The runner went offline: it takes no job until it opens a session again, and a job
+        started on it that it never reported begun (it left before reading its message) goes
+        back to its scale set, assigned, for another runner."""
+        runner.session_id = None
+        job = self.jobs.get(runner.job_id) if runner.job_id is not None else None
+        if job is not None and job.state is JobState.RUNNING and job.runner_id == runner.id:
+            self._cancel_timer(job.job_id)
+            job.state = JobState.ASSIGNED
+            job.runner_id, job.runner_name, job.runner_assign_time = None, "", None
+        runner.job_id = None
+        runner.status = RunnerStatus.CONFIGURED
+        self._dispatch()
+
     def finish_runner_job(self, runner: Runner, job_id: str, result: str) -> Job:
         """The runner reports the end of the job it holds."""
         job = self.job(job_id)

@@ -10,7 +10,8 @@
    202 after the poll timeout; ``DELETE .../messages/{id}?sessionId=`` acknowledges it;
 4. ``POST {svc}_apis/runner/jobs/{jobId}/complete`` ``{result}`` -> ``JobCompleted``, and the
    ephemeral runner is gone;
-5. ``DELETE .../pools/{pool}/sessions/{sid}`` -> 204.
+5. ``DELETE .../pools/{pool}/sessions/{sid}`` -> 204: the runner is offline (an idle one takes
+   no job until it opens a session again).
 
 The shape follows GitHub's runner (a token from its credentials, a session, a message with its
 job, a completion); the paths and bodies are ours, not the real service's. A call with a token
@@ -103,8 +104,7 @@ class RunnerRoutes:
         return json_response({"sessionId": session_id, "agent": agent})
 
     async def delete_session(self, request: web.Request) -> web.Response:
-        runner = self._session_runner(request)
-        runner.session_id = None
+        self.engine.close_runner_session(self._session_runner(request))
         return empty_response(204)
 
     async def get_message(self, request: web.Request) -> web.Response:
