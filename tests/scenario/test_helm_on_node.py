@@ -144,14 +144,19 @@ async def test_the_three_variant_example_completes_its_jobs_on_runner_pods(
     seen: dict[str, dict[str, Any]] = {}
     job_ids = enqueue_everywhere(helm_simulator, per_variant=2)
 
-    async def runner_pods_seen() -> bool:  # the runner pods, while they exist
+    async def done_watching_runner_pods() -> bool:  # the runner pods, while they exist
         for pod in pods(helm_node, RUNNERS):
             if LABEL_EPHEMERAL_RUNNER in pod["metadata"].get("labels", {}):
                 seen[pod["metadata"]["name"]] = pod
-        assert len(seen) >= len(job_ids), f"runner pods seen: {sorted(seen)}"
+        jobs = sim(f"{helm_simulator}/_sim/jobs")["jobs"]
+        done = [j for j in jobs if j["jobId"] in job_ids and j["state"] == "completed"]
+        assert len(done) == len(job_ids), f"{len(done)} of {len(job_ids)} jobs completed"
         return True
 
-    await eventually(runner_pods_seen, within=JOBS_WITHIN, interval=0.5, what="runner pods")
+    try:
+        await eventually(done_watching_runner_pods, within=JOBS_WITHIN, interval=0.5, what="jobs")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{diagnosis(helm_node)}") from None
     jobs = await jobs_done(helm_node, helm_simulator, job_ids, within=JOBS_WITHIN)
     by_variant = dict.fromkeys(VARIANTS, 0)
     for job in jobs:
@@ -160,10 +165,12 @@ async def test_the_three_variant_example_completes_its_jobs_on_runner_pods(
         assert job["runnerName"].startswith(f"{RUNNERS}-{variant}-"), job
         by_variant[variant] += 1
     assert by_variant == dict.fromkeys(VARIANTS, 2)
+    for variant in VARIANTS:
+        assert any(name.startswith(f"{RUNNERS}-{variant}-") for name in seen), (variant, seen)
     for pod in seen.values():
         container = pod["spec"]["containers"][0]
         assert container["image"] == helm_images["runner"]
-        assert pod["spec"]["nodeName"] == helm_node.name
+        assert pod["spec"].get("nodeName") in (None, helm_node.name)  # None: not bound yet
         context = container["securityContext"]
         assert (context["runAsUser"], context["readOnlyRootFilesystem"]) == (10001, True)
         for status in pod.get("status", {}).get("containerStatuses", []):
@@ -232,6 +239,17 @@ async def test_a_killed_listener_container_is_replaced_and_jobs_flow(
     await _running(helm_simulator, job_ids)
     os.kill(_container_pid(helm_node, before), signal.SIGKILL)
     job_ids += enqueue_everywhere(helm_simulator, per_variant=1)
+
+    async def noticed() -> bool:  # the old pod's container seen ended (or the pod gone)
+        uid = before["metadata"]["uid"]
+        old = [p for p in pods(helm_node) if p["metadata"]["uid"] == uid]
+        statuses = old[0].get("status", {}).get("containerStatuses", []) if old else []
+        assert not old or any(
+            "terminated" in (s.get("state") or {}) or s.get("restartCount", 0) > 0 for s in statuses
+        ), "the killed listener is still seen running"
+        return True
+
+    await eventually(noticed, within=120, interval=0.5, what="the listener's end noticed")
     after = await _sessions_open(helm_node, helm_images, helm_simulator)
     replaced = after["metadata"]["uid"] != before["metadata"]["uid"]
     restarted = after["status"]["containerStatuses"][0].get("restartCount", 0) > 0
