@@ -383,7 +383,10 @@ async def test_helm_uninstall_and_deleting_the_set_leave_nothing_behind(
         assert not scale_sets, f"scale sets on GitHub: {[s['name'] for s in scale_sets]}"
         return True
 
-    await eventually(set_gone, within=120, interval=0.5, what="the set and its scale sets gone")
+    try:
+        await eventually(set_gone, within=120, interval=0.5, what="the set and its scale sets gone")
+    except AssertionError as exc:  # the registrar deletes the scale sets: its log says why not
+        raise AssertionError(f"{exc}\n{diagnosis(helm_node, (NAMESPACE,))}") from None
     helm(helm_node, "uninstall", helm_release, "-n", NAMESPACE, "--wait", "--timeout", "2m")
 
     async def gone() -> bool:
