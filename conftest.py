@@ -15,7 +15,6 @@ pytest_plugins = [
     "tests.fixtures.actions",
     "tests.fixtures.prometheus",
     "tests.fixtures.node",
-    "tests.fixtures.helm_node",
     "tests.file_order",
 ]
 

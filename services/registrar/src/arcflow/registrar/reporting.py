@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from nats.js import JetStreamContext
 
@@ -115,11 +116,13 @@ class Reporter:
         )
 
     async def invalid(
-        self, namespace: str, name: str, generation: int | None, problems: list[FieldError]
+        self, namespace: str, name: str, doc: Mapping[str, Any], problems: list[FieldError]
     ) -> None:
         """``spec.invalid`` for an ARS that is not registered as it is (once per generation
         and reason)."""
         self.metrics.errors.add(1, {"kind": "spec_invalid"})
+        metadata = doc.get("metadata") or {}
+        generation = metadata.get("generation")
         reason = summarize(problems)
         log.warning(
             "AutoscalingRunnerSet is invalid; not registering",
@@ -132,7 +135,7 @@ class Reporter:
             SpecInvalid(
                 source=self.source,
                 keys=EventKeys(namespace=namespace, ars=name),
-                generation=generation,
+                generation=generation if isinstance(generation, int) else None,
                 errors=[SpecIssue(path=p.path, message=p.message) for p in problems],
             ),
         )

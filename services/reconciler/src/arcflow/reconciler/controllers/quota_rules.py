@@ -11,10 +11,11 @@ set's runners are not subtracted (a documented simplification).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
+from typing import Any
 
-from arcflow.common.models import AutoscalingRunnerSet, ResourceQuota
+from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.quantity import QuantityError, format_quantity, non_negative_quantity
 
 _REQUESTS_PREFIX = "requests."
@@ -27,13 +28,16 @@ def uses_resource_quota(ars: AutoscalingRunnerSet) -> bool:
     return capacity is not None and bool(capacity.from_resource_quota)
 
 
-def quota_limits(quotas: Iterable[ResourceQuota]) -> tuple[int | None, dict[str, Fraction]]:
+def quota_limits(quotas: Iterable[Mapping[str, Any]]) -> tuple[int | None, dict[str, Fraction]]:
     """The tightest ``pods`` and per-resource request limit over ``quotas``' ``spec.hard``.
     An unparsable quantity is skipped (the API server validates them anyway)."""
     pods: int | None = None
     resources: dict[str, Fraction] = {}
     for quota in quotas:
-        for key, raw in (quota.spec.hard or {}).items():
+        hard = (quota.get("spec") or {}).get("hard") or {}
+        if not isinstance(hard, Mapping):
+            continue
+        for key, raw in hard.items():
             try:
                 amount = non_negative_quantity(raw)
             except QuantityError:
@@ -52,7 +56,7 @@ def quota_limits(quotas: Iterable[ResourceQuota]) -> tuple[int | None, dict[str,
 
 
 def with_quota_budget(
-    ars: AutoscalingRunnerSet, quotas: Iterable[ResourceQuota]
+    ars: AutoscalingRunnerSet, quotas: Iterable[Mapping[str, Any]]
 ) -> AutoscalingRunnerSet:
     """``ars`` with its ``capacity`` narrowed by ``quotas``; ``ars`` itself when it does not
     set ``fromResourceQuota``. An explicit ``maxRunners``/``resources`` value and a quota's
