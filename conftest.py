@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.fixtures.actions",
     "tests.fixtures.prometheus",
     "tests.fixtures.node",
+    "tests.fixtures.helm_node",
     "tests.file_order",
 ]
 

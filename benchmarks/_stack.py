@@ -144,6 +144,8 @@ class Stack:
                 PYTHONPYCACHEPREFIX=self.listener_bytecode_cache, PYTHONDONTWRITEBYTECODE=""
             )
             await warm_bytecode_cache(listener_env)
+        if "PYTHONPATH" in self.env:  # another source tree (--before-rev): the listener's too
+            listener_env["PYTHONPATH"] = self.env["PYTHONPATH"]
         raw = demo.load_example_ars(EXAMPLE)
         profiled = os.environ.get("ARCFLOW_BENCH_PROFILE", "")
         factory = StackFactory(

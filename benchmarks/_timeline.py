@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arcflow.common.kube import AUTOSCALING_LISTENER, EPHEMERAL_RUNNER_SET, POD, KubeClient
-from arcflow.devstack.pod_runner import classify_pod
+from arcflow.devstack.pod_spec import classify_pod
 
 _SET_CREATE = re.compile(r"/_apis/runtime/runnerscalesets$")
 _SESSION = re.compile(r"/_apis/runtime/runnerscalesets/(\d+)/sessions$")

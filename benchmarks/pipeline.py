@@ -19,6 +19,11 @@ messages per job and the services' RSS/CPU. Three runs by default; results in
     .venv/bin/python benchmarks/pipeline.py --mode burst
     .venv/bin/python benchmarks/pipeline.py --mode burst --kube apiserver   # + audit counts
     .venv/bin/python benchmarks/pipeline.py --mode burst --kube alternate   # emulator, real, ...
+    .venv/bin/python benchmarks/pipeline.py --mode burst --before-rev main  # main, this, ...
+
+``--before-rev REV``: runs alternate between the services of ``REV`` (its ``libs`` and
+``services`` exported to a temp folder and put first on the services' ``PYTHONPATH``, as
+``one_trigger.py`` does) and this checkout's, ``--runs`` of each; the summary is per side.
 
 On the real server each service runs as its chart's ServiceAccount (``--no-identities``: all
 as the admin), so the audit log counts the requests per arcflow identity (watcher, registrar,
@@ -492,6 +497,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "loadavg_at_start": [r["loadavg_at_start"][0] for r in runs],
         "runner_pods_equal_jobs": all(r["runner_pods"] == r["jobs"] for r in runs),
         "runner_pods": [r["runner_pods"] for r in runs],
+        "runner_gone_mean": spread(pick(("stage_breakdown", "stages", "runner_gone", "mean"))),
         "stage_sum_to_end_to_end_ratio": spread(pick(("stage_breakdown", "ratio"))),
         "stage_sum_less_start_reported_to_github_ratio": spread(
             pick(("stage_breakdown", "ratio_by_github"))
@@ -520,6 +526,11 @@ async def main() -> int:
     )
     parser.add_argument("--label", default="", help="suffix of the result file (e.g. before)")
     parser.add_argument(
+        "--before-rev",
+        default="",
+        help="alternate runs of this revision's services (before) with this checkout's (after)",
+    )
+    parser.add_argument(
         "--env", action="append", default=[], help="KEY=VALUE for every service (repeatable)"
     )
     args = parser.parse_args()
@@ -528,15 +539,25 @@ async def main() -> int:
     info = machine()
     runs = []
     kubes = ("emulator", "apiserver") if args.kube == "alternate" else (args.kube,)
-    for index in range(args.runs * len(kubes)):
-        kube = kubes[index % len(kubes)]
+    sides = {"": env}
+    if args.before_rev:
+        from one_trigger import export_tree, pythonpath
+
+        before = {"PYTHONPATH": pythonpath(export_tree(args.before_rev))}
+        sides = {"before": env | before, "after": env}
+    for index in range(args.runs * len(kubes) * len(sides)):
+        kube = kubes[index // len(sides) % len(kubes)]
+        side = list(sides)[index % len(sides)]
         result = await one_run(
-            args.mode, jobs, args.interval, env, kube, identities=args.identities
+            args.mode, jobs, args.interval, sides[side], kube, identities=args.identities
         )
+        result["side"] = side
         runs.append(result)
         audit = result["api_calls_audit_arcflow"]
+        gone = (result["stage_breakdown"]["stages"].get("runner_gone") or {}).get("mean")
         print(
-            f"run {index + 1} ({kube}, load {result['loadavg_at_start'][0]}): "
+            f"run {index + 1} ({kube}{' ' + side if side else ''}, "
+            f"load {result['loadavg_at_start'][0]}): runner_gone mean {gone}s, "
             f"deletion {result['deletion']['all_gone_seconds']}s "
             f"of {result['deletion']['objects']} objects, "
             f"audit/runner {audit.get('per_runner')} {audit.get('per_runner_by_identity')}",
@@ -570,9 +591,16 @@ async def main() -> int:
         "env": env,
         "machine": info,
         "identities": args.identities,
+        "before_rev": args.before_rev,
         "summary": summarize(runs)
-        if len(kubes) == 1
-        else {k: summarize([r for r in runs if r["kube"] == k]) for k in kubes},
+        if len(kubes) == 1 and len(sides) == 1
+        else {
+            f"{k}{'-' + side if side else ''}": summarize(
+                [r for r in runs if r["kube"] == k and r["side"] == side]
+            )
+            for k in kubes
+            for side in sides
+        },
         "runs": runs,
     }
     kube = "" if args.kube == "emulator" else f"-{args.kube}"  # emulator names unchanged

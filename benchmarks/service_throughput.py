@@ -121,25 +121,28 @@ def _stub_registrar_state(handler_s: float, on_event: Callable[[], None]) -> Any
     the ARS key since ADR 0072 (the pass runs on the queue), so ``handler_s`` no longer
     applies to it."""
 
+    from arcflow.common.reconcile.manager import Manager
+    from arcflow.registrar.controller import DECLARED
+
     def enqueue(namespace: str, name: str, *, trigger: str, seen_version: str = "") -> None:
         on_event()
 
-    return SimpleNamespace(enqueue=enqueue)
+    # The declared routing (ADR 0095) without a queue that runs: the handler asks it for keys.
+    return SimpleNamespace(enqueue=enqueue, manager=Manager(DECLARED, lambda _m: None))
 
 
 def _reconciler_state() -> Any:
     """The reconciler's real event -> keys handler with a work queue that is not started."""
+    from arcflow.common.reconcile.manager import Manager
+    from arcflow.reconciler.controllers.declared import DECLARED
     from arcflow.reconciler.settings import ReconcilerSettings
     from arcflow.reconciler.state import ReconcilerState
-    from arcflow.reconciler.workqueue import WorkQueue
-
-    async def never(key: Any) -> Any:
-        raise AssertionError("the work queue is not started in this benchmark")
 
     real = ReconcilerState.__new__(ReconcilerState)
     real.settings = ReconcilerSettings()
     real._trace_parents = {}
-    real.queue = WorkQueue(never)
+    real.manager = Manager(DECLARED, lambda _manager: None)  # no cache; the queue never starts
+    real.queue = real.manager.queue
     return real
 
 

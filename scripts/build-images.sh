@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds arcflow's four images (watcher, registrar, reconciler, listener) and docker-compose.yml's
-# devstack image from this checkout on a machine without a Docker engine and without a reachable
-# container registry (docs/images.md, ADR 0058):
+# Builds arcflow's four images (watcher, registrar, reconciler, listener), docker-compose.yml's
+# devstack image and the node's runner image from this checkout on a machine without a Docker
+# engine and without a reachable container registry (docs/images.md, ADR 0058):
 #   1. a Debian bookworm base with Python 3.11, made with debootstrap from Debian's packages and
 #      cached in .cache/images/, imported as the local image localhost/arcflow/python:3.11-bookworm;
 #   2. an image holding uv at the release the Dockerfile names (uv's own PyPI package);
@@ -14,7 +14,9 @@
 #      resolves compose service names, for scripts/compose-podman.sh.
 # Each chart image is tagged <repository from the chart's values.yaml>:<chart appVersion> (what a
 # chart install pulls) and localhost/arcflow/<name>:<appVersion>; the devstack image (no chart)
-# localhost/arcflow/devstack:<appVersion>. Only the four chart images' names are printed.
+# localhost/arcflow/devstack:<appVersion>, the runner image (the Dockerfile's `runner` target, a
+# runner of our own against the Actions simulator: ADR 0091) localhost/arcflow/runner:<appVersion>.
+# Only the four chart images' names are printed.
 #
 #   scripts/build-images.sh            # builds what is missing or out of date; prints the names
 #   scripts/build-images.sh --force    # runs every build (buildah's layer cache still applies)
@@ -63,9 +65,12 @@ declare -A REPO=(
   [listener]=$(listener_repository)
 )
 NAMES=(watcher registrar reconciler listener)
-# Built too, not printed: docker-compose.yml's emulator, simulator, pod runner and demo image.
+# Built too, not printed: docker-compose.yml's emulator, simulator, pod runner and demo image,
+# and the runner image runner pods on the node run (ADR 0091; no package: the Python base and one
+# program).
 REPO[devstack]=localhost/arcflow/devstack
-BUILDS=("${NAMES[@]}" devstack)
+REPO[runner]=localhost/arcflow/runner
+BUILDS=("${NAMES[@]}" devstack runner)
 declare -A PACKAGE=([devstack]=arcflow-cli)
 for name in "${NAMES[@]}"; do
   [ -n "${REPO[$name]}" ] || { echo "build-images: no image repository for $name in the charts" >&2; exit 1; }
@@ -177,7 +182,7 @@ for name in "${BUILDS[@]}"; do
     --build-arg "PYTHON_IMAGE=$BASE_IMAGE" \
     --build-arg "UV_IMAGE=$UV_IMAGE" \
     "${tags[@]}" . >"$CACHE/build-$name.log" 2>&1 || { tail -30 "$CACHE/build-$name.log" >&2; exit 1; }
-  [ "$name" = devstack ] || echo "${REPO[$name]}:$APP_VERSION"
+  case $name in devstack|runner) ;; *) echo "${REPO[$name]}:$APP_VERSION" ;; esac
 done
 # --- 4. what docker compose on podman needs besides ------------------------------------------------
 bash scripts/compose-images.sh

@@ -7,7 +7,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry.metrics import Meter
 
 from arcflow.common.nats import NatsSettings
 from arcflow.common.service.connection import ErrorHook
@@ -31,10 +34,14 @@ def control_plane(
     reconciler_settings: ReconcilerSettings,
     errors_for: Callable[[str], ErrorHook | None] = lambda _service: None,
     client_factory: ClientFactory = fast_client_factory,
+    reconciler_overrides: Mapping[str, Any] | None = None,
+    reconciler_meter: Meter | None = None,
 ) -> list[ServiceRun]:
     """The three control-plane services in start order; ``nats_for(service)`` gives each its
     NATS settings (e.g. its restricted user), ``errors_for`` an async-error hook,
-    ``client_factory`` the registrar's Actions clients (retries without waiting by default)."""
+    ``client_factory`` the registrar's Actions clients (retries without waiting by default),
+    ``reconciler_overrides`` the reconciler's test overrides (e.g. ``{"context": {...}}``) and
+    ``reconciler_meter`` where its metrics go."""
     watcher = WatcherSettings(
         namespaces=namespaces,
         resync_interval_seconds=0,
@@ -59,6 +66,8 @@ def control_plane(
             RECONCILER,
             reconciler_settings,
             nats_for("reconciler"),
+            overrides=reconciler_overrides or {},
             on_nats_error=errors_for("reconciler"),
+            meter=reconciler_meter,
         ),
     ]

@@ -418,6 +418,8 @@ KNOB_DEFAULTS = {
         "ARCFLOW_RECONCILER_WORKER_CAPS": "er=12",
         "ARCFLOW_RECONCILER_LISTENER_KUBE_QPS": "50",
         "ARCFLOW_RECONCILER_LISTENER_KUBE_BURST": "100",
+        "ARCFLOW_RECONCILER_JOB_COMPLETED_GRACE_SECONDS": "120",
+        "ARCFLOW_RECONCILER_REMOVAL_CONCURRENCY": "16",
     },
     "arcflow-registrar": {
         "ARCFLOW_KUBE_QPS": "20",
@@ -443,6 +445,8 @@ def test_the_knobs_are_named_values_with_fleet_defaults(helm: Helm, chart: str) 
             "workers": 32,
             "workerCaps": {"er": 20, "ers": 8},
             "listener": {"kube": {"qps": 80, "burst": 160}},
+            "jobCompletedGraceSeconds": 300,
+            "removalConcurrency": 32,
         }
     if chart == "arcflow-registrar":
         values |= {"workers": {"converge": 8, "rpc": 64}}
@@ -454,6 +458,8 @@ def test_the_knobs_are_named_values_with_fleet_defaults(helm: Helm, chart: str) 
         assert tuned["ARCFLOW_RECONCILER_WORKER_CAPS"] == "er=20,ers=8"
         assert tuned["ARCFLOW_RECONCILER_LISTENER_KUBE_QPS"] == "80"
         assert tuned["ARCFLOW_RECONCILER_LISTENER_KUBE_BURST"] == "160"
+        assert tuned["ARCFLOW_RECONCILER_JOB_COMPLETED_GRACE_SECONDS"] == "300"
+        assert tuned["ARCFLOW_RECONCILER_REMOVAL_CONCURRENCY"] == "32"
     if chart == "arcflow-registrar":
         assert tuned["ARCFLOW_REGISTRAR_CONVERGE_CONCURRENCY"] == "8"
         assert tuned["ARCFLOW_REGISTRAR_RPC_CONCURRENCY"] == "64"

@@ -178,7 +178,11 @@ def test_who_writes_what_is_what_the_roles_grant() -> None:
 
 
 def test_the_listener_patches_only_the_fields_the_docs_name() -> None:
-    from arcflow.listener.scaler import Decision, ers_patch
+    from datetime import UTC, datetime
+
+    from arcflow.common.constants import ANNOTATION_JOB_COMPLETED
+    from arcflow.common.events import JobInfo
+    from arcflow.listener.scaler import Decision, ers_patch, runner_completed_patch
 
     patch = ers_patch(
         Decision(target=3, patch_id=7, assigned_jobs=3, was_dirty=False), {"share": "1"}
@@ -187,10 +191,18 @@ def test_the_listener_patches_only_the_fields_the_docs_name() -> None:
         "spec": {"patchID": 7, "replicas": 3},
         "metadata": {"annotations": {"share": "1"}},
     }
+    completed = runner_completed_patch(JobInfo(message_type="JobCompleted"), datetime.now(UTC))
+    assert list(completed) == ["metadata"]
+    assert list(completed["metadata"]) == ["annotations"]
+    assert list(completed["metadata"]["annotations"]) == [ANNOTATION_JOB_COMPLETED]
     flat = " ".join(ARCHITECTURE.split())
     assert (
         "merge-patches an EphemeralRunnerSet's `replicas`, `patchID` and capacity-share "
-        "annotations (ADR 0062) and an EphemeralRunner's status (job fields)" in flat
+        "annotations (ADR 0062) and an EphemeralRunner's status (job fields) and "
+        "job-completed annotation (ADR 0100)" in flat
     )
     readme = " ".join(README.split())
-    assert "patches ERS `replicas`, `patchID` and share annotations, and runner status" in readme
+    assert (
+        "patches ERS `replicas`, `patchID` and share annotations, and runner status and "
+        "job-completed annotation" in readme
+    )

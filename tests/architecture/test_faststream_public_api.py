@@ -4,8 +4,8 @@ Anywhere in the repository (sources, tests, benchmarks, scripts): no import of a
 FastStream module (``faststream._internal`` or any ``_``-prefixed module or name), no class
 that subclasses a FastStream class, no class swap of an object (``obj.__class__ = ...``).
 In the service skeleton: the services' subscriptions have no fetch loop of their own
-(FastStream's pull loop fetches); the one JetStream fetch loop, ``service/fetch.py``, imports no
-FastStream and serves only the listener's light path (plain nats-py, ADR 0016).
+(FastStream's pull loop fetches); the listener, which consumes nothing since ADR 0104, needs
+none either.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 SKIP = {".venv", ".cache", "node_modules", ".git", "build", "dist", ".mypy_cache", "tools"}
 SKELETON = REPO / "libs/common/src/arcflow/common/service"
-LIGHT_LOOP = SKELETON / "fetch.py"
-LIGHT_LOOP_MODULE = "arcflow.common.service.fetch"
 
 
 def python_files() -> Iterator[Path]:
@@ -99,17 +97,6 @@ def fetch_calls(tree: ast.AST) -> list[int]:
     ]
 
 
-def imported_modules(tree: ast.AST) -> set[str]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found |= {f"{node.module}.{a.name}" for a in node.names}
-    return found
-
-
 def _parse(path: Path) -> ast.AST:
     return ast.parse(path.read_text(), str(path))
 
@@ -155,17 +142,6 @@ def test_no_private_faststream_import_subclass_or_class_swap_anywhere() -> None:
 
 
 def test_the_services_subscriptions_have_no_fetch_loop_of_their_own() -> None:
-    """FastStream's pull loop fetches for every subscription: the one fetch loop left in the
-    skeleton is the light path's, which runs no FastStream and only the listener uses."""
+    """FastStream's pull loop fetches for every subscription: the skeleton has no fetch loop."""
     fetching = sorted(p.name for p in SKELETON.rglob("*.py") if fetch_calls(_parse(p)))
-    assert fetching == [LIGHT_LOOP.name]
-    assert not faststream_names(_parse(LIGHT_LOOP))
-    users = sorted(
-        str(p.relative_to(REPO))
-        for root in (*REPO.glob("libs/*/src"), *REPO.glob("services/*/src"))
-        for p in root.rglob("*.py")
-        if p != LIGHT_LOOP
-        and any(m.startswith(LIGHT_LOOP_MODULE) for m in imported_modules(_parse(p)))
-    )
-    assert users
-    assert all(u.startswith("services/listener/") for u in users), users
+    assert fetching == []

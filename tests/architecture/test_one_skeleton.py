@@ -1,8 +1,7 @@
 """Issue 13 "Done when": no JetStream fetch loop, ``nats.connect`` or signal handling exists
 outside ``arcflow.common.service`` (ADR 0034). Tests and benchmarks may connect directly.
 
-The listener's workers pull through the skeleton's light loop (``service/fetch.py``), which
-imports no FastStream (ADR 0016).
+The listener consumes nothing (ADR 0104): its pump decides each batch it stored itself.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 from arcflow.common.events import K8sObjectChanged
 from arcflow.common.nats.jetstream import CONSUMERS, STREAM_K8S
 from arcflow.reconciler.cache import CACHED_KINDS, cached_kinds
-from arcflow.reconciler.routing import ROUTED_KINDS
+from arcflow.reconciler.controllers.declared import DECLARED
 from arcflow.reconciler.service import SERVICE as RECONCILER
 from arcflow.registrar.service import SERVICE as REGISTRAR
 
@@ -61,7 +61,9 @@ def test_no_reconciler_module_names_the_watchers_event() -> None:
 
 def test_every_routed_kind_is_cached_in_every_scope() -> None:
     cached = {kind.resource.kind for kind in CACHED_KINDS}
-    assert not ROUTED_KINDS - cached, "routed but never watched: " + str(ROUTED_KINDS - cached)
+    assert not DECLARED.routed_kinds - cached, "routed but never watched: " + str(
+        DECLARED.routed_kinds - cached
+    )
     scoped = {kind.resource.kind for kind in cached_kinds(["team-a"], "arc-systems")}
     assert scoped == cached  # a namespace-scoped install watches the same kinds
 

@@ -1,6 +1,7 @@
 """The reconciler's reconcile shape holds (ADR 0071, docs/reconciler.md#the-reconcile-shape):
 
-* the controllers' ``Context`` is frozen and nobody sets its fields after it is built;
+* the controllers' ``Context`` (and the registrar's, ADR 0095) is frozen and nobody sets its
+  fields after it is built;
 * dict walks (``.get("...")``) in ``controllers/`` only go down: each file has a ceiling, the
   count as of ADR 0071, to be lowered when a change removes some, never raised;
 * a controller function takes a dict-typed manifest only where the reason is written here.
@@ -14,9 +15,11 @@ import re
 from pathlib import Path
 
 from arcflow.reconciler.controllers.base import Context
+from arcflow.registrar.context import RegistrarContext
 
 REPO = Path(__file__).resolve().parents[2]
 RECONCILER = REPO / "services/reconciler"
+REGISTRAR = REPO / "services/registrar"
 CONTROLLERS = RECONCILER / "src/arcflow/reconciler/controllers"
 
 #: ``.get("`` occurrences per file of ``controllers/`` (ADR 0071: 247 before, 131 after).
@@ -60,7 +63,6 @@ _WIRE = "the wire form is the point: a status patch or a block as the live docum
 EXPLAINED: dict[str, str] = {
     "adapter.py:scope_of_manifest:doc": _UNPARSABLE,
     "adapter.py:warn_unparsable:doc": _UNPARSABLE,
-    "ars.py:_patch_status:capacity": _WIRE,
     "ars_children.py:converge_runner_sets:desired": _BUILT,
     "ars_children.py:create:want": _BUILT,
     "ars_children.py:runner_counts:ers": _WIRE + " (the live ERS, compared with the desired)",
@@ -102,15 +104,17 @@ def _controller_files() -> list[Path]:
 
 
 def test_the_context_is_frozen() -> None:
-    assert dataclasses.is_dataclass(Context)
-    assert Context.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    """The reconciler's and the registrar's alike (ADR 0095)."""
+    for context in (Context, RegistrarContext):
+        assert dataclasses.is_dataclass(context)
+        assert context.__dataclass_params__.frozen  # type: ignore[attr-defined]
 
 
 def test_nothing_sets_a_context_field_after_it_is_built() -> None:
     patched = re.compile(r"\b(ctx|context)\.\w+\s*=[^=]|setattr\(\s*(self\.)?(ctx|context)\b")
     found = [
         f"{path.relative_to(REPO)}:{number}"
-        for path in sorted(RECONCILER.rglob("*.py"))
+        for path in sorted([*RECONCILER.rglob("*.py"), *REGISTRAR.rglob("*.py")])
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if patched.search(line)
     ]

@@ -4,9 +4,10 @@ consumes and bad requests on every RPC subject. Each must be explained (a False 
 a Warning Event, the API server's refusal, a dead letter with a reason, an error reply) and
 nothing else may break: the jobs queued after the attack run too, with the usual figures.
 
-The subjects come from the services' declared specs (their subscriptions and RPC endpoints)
-and the listener's own consumer definition, so a new subscription is attacked without editing
-this test. The poison payloads and bad requests are those of the flow and registrar tests.
+The subjects come from the services' declared specs (their subscriptions and RPC endpoints),
+so a new subscription is attacked without editing this test; the listeners' job subjects get
+the same poison and a forged batch, which nothing reads back (ADR 0104). The poison payloads
+and bad requests are those of the flow and registrar tests.
 
 It runs on the Kubernetes API emulator, not the real server: most of these ARSs are refused by
 the CRD's structural schema on a real kube-apiserver (minimums, the variant name pattern, the
@@ -32,7 +33,7 @@ from arcflow.common.events import DeadLetter, JobsBatch, JobStatistics, encode_e
 from arcflow.common.kube import EPHEMERAL_RUNNER_SET, EVENT, InvalidError, NotFoundError
 from arcflow.common.naming import ephemeral_runner_set_name
 from arcflow.common.nats import STREAM_DLQ
-from arcflow.common.nats.jetstream import listener_jobs_consumer
+from arcflow.common.subjects import jobs_subject
 from arcflow.reconciler.service import SERVICE as RECONCILER
 from arcflow.registrar.service import SERVICE as REGISTRAR
 from arcflow.watcher.service import SERVICE as WATCHER
@@ -163,38 +164,38 @@ async def explained(stack: ChaosStack, names: list[str]) -> dict[str, str]:
 
 
 async def publish_poison(nc: Client, stack: ChaosStack) -> dict[str, tuple[str, str]]:
-    """Every poison on every consumed subject; msg id -> (subject, what the reason says)."""
+    """Every poison on every consumed subject; msg id -> (subject, what the reason says).
+
+    The listeners' own subjects get the same poison and a schema-valid batch no listener
+    published: nothing reads them back (ADR 0104), so they are never dead-lettered, and the
+    burst scaling on regardless shows they were never acted on."""
     assert stack.sim is not None
     js = nc.jetstream()
     filters = [s.consumer.filter_subject for spec in SPECS for s in spec.subscriptions]
     ids = {s["name"]: s["id"] for s in stack.scale_sets()}
     listener = {
-        listener_jobs_consumer(NAMESPACE, ARS_NAME, t.variant).filter_subject: ids[t.scale_set_name]
-        for t in stack.targets
+        jobs_subject(NAMESPACE, ARS_NAME, t.variant): ids[t.scale_set_name] for t in stack.targets
     }
     sent: dict[str, tuple[str, str]] = {}
+    published = 0
     for filter_subject in [*filters, *listener]:
         cases = dict(POISON)
-        if filter_subject in listener:  # a schema-valid batch a listener did not publish
-            own = listener[filter_subject]
-            other = next(i for i in listener.values() if i != own)
-            for case, scale_set_id, words in (
-                ("forged", own, "after the live session began"),
-                ("other set", other, f"on the subject of scale set {own}"),
-            ):
-                batch = JobsBatch(
-                    source="attacker",
-                    scale_set_id=scale_set_id,
-                    message_id=10**12,
-                    session_id="forged",
-                    statistics=JobStatistics(total_assigned_jobs=40),
-                )
-                cases[case] = (encode_event(batch), words)
+        if filter_subject in listener:
+            batch = JobsBatch(
+                source="attacker",
+                scale_set_id=listener[filter_subject],
+                message_id=10**12,
+                session_id="forged",
+                statistics=JobStatistics(total_assigned_jobs=40),
+            )
+            cases["forged"] = (encode_event(batch), "")
         for case, (payload, words) in cases.items():
-            msg_id = f"badinput-{len(sent)}"
+            msg_id = f"badinput-{published}"
+            published += 1
             subject = _concrete(filter_subject, case)
             await js.publish(subject, payload, timeout=30, headers={"Nats-Msg-Id": msg_id})
-            sent[msg_id] = (subject, words)
+            if filter_subject not in listener:
+                sent[msg_id] = (subject, words)
     return sent
 
 

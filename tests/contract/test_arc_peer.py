@@ -24,7 +24,7 @@ from arcflow.common.kube import (
 )
 from arcflow.devstack import upstream_arc
 from arcflow.devstack.factory import StackFactory, StackParts
-from arcflow.devstack.pod_runner import classify_pod
+from arcflow.devstack.pod_spec import classify_pod
 from tests.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.scenario]

@@ -16,12 +16,13 @@ from arcflow.common.service.flow import (
     flow_problems,
     flow_table,
     node_of,
+    render_controllers_markdown,
     render_markdown,
     render_rpc_markdown,
 )
 from arcflow.listener.service import SERVICE as LISTENER
 from arcflow.reconciler.cache import CACHED_KINDS
-from arcflow.reconciler.routing import ROUTED_KINDS
+from arcflow.reconciler.controllers.declared import DECLARED
 from arcflow.reconciler.service import SERVICE as RECONCILER
 from arcflow.registrar.service import SERVICE as REGISTRAR
 from arcflow.watcher.service import SERVICE as WATCHER
@@ -30,6 +31,7 @@ from arcflow.watcher.watchers import WATCHED_RESOURCES
 EVENTS_DOC = Path(__file__).parents[2] / "docs" / "events.md"
 START, END = "<!-- flow-table:start -->", "<!-- flow-table:end -->"
 RPC_START, RPC_END = "<!-- rpc-table:start -->", "<!-- rpc-table:end -->"
+CTL_START, CTL_END = "<!-- controllers-table:start -->", "<!-- controllers-table:end -->"
 SPECS = (WATCHER, REGISTRAR, RECONCILER, LISTENER)
 
 #: `arcflow audit` and any third party: read everything, produce nothing.
@@ -45,6 +47,9 @@ AUDITORS = FlowNode(
             "session.failed",
             "scale.decision",
             "deadletter",
+            # The listener's durable record of each GitHub message (ADR 0104: read by no
+            # service, there for audits and replays).
+            "jobs.batch",
         }
     ),
     publishes=frozenset(),
@@ -73,7 +78,7 @@ def test_a_consumer_without_producer_is_reported() -> None:
 def test_every_routed_resource_is_watched() -> None:
     """The reconciler routes the changes of its own watch-fed cache only (ADR 0069); the
     registrar converges on the watcher's events of ARSs and ERSs."""
-    assert not ROUTED_KINDS - {kind.resource.kind for kind in CACHED_KINDS}
+    assert not DECLARED.routed_kinds - {kind.resource.kind for kind in CACHED_KINDS}
     registrar_routes = {AUTOSCALING_RUNNER_SET.plural, EPHEMERAL_RUNNER_SET.plural}
     assert not registrar_routes - WATCHED_RESOURCES
 
@@ -95,9 +100,11 @@ def _between(text: str, start: str, end: str, body: str) -> str:
 
 
 def test_docs_events_md_shows_the_generated_tables() -> None:
-    """The event flow table and the request/reply table, both from the specs."""
+    """The event flow table, the controllers table and the request/reply table, all from the
+    specs."""
     text = EVENTS_DOC.read_text()
     wanted = _between(text, START, END, render_markdown(flow_table(nodes())))
+    wanted = _between(wanted, CTL_START, CTL_END, render_controllers_markdown(SPECS))
     wanted = _between(wanted, RPC_START, RPC_END, render_rpc_markdown(SPECS))
     if os.environ.get("ARCFLOW_UPDATE_DOCS") == "1":
         EVENTS_DOC.write_text(wanted)

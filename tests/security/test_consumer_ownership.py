@@ -22,14 +22,12 @@ from nats.js.api import ConsumerInfo
 from arcflow.common.nats import (
     CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_REGISTRAR_ARS,
-    STREAM_JOBS,
     STREAMS,
     ConsumerSpec,
     ensure_consumer,
     ensure_stream,
-    listener_jobs_consumer,
 )
-from arcflow.common.nats.permissions import SERVICES, consumer_owner
+from arcflow.common.nats.permissions import SERVICES
 from arcflow.registrar.k8s_changes import CONSUMER_REGISTRAR_ERS
 
 from .conftest import SecuredNats
@@ -41,7 +39,6 @@ OWNED: list[tuple[str, ConsumerSpec]] = [
     ("registrar", CONSUMER_REGISTRAR_ARS),
     ("registrar", CONSUMER_REGISTRAR_ERS),
     ("reconciler", CONSUMER_RECONCILER_SCALESETS),
-    ("listener", listener_jobs_consumer("own-ns", "own-ars", "gpu")),
 ]
 NEVER_MATCHES = "arc.nothing.ever"
 
@@ -104,9 +101,7 @@ async def test_no_identity_can_touch_another_identitys_durable(
         await attempt(f"{api}.CONSUMER.MSG.NEXT.{stream}.{durable}", b'{"batch":1}')
         await attempt(f"{api}.CONSUMER.DELETE.{stream}.{durable}")
         await attempt(f"$JS.ACK.{stream}.{durable}.1.1.1.1700000000000000000.0", b"+ACK")
-    for stream in STREAMS:
-        if consumer_owner(stream.name) == attacker:
-            continue  # the listener owns every named consumer on ARC_JOBS
+    for stream in STREAMS:  # nobody names a consumer of its own (the listener neither: ADR 0104)
         await attempt(f"$JS.API.CONSUMER.CREATE.{stream.name}.{attacker}-own")
         await attempt(f"$JS.API.CONSUMER.DURABLE.CREATE.{stream.name}.{attacker}-own")
     await nc.flush()
@@ -139,9 +134,3 @@ async def test_ephemeral_create_cannot_smuggle_a_durable_name(
     after = await _info(secured, owner, spec)
     assert after.config.filter_subject == spec.filter_subject
     assert after.config.deliver_subject is None
-
-
-async def test_listener_durables_live_only_on_the_jobs_stream() -> None:
-    """The one wildcard grant (any named consumer) is confined to the listener's own stream."""
-    assert consumer_owner(STREAM_JOBS.name) == "listener"
-    assert {consumer_owner(s.name) for s in STREAMS if s is not STREAM_JOBS} == {None}

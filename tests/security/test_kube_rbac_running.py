@@ -38,7 +38,7 @@ from arcflow.common.nats import NatsSettings
 from arcflow.common.service.inprocess import ServiceRun, running
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.nats_server import NatsServer
-from arcflow.reconciler.cache import build_cache
+from arcflow.reconciler.cache import cached_kinds
 from arcflow.reconciler.settings import ReconcilerSettings
 from arcflow.registrar.lookup import ars_cached_kind
 from arcflow.registrar.settings import RegistrarSettings
@@ -235,12 +235,10 @@ async def test_scoped_identities_sync_their_caches(
     )[service]
     async with await scoped.client() as kube:
         cache = (
-            build_cache(
+            ObjectCache(
                 kube,
-                lambda _key: None,
-                controller_ns,
+                cached_kinds(ReconcilerSettings(namespaces=[runners_ns]).namespaces, controller_ns),
                 relist_seconds=3600,
-                namespaces=ReconcilerSettings(namespaces=[runners_ns]).namespaces,
             )
             if service == "reconciler"
             else ObjectCache(  # JitLookup's

@@ -31,15 +31,12 @@ from arcflow.common.nats import (
     CONSUMER_REGISTRAR_ARS,
     KV_SCALESETS,
     KV_WATCH,
-    STREAM_DLQ,
     STREAM_JOBS,
     STREAM_SCALE,
     NatsSettings,
     ensure_bucket,
-    ensure_consumer,
     ensure_jetstream,
     ensure_stream,
-    listener_jobs_consumer,
     publish_event,
 )
 from arcflow.common.nats.permissions import (
@@ -175,21 +172,15 @@ async def test_each_service_does_its_job_with_its_own_user(secured: SecuredNats)
     )
     await publish_event(reconciler, subjects.audit_subject(NS, ARS), written)
 
-    # listener: its three streams, its own durable, a jobs batch in, a scale decision out
+    # listener: its two streams, a jobs batch stored, a scale decision out and read back, the
+    # jobs stream's end (ADR 0104: it consumes nothing)
     listener = (await secured.connect("listener")).jetstream()
-    for stream in (STREAM_JOBS, STREAM_SCALE, STREAM_DLQ):
+    for stream in (STREAM_JOBS, STREAM_SCALE):
         await ensure_stream(listener, stream)
-    spec = listener_jobs_consumer(NS, ARS)
-    await ensure_consumer(listener, spec)
     batch = JobsBatch(source="listener", scale_set_id=7, message_id=1, statistics=JobStatistics())
-    await publish_event(listener, subjects.jobs_subject(NS, ARS), batch)
-    jobs = await listener.pull_subscribe_bind(durable=spec.durable, stream=spec.stream)
-    fetched = await jobs.fetch(1, timeout=2)
-    await fetched[0].ack_sync()
-    info = await listener.consumer_info(spec.stream, spec.durable)
-    assert info.ack_floor is not None
-    raw = await listener.get_msg(spec.stream, seq=info.ack_floor.stream_seq)
-    assert isinstance(parse_event(raw.data or b""), JobsBatch)
+    stored = await publish_event(listener, subjects.jobs_subject(NS, ARS), batch)
+    assert stored is not None
+    assert (await listener.stream_info(STREAM_JOBS.name)).state.last_seq >= stored.seq
     decision = ScaleDecision(
         source="listener",
         scale_set_id=7,

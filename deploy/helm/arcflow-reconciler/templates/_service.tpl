@@ -36,6 +36,10 @@ actions.github.com/controller-watch-single-namespace: {{ $watched }}
 - name: ARCFLOW_RECONCILER_WORKER_CAPS
   value: {{ join "," $pairs | quote }}
 {{- end }}
+- name: ARCFLOW_RECONCILER_JOB_COMPLETED_GRACE_SECONDS
+  value: {{ .Values.jobCompletedGraceSeconds | quote }}
+- name: ARCFLOW_RECONCILER_REMOVAL_CONCURRENCY
+  value: {{ .Values.removalConcurrency | quote }}
 {{- /* The drain on SIGTERM fits the grace period: by default the grace period less 10 s (for
   the rest of the shutdown); an explicit drainSeconds must leave at least 5 s. */}}
 {{- $grace := int .Values.terminationGracePeriodSeconds }}

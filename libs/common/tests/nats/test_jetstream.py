@@ -21,7 +21,6 @@ from arcflow.common.nats import (
     JetStreamLayout,
     auditor_consumer,
     ensure_jetstream,
-    listener_jobs_consumer,
     publish_event,
     stream_for_subject,
 )
@@ -47,10 +46,6 @@ def test_consumer_specs_bound_redelivery_and_back_off() -> None:
         ConsumerSpec("a.b", "ARC_K8S", "arc.k8s.>")
     with pytest.raises(ValueError, match="max_deliver"):
         ConsumerSpec("a", "ARC_K8S", "arc.k8s.>", max_deliver=0)
-    listener = listener_jobs_consumer("arc", "big.one", "")
-    assert listener.filter_subject == "arc.jobs.arc.big~one._"
-    assert listener.stream == "ARC_JOBS"
-    assert listener.durable != listener_jobs_consumer("arc", "big.one", "gpu").durable
     assert auditor_consumer("cli", subjects.filter_for("audit")).stream == "ARC_AUDIT"
 
 

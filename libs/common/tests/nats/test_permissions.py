@@ -11,7 +11,6 @@ from arcflow.common.nats import (
     CONSUMER_RECONCILER_SCALESETS,
     CONSUMER_REGISTRAR_ARS,
     STREAMS,
-    listener_jobs_consumer,
 )
 from arcflow.common.nats.permissions import (
     REGISTRAR_RPC_QUEUE,
@@ -91,7 +90,7 @@ def test_listener_publishes_scale_decisions_and_only_consumers_publish_dead_lett
     assert [s for s, p in SERVICE_PERMISSIONS.items() if p.may_publish(scale)] == ["listener"]
     dlq = subjects.dlq_subject(DATA["listener"])
     producers = {s for s, p in SERVICE_PERMISSIONS.items() if p.may_publish(dlq)}
-    assert producers == {"registrar", "reconciler", "listener"}
+    assert producers == {"registrar", "reconciler"}  # the listener consumes nothing (ADR 0104)
 
 
 def test_only_the_reconciler_calls_the_registrar_and_only_the_registrar_serves() -> None:
@@ -119,7 +118,6 @@ def test_durables_are_usable_only_by_their_owner() -> None:
     owners = {
         CONSUMER_REGISTRAR_ARS: "registrar",
         CONSUMER_RECONCILER_SCALESETS: "reconciler",
-        listener_jobs_consumer("ns", "ars", "gpu"): "listener",
     }
     for spec, owner in owners.items():
         fetch = f"$JS.API.CONSUMER.MSG.NEXT.{spec.stream}.{spec.durable}"
@@ -154,9 +152,8 @@ def test_each_service_creates_and_pulls_only_its_own_durables() -> None:
             ("ARC_SCALESETS", "reconciler-scalesets"),
             ("ARC_ERRORS", "reconciler-errors"),
         },
-        # the durable the reconciler consumed before ADR 0069: nobody may use it now
-        "nobody": {("ARC_K8S", "reconciler-k8s")},
-        "listener": {("ARC_JOBS", "listener-jobs-abc")},
+        # durables consumed before ADR 0069 (reconciler) and ADR 0104 (listener): nobody now
+        "nobody": {("ARC_K8S", "reconciler-k8s"), ("ARC_JOBS", "listener-jobs-abc")},
     }
     every = {durable for durables in owned.values() for durable in durables}
     for service, perms in SERVICE_PERMISSIONS.items():

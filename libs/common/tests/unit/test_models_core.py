@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from arcflow.common.models import Pod, Secret
+from arcflow.common.models import Pod, ResourceQuota, Secret
 
 TOKEN = "ghp_not-in-any-repr-0123456789"
 
@@ -65,3 +65,17 @@ def test_a_secret_keeps_its_values_out_of_the_model_and_its_repr() -> None:
     for text in (repr(secret), str(secret), str(secret.model_dump()), str(secret.to_manifest())):
         assert TOKEN not in text
         assert base64.b64encode(TOKEN.encode()).decode() not in text
+
+
+def test_a_resource_quota_reads_its_hard_limits_and_keeps_the_rest() -> None:
+    doc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q", "namespace": "ns"},
+        "spec": {"hard": {"pods": "10", "requests.cpu": "4"}, "scopes": ["NotBestEffort"]},
+        "status": {"used": {"pods": "2"}},
+    }
+    quota = ResourceQuota.from_observed(doc)
+    assert quota.spec.hard == {"pods": "10", "requests.cpu": "4"}
+    assert quota.to_manifest() == doc
+    assert ResourceQuota.from_observed({"metadata": {"name": "q"}}).spec.hard is None

@@ -17,13 +17,9 @@ from arcflow.common import constants
 from arcflow.common.kube import POD, KubeClient, KubeSettings, NotFoundError
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.pod_runner import (
-    PodRunner,
-    PodStartError,
-    SimulatedRunnerBackend,
-    env_secret_refs_of,
-    resolve_container_env,
-)
+from arcflow.devstack.pod_runner import PodRunner
+from arcflow.devstack.pod_spec import PodStartError, env_secret_refs_of, resolve_container_env
+from arcflow.devstack.runner_backend import SimulatedRunnerBackend
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,8 @@ from arcflow.common.kube import POD, ForbiddenError, KubeApiError, KubeClient, N
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.control_plane import ControlPlane
 from arcflow.devstack.kubelet import NODE_LEASE_NAMESPACE, ApiCaller
-from arcflow.devstack.pod_runner import PodRunner, SimulatedRunnerBackend
+from arcflow.devstack.pod_runner import PodRunner
+from arcflow.devstack.runner_backend import SimulatedRunnerBackend
 from tests.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

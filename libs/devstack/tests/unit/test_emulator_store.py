@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from arcflow.common.kube import CONFIG_MAP, CUSTOM_RESOURCE_DEFINITION, NAMESPACE
-from arcflow.devstack.kube_emulator.store import ApiStatus, DeleteOptions, ObjectStore
+from arcflow.devstack.kube_emulator.status import ApiStatus
+from arcflow.devstack.kube_emulator.store import DeleteOptions, ObjectStore
 
 
 def cm(name: str, ns: str = "a", **meta: object) -> dict[str, object]:

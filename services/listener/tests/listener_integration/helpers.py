@@ -127,7 +127,6 @@ def listener_options(nats_url: str, kubeconfig: Path, **overrides: Any) -> Liste
     options = ListenerOptions(
         backoff=Backoff(initial=0.05, cap=0.2, jitter=0.0),
         retry=RetryPolicy.fast(max_retries=1),
-        fetch_timeout=0.5,
         host="listener-pod",
         kube_settings=KubeSettings(kubeconfig=str(kubeconfig), qps=1000, burst=1000),
         nats=NatsSettings(url=nats_url),

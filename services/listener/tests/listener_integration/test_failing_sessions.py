@@ -112,7 +112,7 @@ async def test_conflicting_and_failing_sessions_do_not_stop_the_healthy_set(
     # The failing sets never scaled: no session, so no statistics and no batches.
     assert (final["gpu"].get("replicas") or 0, final["arm"].get("replicas") or 0) == (0, 0)
     for variant in ("gpu", "arm"):
-        assert units[variant].worker.decisions == []
+        assert units[variant].decider.decisions == []
 
     # Retried with backoff: each failure waited the next delay (doubling, capped) ...
     for variant, status in (("gpu", "409"), ("arm", "500")):

@@ -1,5 +1,6 @@
 """Publish before ack: a crash between JetStream's PubAck and GitHub's ack loses nothing and
-scales nothing twice, within the duplicate window (JetStream) and beyond it (the watermark)."""
+scales nothing twice, in one process (JetStream's duplicate answer) and across a restart (the
+watermark the last ``scale.decision`` names)."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ async def test_crash_after_publish_before_ack_loses_nothing_and_scales_once(
     assert crashed, "the crash hook never ran"
     assert cpu.pump_stats.failures == 1
     assert cpu.pump_stats.starts == 2
-    # Stored once on the stream (Nats-Msg-Id de-duplication), handled once by the worker.
+    # Stored once on the stream (Nats-Msg-Id de-duplication), decided once.
     stored = [
         parse_event(data)
         for _h, data in await stream_events(rig.nats_url, f"arc.jobs.{rig.namespace}.{ARS}.cpu")
@@ -66,18 +67,20 @@ async def test_crash_after_publish_before_ack_loses_nothing_and_scales_once(
     stored_ids = [e.message_id for e in stored if isinstance(e, JobsBatch)]
     assert stored_ids.count(crashed[0]) == 1
     assert len(stored_ids) == len(set(stored_ids))
-    handled = [d for d in cpu.worker.decisions if d.was_dirty or d.assigned_jobs]
-    assert handled, "the worker never scaled on a batch"
+    handled = [d for d in cpu.decider.decisions if d.was_dirty or d.assigned_jobs]
+    assert handled, "no decision on a batch"
     jobs_seen = sum(len(e.jobs) for e in stored if isinstance(e, JobsBatch))
     assert jobs_seen == 3  # three JobAssigned, none lost, none twice
-    assert cpu.worker.skipped_batches == 0
+    assert cpu.decider.skipped_batches == 0
 
 
-async def test_a_late_duplicate_is_not_scaled_again_after_a_restart(
+async def test_a_restarted_listener_resumes_after_the_last_decided_batch(
     rig: ListenerRig,
 ) -> None:
-    """Beyond the duplicate window JetStream stores the re-publish; the worker's durable
-    watermark (restored from the decision stream and the ack floor) skips it."""
+    """The listener reads no batch back from the stream (ADR 0104): a copy stored there by
+    anyone is never scaled on, and a restarted listener resumes from the batch its last
+    ``scale.decision`` names, so GitHub's redelivery of it (JetStream answers with the
+    sequence of the stored copy) is not scaled again."""
     sim = rig.sim
     variants = [Variant("cpu", 0, 10)]
     token, ids = await rig.register(variants)
@@ -100,7 +103,7 @@ async def test_a_late_duplicate_is_not_scaled_again_after_a_restart(
     last = parse_event(last_data)
     assert isinstance(last, JobsBatch)
 
-    # The same GitHub message published again under another Nats-Msg-Id (outside the window).
+    # The same GitHub message stored again under another Nats-Msg-Id: nobody reads it back.
     nc = await nats.connect(rig.nats_url)
     try:
         js = nc.jetstream()
@@ -111,10 +114,14 @@ async def test_a_late_duplicate_is_not_scaled_again_after_a_restart(
     second = Listener(config, options=rig.options())
     async with RunningListener(second):
         await eventually(lambda: ready(len(second.units)), lambda n: n == 1)
-        worker = second.units[0].worker
-        await eventually(lambda: ready(worker.skipped_batches), lambda n: n == 1)
-        assert worker.watermark is not None
-        assert worker.watermark.message_id == last.message_id
-    assert not [d for d in worker.decisions if d.was_dirty]
+        decider = second.units[0].decider
+        mark = await eventually(lambda: ready(decider.watermark), lambda m: m is not None)
+        assert mark is not None
+        assert (mark.session_id, mark.message_id) == (last.session_id, last.message_id)
+        # GitHub redelivers it after a crash before its ack: JetStream's duplicate answer
+        # names the stored copy's sequence, at or below the restored watermark.
+        assert await decider.batch(last, mark.stream_seq) is None
+        assert decider.skipped_batches == 1
+    assert not [d for d in decider.decisions if d.was_dirty]
     specs = await rig.ers_specs(variants)
     assert specs["cpu"]["replicas"] == 2

@@ -77,18 +77,18 @@ async def test_each_variant_scales_its_own_ers_with_its_own_patch_ids(
             response.text
         )
 
-    # Each worker ran its own sequence: its first decision forced (0), later ones numbered
+    # Each decision ran its own sequence: its first decision forced (0), later ones numbered
     # by its own counter, and its ERS carries its own last patch id.
     by_name = {unit.target.variant: unit for unit in listener.units}
     for variant in VARIANTS:
-        worker = by_name[variant.name].worker
-        decisions = worker.decisions
+        decider = by_name[variant.name].decider
+        decisions = decider.decisions
         assert decisions[0].patch_id == 0
         numbered = [d.patch_id for d in decisions if d.patch_id]
         assert numbered == sorted(set(numbered))
         assert specs[variant.name]["patchID"] in {d.patch_id for d in decisions}
-        assert worker.scaler.patch_seq == len(decisions) - 1
-    sequences = {v.name: by_name[v.name].worker.scaler.patch_seq for v in VARIANTS}
+        assert decider.scaler.patch_seq == len(decisions) - 1
+    sequences = {v.name: by_name[v.name].decider.scaler.patch_seq for v in VARIANTS}
     assert len(set(sequences.values())) >= 1  # independent counters (values may coincide)
 
     # Decisions were published per variant on arc.scale.<ns>.<ars>.<variant>.
@@ -105,7 +105,7 @@ async def test_each_variant_scales_its_own_ers_with_its_own_patch_ids(
             assert event.desired_replicas == EXPECTED[variant.name]
     finally:
         await nc.close()
-    # One trace per batch: the worker's decision continues the pump's trace (NATS headers).
+    # One trace per batch: the decision runs in the pump's span, its event carries it.
     for variant in VARIANTS:
         batches = await stream_events(
             rig.nats_url, f"arc.jobs.{rig.namespace}.{ARS}.{variant.name}"

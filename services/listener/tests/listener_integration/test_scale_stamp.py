@@ -3,7 +3,7 @@ write; the reconciler's ``runner_created`` starts there, and the listener's
 ``scale_requested`` ends there, so the patch's way to the reconciler is inside a stage.
 
 Real nats-server, the real kube-apiserver and the real reconciler (the watcher played by the
-harness's change events); the worker talks to the server through the fault proxy, which
+harness's change events); the decision talks to the server through the fault proxy, which
 counts its ERS writes.
 """
 
@@ -26,9 +26,8 @@ from arcflow.common.stages import ANNOTATION_SCALE_REQUESTED_AT, STAGE_METRIC, p
 from arcflow.devstack.kube_fault_proxy import KubeFaultProxy
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.listener.config import ScaleSetTarget
+from arcflow.listener.decision import decider_for
 from arcflow.listener.metrics import ListenerMetrics, default_metric_specs, stage_metric_specs
-from arcflow.listener.scaler import DesiredRunnerScaler
-from arcflow.listener.worker import ScaleSetWorker
 from services.reconciler.tests.reconciler_integration.harness import ars_manifest, build_stack
 from tests.polling import eventually
 
@@ -82,7 +81,7 @@ async def test_the_scale_patch_carries_its_stamp_and_the_reconciler_keeps_it(
     meter = MeterProvider(metric_readers=[reader]).get_meter("test")
     listener_metrics = ListenerMetrics({**default_metric_specs(), **stage_metric_specs()})
     async with (
-        await KubeClient.from_settings(settings) as worker_kube,
+        await KubeClient.from_settings(settings) as listener_kube,
         build_stack(private_nats_server.url, kube_client, kube_namespace, meter=meter) as stack,
     ):
         await stack.register("solo", "", 7)
@@ -99,9 +98,7 @@ async def test_the_scale_patch_carries_its_stamp_and_the_reconciler_keeps_it(
             owner="listener-pod-1",
         )
         recorder = listener_metrics.recorder_for("https://github.com/octo", "solo", kube_namespace)
-        worker = ScaleSetWorker(
-            target, stack.js, worker_kube, DesiredRunnerScaler(0, 10), recorder=recorder
-        )
+        decider = decider_for(target, stack.js, listener_kube, recorder=recorder)
         before_hash = (await kube_client.get("EphemeralRunnerSet", "solo", kube_namespace))[
             "metadata"
         ]["annotations"][ANNOTATION_INTEGRITY_HASH]
@@ -115,7 +112,7 @@ async def test_the_scale_patch_carries_its_stamp_and_the_reconciler_keeps_it(
         )
         writes = _ers_writes(kube_proxy)
         sent_after = time.time()
-        await worker.handle_batch(jobs_batch(target, "session-1", 1, 1, job))
+        await decider.batch(jobs_batch(target, "session-1", 1, 1, job))
         returned = time.time()
 
         # One write: the scale request and its stamp together.

@@ -76,7 +76,7 @@ async def test_a_window_opens_and_closes_without_a_restart(rig: ListenerRig) -> 
         assert {s["id"]: s["session"]["sessionId"] for s in sim.snapshot()["scaleSets"]} == (
             sessions
         )
-        assert [u.worker.scaler.min_runners for u in listener.units] == [0, 0]
+        assert [u.decider.scaler.min_runners for u in listener.units] == [0, 0]
 
     decisions = await _decisions(rig.nats_url, f"arc.scale.{rig.namespace}.{ARS}.cpu")
     minimums = [d.min_runners for d in decisions]

@@ -2,24 +2,25 @@
 patch; a JobCompleted with the same count still does, and the finished runner is replaced.
 
 Real nats-server, the real kube-apiserver and the real reconciler (the watcher played by the
-harness's change events); the worker is fed batches as its pump would publish them, and talks
+harness's change events); the decision is fed batches as its pump feeds them, and talks
 to the server through the fault proxy, which counts its ERS writes.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from arcflow.common.constants import ANNOTATION_JOB_COMPLETED
 from arcflow.common.events import JobInfo, JobsBatch
 from arcflow.common.kube import KubeClient, KubeSettings
 from arcflow.devstack.kube_fault_proxy import KubeFaultProxy
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.listener.config import ScaleSetTarget
-from arcflow.listener.scaler import DesiredRunnerScaler
-from arcflow.listener.worker import ScaleSetWorker
+from arcflow.listener.decision import decider_for
 from services.reconciler.tests.reconciler_integration.harness import (
     Stack,
     ars_manifest,
@@ -42,7 +43,7 @@ def _batch(target: ScaleSetTarget, message_id: int, assigned: int, *jobs: JobInf
 
 
 def _ers_writes(proxy: KubeFaultProxy) -> int:
-    """The worker's writes to the ERS object itself (not its status subresource)."""
+    """The listener's writes to the ERS object itself (not its status subresource)."""
     return sum(
         1
         for r in proxy.requests
@@ -73,7 +74,7 @@ async def test_started_only_batch_skips_the_ers_patch_and_completed_one_replaces
         burst=1000,
     )
     async with (
-        await KubeClient.from_settings(settings) as worker_kube,
+        await KubeClient.from_settings(settings) as listener_kube,
         build_stack(private_nats_server.url, kube_client, kube_namespace) as stack,
     ):
         await stack.register("solo", "", 7)
@@ -90,16 +91,10 @@ async def test_started_only_batch_skips_the_ers_patch_and_completed_one_replaces
             owner="listener-pod-1",
         )
         now = [0.0]
-        worker = ScaleSetWorker(
-            target,
-            stack.js,
-            worker_kube,
-            DesiredRunnerScaler(0, 10),
-            clock=lambda: now[0],
-        )
+        decider = decider_for(target, stack.js, listener_kube, clock=lambda: now[0])
 
         async def handle(batch: JobsBatch) -> None:
-            await worker.handle_batch(batch)
+            await decider.batch(batch)
 
         # Job 1 assigned: replicas 1 under a new patch id, one runner.
         await handle(_batch(target, 1, 0))
@@ -117,7 +112,7 @@ async def test_started_only_batch_skips_the_ers_patch_and_completed_one_replaces
         assert _ers_writes(kube_proxy) == writes
         ers_after = await kube_client.get("EphemeralRunnerSet", "solo", kube_namespace)
         assert ers_after["spec"] == ers["spec"]
-        assert worker.unchanged_batches == 1
+        assert decider.unchanged_batches == 1
 
         # Job 1 ends (its runner exits and is deleted); job 2 is assigned in the same message,
         # so the count stays 1: the JobCompleted still patches, and a new runner serves job 2.
@@ -147,4 +142,15 @@ async def test_started_only_batch_skips_the_ers_patch_and_completed_one_replaces
         started = JobInfo(message_type="JobStarted", job_id="2", runner_name=second)
         await handle(_batch(target, 5, 1, started))
         assert _ers_writes(kube_proxy) == writes + 2
-        assert worker.unchanged_batches == 1
+        assert decider.unchanged_batches == 1
+
+        # Job 2 completes while its runner's pod still runs: the decision writes GitHub's finish
+        # time on the runner, where the reconciler's grace period counts from (ADR 0100).
+        finished = datetime(2026, 12, 2, 12, 0, 5, tzinfo=UTC)
+        completed = JobInfo(
+            message_type="JobCompleted", job_id="2", runner_name=second, finish_time=finished
+        )
+        await handle(_batch(target, 6, 0, completed))
+        runner = await kube_client.get("EphemeralRunner", second, kube_namespace)
+        annotations = runner["metadata"]["annotations"]
+        assert annotations[ANNOTATION_JOB_COMPLETED] == "2026-12-02T12:00:05Z"

@@ -154,7 +154,7 @@ def test_effective_scale_sets_and_owners() -> None:
     assert [t.owner for t in targets] == ["pod-x-1", "pod-x-2"]
     assert [t.variant for t in targets] == ["cpu", "gpu"]
     assert [t.scale_subject for t in targets] == ["arc.scale.ci.arc.cpu", "arc.scale.ci.arc.gpu"]
-    assert targets[0].consumer_spec().durable != targets[1].consumer_spec().durable
+    assert [t.jobs_subject for t in targets] == ["arc.jobs.ci.arc.cpu", "arc.jobs.ci.arc.gpu"]
 
 
 def test_variant_of() -> None:

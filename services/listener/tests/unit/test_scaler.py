@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
 
+from arcflow.common.constants import ANNOTATION_JOB_COMPLETED
 from arcflow.common.events import JobInfo
 from arcflow.listener.scaler import (
     MAX_INT32,
     Decision,
     DesiredRunnerScaler,
     ers_patch,
+    runner_completed_patch,
     runner_status_patch,
 )
 
@@ -154,3 +158,17 @@ def test_the_share_rides_on_the_ers_patch() -> None:
         "spec": {"patchID": 7, "replicas": 2},
         "metadata": {"annotations": {"arcflow.io/capacity-share": "{}"}},
     }
+
+
+def test_a_completed_job_is_written_on_its_runner_at_githubs_finish_time() -> None:
+    """ADR 0100: the annotation the reconciler's grace period counts from; GitHub's finish time
+    (in UTC) so a redelivered batch writes the same value, else when the listener learned it."""
+    now = datetime(2026, 12, 2, 12, 0, 30, tzinfo=UTC)
+    finished = datetime(2026, 12, 2, 13, 0, 5, tzinfo=timezone(timedelta(hours=1)))
+    job = JobInfo(message_type="JobCompleted", runner_name="r-1", finish_time=finished)
+    assert runner_completed_patch(job, now) == {
+        "metadata": {"annotations": {ANNOTATION_JOB_COMPLETED: "2026-12-02T12:00:05Z"}}
+    }
+    unknown = JobInfo(message_type="JobCompleted", runner_name="r-1")
+    patch = runner_completed_patch(unknown, now)
+    assert patch["metadata"]["annotations"][ANNOTATION_JOB_COMPLETED] == "2026-12-02T12:00:30Z"

@@ -13,8 +13,7 @@ import pytest
 from arcflow.common.events import JobInfo, JobsBatch, JobStatistics
 from arcflow.common.kube.errors import ForbiddenError
 from arcflow.listener.config import ScaleSetTarget
-from arcflow.listener.scaler import DesiredRunnerScaler
-from arcflow.listener.worker import ScaleSetWorker
+from arcflow.listener.decision import ScaleDecider, decider_for
 
 TARGET = ScaleSetTarget(
     scale_set_id=7,
@@ -76,18 +75,16 @@ def _batch(message_id: int, *jobs: JobInfo) -> JobsBatch:
     )
 
 
-def _worker(kube: RefusingKube, stop: asyncio.Event) -> ScaleSetWorker:
-    worker = ScaleSetWorker(TARGET, FakeStream(), kube, DesiredRunnerScaler(0, 10))  # type: ignore[arg-type]
-    worker.stopping = stop
-    return worker
+def _decider(kube: RefusingKube, stop: asyncio.Event) -> ScaleDecider:
+    return decider_for(TARGET, FakeStream(), kube, stopping=stop)  # type: ignore[arg-type]
 
 
 async def test_a_403_while_running_is_an_error() -> None:
     kube = RefusingKube()
-    worker = _worker(kube, asyncio.Event())
+    decider = _decider(kube, asyncio.Event())
     with pytest.raises(ForbiddenError):
-        await worker.handle_batch(_batch(1))
-    assert worker.refused_while_stopping == 0
+        await decider.batch(_batch(1))
+    assert decider.ers.refusals.count == 0
 
 
 async def test_a_403_while_stopping_is_taken_as_done_and_logged_once(
@@ -96,16 +93,16 @@ async def test_a_403_while_stopping_is_taken_as_done_and_logged_once(
     kube = RefusingKube()
     stop = asyncio.Event()
     stop.set()
-    worker = _worker(kube, stop)
+    decider = _decider(kube, stop)
     started = JobInfo(message_type="JobStarted", job_id="1", runner_name="solo-runner-abcde")
-    with caplog.at_level(logging.INFO, logger="arcflow.listener.worker"):
-        await worker.handle_batch(_batch(1))
-        await worker.handle_batch(_batch(2, started))
-        await worker.handle_batch(_batch(3))
+    with caplog.at_level(logging.INFO, logger="arcflow.listener.writes"):
+        await decider.batch(_batch(1))
+        await decider.batch(_batch(2, started))
+        await decider.batch(_batch(3))
     assert kube.calls == 4  # three ERS patches and one runner status: each sent once
-    assert worker.refused_while_stopping == 4
+    assert decider.ers.refusals.count == 4
     refused = [r for r in caplog.records if "refused (403) while stopping" in r.getMessage()]
     assert len(refused) == 1
     assert refused[0].levelno == logging.INFO
-    assert worker.watermark is not None
-    assert worker.watermark.message_id == 3  # handled: not retried, not dead-lettered
+    assert decider.watermark is not None
+    assert decider.watermark.message_id == 3  # decided: not retried

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
@@ -27,6 +28,7 @@ from arcflow.common.kube import ConflictError, ForbiddenError, KubeClient, NotFo
 from arcflow.common.nats import KV_SCALESETS, NatsSettings, ensure_jetstream
 from arcflow.common.scaleset_records import record_key
 from arcflow.common.service.runtime import ServiceRuntime
+from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.reconciler.service import SERVICE
 from arcflow.reconciler.settings import ReconcilerSettings
 from arcflow.reconciler.state import ReconcilerState
@@ -391,3 +393,14 @@ def metric_total(reader: InMemoryMetricReader, name: str, **attributes: str) -> 
         for point in metric.data.data_points
         if all(point.attributes.get(k) == v for k, v in attributes.items())
     )
+
+
+async def removal_calls(sim: ActionsSimulator, runner_id: int) -> int:
+    """DELETEs of this runner the Actions simulator received, read through its HTTP control
+    API (its own request log, not a fake's call log)."""
+    async with httpx.AsyncClient(base_url=sim.base_url) as http:
+        answer = await http.get(
+            "/_sim/requests", params={"route": f"*/agents/{runner_id}", "method": "DELETE"}
+        )
+    answer.raise_for_status()
+    return len(answer.json()["requests"])

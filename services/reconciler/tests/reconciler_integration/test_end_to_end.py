@@ -22,7 +22,7 @@ from tests.fast_services import control_plane
 from tests.manifests import pat_secret
 from tests.polling import eventually
 
-from .harness import reconciler_test_settings, runner_template
+from .harness import reconciler_test_settings, removal_calls, runner_template
 
 pytestmark = pytest.mark.integration
 
@@ -43,8 +43,9 @@ async def parts(
         nats_for=lambda _service: NatsSettings(url=url),
         reconciler_settings=reconciler_test_settings(controller_namespace=controller_namespace),
     )
-    async with running(*runs, kube=kube_client):
+    async with running(*runs, kube=kube_client) as runtimes:
         yield {
+            "reconciler": runtimes["reconciler"].state,
             "sim": actions_sim,
             "kube": kube_client,
             "ns": kube_namespace,
@@ -149,8 +150,17 @@ async def test_apply_scale_delete_end_to_end(parts: dict[str, Any]) -> None:
     assert len(gone) == 3
     sim_ids = {r["id"] for r in sim.snapshot()["runners"]}
     assert not set(gone.values()) & sim_ids, "a deleted EphemeralRunner is still registered"
+    # Each removed once (ADR 0101): the simulator's own request log, over its HTTP control API.
+    assert {rid: await removal_calls(sim, rid) for rid in gone.values()} == dict.fromkeys(
+        gone.values(), 1
+    )
 
-    # 3. delete the ARS: every child gone, scale sets deleted in the simulator, ARS gone
+    # 3. delete the ARS: every child gone, scale sets deleted in the simulator, ARS gone. The
+    # runner part of the reconciler's cache lags a second (what a busy burst does by chance):
+    # the watch echo of each runner's delete re-queues it after its release, and no runner is
+    # removed a second time for it.
+    for informer in parts["reconciler"].cache.informers_of("EphemeralRunner"):
+        informer.delay_seconds = 1.0
     await kube.delete("AutoscalingRunnerSet", "e2e", namespace=ns)
 
     async def all_gone() -> bool:
@@ -168,3 +178,5 @@ async def test_apply_scale_delete_end_to_end(parts: dict[str, Any]) -> None:
 
     await eventually(all_gone, within=15)
     assert not [r for r in sim.snapshot()["runners"] if r["name"].startswith("e2e")]
+    kept = {rid for name, rid in removed.items() if name in left}
+    assert {rid: await removal_calls(sim, rid) for rid in kept} == dict.fromkeys(kept, 1)

@@ -18,7 +18,7 @@ from arcflow.cli.doctor_rules import diagnose
 from arcflow.common.events import RunnerLifecycle
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.kube_emulator import KubeEmulator
-from arcflow.devstack.kube_emulator.store import InjectedError
+from arcflow.devstack.kube_emulator.faults import InjectedError
 from arcflow.devstack.nats_server import NatsServer
 from tests.polling import eventually
 

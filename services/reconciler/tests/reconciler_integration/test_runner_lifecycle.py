@@ -303,34 +303,6 @@ async def test_a_served_scale_request_is_not_served_again_after_its_runner_finis
     await _registered(stack, 1)
 
 
-async def test_a_runner_that_exited_0_is_released_without_a_removal_call(stack: Stack) -> None:
-    """GitHub removes an ephemeral runner with its job, so a runner whose container exited 0
-    is released with no remove-runner call (as upstream 0.15, issue 33 item 2); one deleted
-    while its pod still runs (scaled down, idle) is removed from the service first."""
-    await _solo(stack)
-    await stack.scale("solo", 2, 1)
-    done, idle = (await _registered(stack, 2))[:2]
-    await stack.set_pod_status(done["metadata"]["name"], _terminated(0))
-    await stack.set_pod_status(idle["metadata"]["name"], RUNNING)
-
-    async def done_gone() -> bool:
-        return done["metadata"]["name"] not in {
-            r["metadata"]["name"] for r in await _runners(stack)
-        }
-
-    await eventually(done_gone, what="the finished runner released")
-    await stack.kube.delete("EphemeralRunner", idle["metadata"]["name"], namespace=stack.namespace)
-
-    async def idle_gone() -> bool:
-        return idle["metadata"]["name"] not in {
-            r["metadata"]["name"] for r in await _runners(stack)
-        }
-
-    await eventually(idle_gone, what="the deleted idle runner released")
-    assert done["status"]["runnerId"] not in stack.rpc.removed, stack.rpc.removed
-    assert stack.rpc.removed.count(idle["status"]["runnerId"]) == 1, stack.rpc.removed
-
-
 def _init_crash_loop(exit_code: int) -> dict[str, Any]:
     """A kubelet's status of a pod whose init container exited ``exit_code`` and waits to be
     restarted (``restartPolicy: Always``, the API server's default): the pod stays Pending."""

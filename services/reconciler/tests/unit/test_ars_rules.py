@@ -3,15 +3,18 @@ annotations mirrored from the registrar, the ARS's own URL labels, the summed st
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from arcflow.common.constants import LABEL_ENTERPRISE, LABEL_ORGANIZATION, LABEL_REPOSITORY
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet
 from arcflow.reconciler.controllers.ars_rules import (
     ANNOTATION_OUTDATED_RECREATIONS,
+    OutdatedRecord,
     annotations_need_patch,
+    encode_outdated_records,
     is_version_allowed,
     outdated_records,
     outdated_recreate_delay,
@@ -50,7 +53,14 @@ def test_unreadable_loop_guard_records_count_as_none() -> None:
     assert outdated_records({}) == {}
     assert outdated_records({key: "not json"}) == {}
     assert outdated_records({key: "[1, 2]"}) == {}
-    assert outdated_records({key: '{"gpu": {"attempts": 2}}'}) == {"gpu": {"attempts": 2}}
+    assert outdated_records({key: '{"gpu": "x", "arm": {"count": "many"}}'}) == {}
+    records = {"gpu": OutdatedRecord(2, 1700000000.5, "u1"), "": OutdatedRecord()}
+    assert outdated_records({key: encode_outdated_records(records)}) == records
+    assert json.loads(encode_outdated_records(records))["gpu"] == {
+        "count": 2,
+        "last": 1700000000.5,
+        "uid": "u1",
+    }
 
 
 def test_id_annotations_need_a_patch_only_when_a_wanted_key_differs() -> None:
@@ -62,7 +72,7 @@ def test_id_annotations_need_a_patch_only_when_a_wanted_key_differs() -> None:
 
 
 def test_status_sums_every_runner_set_and_reads_missing_counts_as_zero() -> None:
-    sets = [
+    docs: list[dict[str, Any]] = [
         {
             "status": {
                 "currentReplicas": 2,
@@ -73,6 +83,7 @@ def test_status_sums_every_runner_set_and_reads_missing_counts_as_zero() -> None
         {"status": {"currentReplicas": 3, "failedEphemeralRunners": 1}},
         {},
     ]
+    sets = [EphemeralRunnerSet.model_validate(doc) for doc in docs]
     assert sum_status(sets) == {"current": 5, "pending": 1, "running": 1, "failed": 1}
 
 

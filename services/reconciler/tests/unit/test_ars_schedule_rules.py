@@ -58,10 +58,10 @@ def test_the_default_variant_follows_the_window_capped_by_max(
     entries, wait = effective_min_runners(ars, parse_time(now))
     assert entries is not None
     [entry] = entries
-    assert entry["variant"] == ""
-    assert entry["minRunners"] == minimum
-    assert entry.get("override") == override
-    assert entry["nextChange"] == next_change
+    assert entry.variant == ""
+    assert entry.min_runners == minimum
+    assert entry.override == (override or "")
+    assert entry.next_change == next_change
     expected = (parse_time(next_change) - parse_time(now)).total_seconds()
     assert wait == pytest.approx(expected + BOUNDARY_MARGIN_SECONDS)
 
@@ -82,7 +82,8 @@ def test_every_variant_is_listed_and_the_earliest_boundary_is_the_wait() -> None
         ],
     )
     entries, wait = effective_min_runners(ars, parse_time("2026-03-02T09:00:00Z"))
-    assert entries == [
+    assert entries is not None
+    assert [e.model_dump(by_alias=True, exclude_unset=True) for e in entries] == [
         {
             "variant": "cpu",
             "minRunners": 5,

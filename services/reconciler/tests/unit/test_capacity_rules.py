@@ -6,7 +6,7 @@ from typing import Any
 
 from arcflow.common.capacity import ShareReport
 from arcflow.common.constants import ANNOTATION_CAPACITY_SHARE
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet
 from arcflow.reconciler.controllers.capacity_rules import (
     REASON_DRAINED,
     REASON_DRAINING,
@@ -30,12 +30,14 @@ def ars(capacity: dict[str, Any] | None = None, **variants: dict[str, Any]) -> A
     )
 
 
-def ers(variant: str, runners: int, report: ShareReport | None) -> dict[str, Any]:
+def ers(variant: str, runners: int, report: ShareReport | None) -> EphemeralRunnerSet:
     annotations = {ANNOTATION_CAPACITY_SHARE: report.encode()} if report else {}
-    return {
-        "metadata": {"name": f"set-{variant}", "annotations": annotations},
-        "status": {"currentReplicas": runners},
-    }
+    return EphemeralRunnerSet.model_validate(
+        {
+            "metadata": {"name": f"set-{variant}", "annotations": annotations},
+            "status": {"currentReplicas": runners},
+        }
+    )
 
 
 def test_status_lifts_the_reports() -> None:
@@ -44,7 +46,8 @@ def test_status_lifts_the_reports() -> None:
         ars({"maxRunners": 6}, a={"priority": 2}, b={}),
         [ers("a", 3, report), ers("b", 1, None)],
     )
-    assert status == {
+    assert status is not None
+    assert status.model_dump(by_alias=True, exclude_unset=True) == {
         "variants": [
             {"name": "a", "priority": 2, "runners": 3, "drain": False, "share": 4, "advertised": 4},
             {"name": "b", "priority": 0, "runners": 1, "drain": False},
@@ -100,7 +103,7 @@ def test_counted_runners_win_over_the_paced_status() -> None:
     assert (state.reason, state.message) == (REASON_DRAINING, "variant a: 2 runner(s) left")
     status = capacity_status(spec, stale, {"set-a": 2})
     assert status is not None
-    assert [v["runners"] for v in status["variants"]] == [2, 0]  # b: not counted, its status
+    assert [v.runners for v in status.variants or []] == [2, 0]  # b: not counted, its status
     state = drain_state(spec, stale, {"set-a": 0})
     assert state is not None
     assert state.reason == REASON_DRAINED

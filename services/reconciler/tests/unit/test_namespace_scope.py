@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from arcflow.reconciler.cache import CACHED_KINDS, build_cache, cached_kinds
+from arcflow.common.cache import ObjectCache
+from arcflow.reconciler.cache import CACHED_KINDS, cached_kinds
 from arcflow.reconciler.settings import ReconcilerSettings
 
 
@@ -62,12 +63,10 @@ def test_a_controller_namespace_that_is_also_managed_is_watched_once() -> None:
 
 
 def test_the_scoped_cache_has_one_informer_per_kind_and_namespace() -> None:
-    cache = build_cache(
+    cache = ObjectCache(
         None,  # type: ignore[arg-type]  # nothing is started: only the plan is checked
-        lambda _key: None,
-        "arc-sys",
+        cached_kinds(["team-a"], "arc-sys"),
         relist_seconds=0,
-        namespaces=["team-a"],
     )
     assert all(informer.namespace for informer in cache.informers.values())
     assert sorted(cache.informers) == sorted(

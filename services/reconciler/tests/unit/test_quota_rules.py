@@ -6,13 +6,13 @@ from fractions import Fraction
 from typing import Any
 
 from arcflow.common.builders.capacity import set_capacity_of
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, ResourceQuota
 from arcflow.reconciler.controllers.quota_rules import (
     quota_limits,
     uses_resource_quota,
     with_quota_budget,
 )
-from arcflow.reconciler.routing import keys_for_quota
+from arcflow.reconciler.routing import sets_using_quota
 
 
 def ars(capacity: dict[str, Any] | None) -> AutoscalingRunnerSet:
@@ -30,8 +30,10 @@ def ars(capacity: dict[str, Any] | None) -> AutoscalingRunnerSet:
     )
 
 
-def quota(**hard: str) -> dict[str, Any]:
-    return {"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": hard}}
+def quota(**hard: str) -> ResourceQuota:
+    return ResourceQuota.model_validate(
+        {"metadata": {"name": "q", "namespace": "ns"}, "spec": {"hard": hard}}
+    )
 
 
 def test_requests_and_pods_become_the_budget() -> None:
@@ -100,4 +102,13 @@ def test_a_quota_change_routes_to_the_sets_that_use_it() -> None:
         {"metadata": {"name": "b"}, "spec": {"capacity": {"maxRunners": 2}}},
         {"metadata": {"name": "c"}, "spec": {}},
     ]
-    assert [(k.namespace, k.name) for k in keys_for_quota("ns", sets)] == [("ns", "a")]
+
+    class Lookup:
+        home_namespace = "ctl"
+
+        def objects(self, kind: str, namespace: str) -> list[dict[str, Any]]:
+            assert (kind, namespace) == ("AutoscalingRunnerSet", "ns")
+            return sets
+
+    quota = {"metadata": {"name": "q", "namespace": "ns"}}
+    assert sets_using_quota(quota, Lookup()) == [("ns", "a")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from arcflow.common.models.autoscaling_runner_set import Condition
 from arcflow.reconciler.controllers.registration_rules import (
     REASON_REGISTERED,
     Failure,
@@ -19,14 +20,16 @@ def _failure(kind: str = "unreachable", variant: str = "", at: datetime = T0) ->
     return Failure(variant, kind, "ConnectError: connection refused", at)
 
 
-def _false(reason: str = "GitHubUnreachable", at: datetime = T0) -> dict[str, str]:
-    return {
-        "type": "ScaleSetsRegistered",
-        "status": "False",
-        "reason": reason,
-        "message": "ConnectError: connection refused",
-        "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
+def _false(reason: str = "GitHubUnreachable", at: datetime = T0) -> Condition:
+    return Condition.model_validate(
+        {
+            "type": "ScaleSetsRegistered",
+            "status": "False",
+            "reason": reason,
+            "message": "ConnectError: connection refused",
+            "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+    )
 
 
 def test_a_set_that_never_failed_gets_no_condition() -> None:

@@ -6,12 +6,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from arcflow.common.constants import ANNOTATION_JOB_COMPLETED
 from arcflow.common.models import Pod
 from arcflow.reconciler.controllers.runner_rules import (
     FailedInit,
     Registration,
     backoff_remaining,
     failed_init_container,
+    hung_after_job,
+    job_completed_at,
+    oom_killed,
     registration_status,
 )
 
@@ -71,3 +75,34 @@ def test_init_containers_that_succeed_run_or_are_sidecars_are_not_failures() -> 
     assert failed_init_container(_pod(crashed, sidecar)) is None
     initialized = {**crashed, "conditions": [{"type": "Initialized", "status": "True"}]}
     assert failed_init_container(_pod(initialized)) is None
+
+
+def _runner_pod(state: dict[str, Any], phase: str = "Running") -> Pod:
+    return _pod({"phase": phase, "containerStatuses": [{"name": "runner", "state": state}]})
+
+
+def test_a_runner_alive_after_its_job_is_stopped_once_the_grace_period_is_over() -> None:
+    """ADR 0100: seconds left of the grace period after GitHub completed the job, while the
+    runner container still runs; nothing when it ended, the job is not known done, the
+    annotation is unusable or the check is off."""
+    done = {ANNOTATION_JOB_COMPLETED: "2026-12-02T12:00:00Z"}
+    at = job_completed_at(done)
+    assert at == datetime(2026, 12, 2, 12, tzinfo=UTC).timestamp()
+    running = _runner_pod({"running": {}})
+    assert hung_after_job(done, running, at + 30, 120) == 90
+    assert hung_after_job(done, running, at + 121, 120) == -1
+    sidecar_up = _runner_pod({"waiting": {"reason": "CrashLoopBackOff"}})
+    assert hung_after_job(done, sidecar_up, at + 200, 120) == -80
+    ended = _runner_pod({"terminated": {"exitCode": 0}})
+    assert hung_after_job(done, ended, at + 200, 120) is None
+    assert hung_after_job(done, _runner_pod({"running": {}}, "Succeeded"), at + 200, 120) is None
+    assert hung_after_job(done, None, at + 200, 120) is None
+    assert hung_after_job({}, running, at + 200, 120) is None
+    assert hung_after_job(done, running, at + 200, 0) is None
+    assert job_completed_at({ANNOTATION_JOB_COMPLETED: "yesterday"}) is None
+
+
+def test_a_runner_container_killed_for_memory_is_told_apart_from_other_exits() -> None:
+    assert oom_killed(_runner_pod({"terminated": {"exitCode": 137, "reason": "OOMKilled"}}))
+    assert not oom_killed(_runner_pod({"terminated": {"exitCode": 137, "reason": "Error"}}))
+    assert not oom_killed(_runner_pod({"running": {}}))

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from arcflow.common.models.autoscaling_runner_set import Condition
 from arcflow.reconciler.controllers.sessions_rules import (
     REASON_OPEN,
     REASON_OTHER,
@@ -33,14 +34,16 @@ def _opened(variant: str, at: datetime) -> SessionState:
     return SessionState(variant, False, "", "", at)
 
 
-def _condition(status: str, reason: str, message: str, at: datetime = T0) -> dict[str, str]:
-    return {
-        "type": "ListenerSessionsOpen",
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
+def _condition(status: str, reason: str, message: str, at: datetime = T0) -> Condition:
+    return Condition.model_validate(
+        {
+            "type": "ListenerSessionsOpen",
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+    )
 
 
 def test_a_set_that_never_failed_gets_no_condition() -> None:

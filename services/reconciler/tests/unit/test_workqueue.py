@@ -1,25 +1,28 @@
-"""The reconciler's work queue takes keys by kind (the queue itself:
-libs/common/tests/unit/test_workqueue.py)."""
+"""The reconciler's work queue, built by the controller runtime from its declared controllers,
+takes keys by kind (the queue itself: libs/common/tests/unit/test_workqueue.py)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from arcflow.common.reconcile.manager import Manager
+from arcflow.reconciler.controllers.declared import DECLARED
 from arcflow.reconciler.keys import Key, Result
-from arcflow.reconciler.workqueue import WorkQueue
 
 
 async def test_work_queue_takes_listeners_before_a_backlog_of_runners() -> None:
     order: list[Key] = []
     release = asyncio.Event()
 
-    async def reconcile(key: Key) -> Result:
+    async def run(_ctx: Any, key: Key, _call: Callable[[Any], Awaitable[Result]]) -> Result:
         order.append(key)
         if len(order) == 1:
             await release.wait()  # the one worker is busy while the backlog builds up
         return Result.done()
 
-    queue = WorkQueue(reconcile, workers=1)
+    queue = Manager(DECLARED, lambda _m: None, run=run, workers=1).queue
     queue.start()
     try:
         runners = [Key("er", "ns", f"runner-{i}") for i in range(5)]

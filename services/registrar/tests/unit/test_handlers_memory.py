@@ -11,7 +11,9 @@ from arcflow.common import subjects
 from arcflow.common.constants import LABEL_SCALE_SET_NAME
 from arcflow.common.events import K8sObjectChanged
 from arcflow.common.nats import NatsSettings, make_broker, publish_event
+from arcflow.common.reconcile.manager import Manager
 from arcflow.common.service.subscribers import attach_subscription
+from arcflow.registrar.controller import DECLARED
 from arcflow.registrar.service import SERVICE
 from arcflow.registrar.settings import RegistrarSettings
 from tests.polling import eventually
@@ -40,7 +42,7 @@ async def test_ars_and_deleted_ers_changes_enqueue_their_ars() -> None:
         converged.append((namespace, name, trigger))
         seen.append(seen_version)
 
-    state = SimpleNamespace(enqueue=enqueue)
+    state = SimpleNamespace(enqueue=enqueue, manager=Manager(DECLARED, lambda _m: None))
     broker = make_broker(NatsSettings(), "registrar")
     for subscription in SERVICE.subscriptions:
         attach_subscription(

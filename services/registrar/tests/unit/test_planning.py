@@ -6,11 +6,17 @@ from typing import Any
 
 import pytest
 
-from arcflow.common.models import AutoscalingRunnerSet, InvalidManifestError
+from arcflow.common.models import (
+    AutoscalingRunnerSet,
+    InvalidManifestError,
+    ObjectMeta,
+    OwnerReference,
+)
 from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.registrar.planning import (
     ActionKind,
     Change,
+    ars_of,
     desired_scale_sets,
     github_config_of,
     live_variants,
@@ -244,13 +250,9 @@ def test_trailing_slash_in_url_is_not_a_change() -> None:
     assert kinds(plan_scale_sets(ars, {"": record("", name="arc")}, set())) == {"": ActionKind.KEEP}
 
 
-def _obj(
-    name: str, labels: dict[str, str] | None = None, owner: str | None = None
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "labels": labels or {}}
-    if owner:
-        meta["ownerReferences"] = [{"kind": "EphemeralRunnerSet", "name": owner}]
-    return {"metadata": meta}
+def _obj(name: str, labels: dict[str, str] | None = None, owner: str | None = None) -> ObjectMeta:
+    owners = [OwnerReference(kind="EphemeralRunnerSet", name=owner)] if owner else None
+    return ObjectMeta(name=name, labels=labels or {}, owner_references=owners)
 
 
 def test_live_variants_from_labels_names_and_owners() -> None:
@@ -295,16 +297,27 @@ def test_an_invalid_ars_is_refused_with_field_paths_and_planned_as_gone_once_del
 
 def test_the_github_config_comes_from_the_ars_else_from_a_registration() -> None:
     doc = {"spec": {"githubConfigUrl": URL, "githubConfigSecret": "creds"}}
+    ars = ars_of(doc, "ns", "arc")
     spec, url, secret = github_config_of(
-        doc, [record("a", name="arc-a", url="https://elsewhere")], "ns", "arc"
+        ars, [record("a", name="arc-a", url="https://elsewhere")], "ns", "arc"
     )
     assert (url, secret) == (URL, "creds")
-    assert spec["githubConfigSecret"] == "creds"
+    assert spec is not None
+    assert spec.github_config_secret == "creds"
     spec, url, secret = github_config_of(
-        None, [record("a", name="arc-a", url="https://gone.example")], "ns", "arc"
+        ars_of(None, "ns", "arc"),
+        [record("a", name="arc-a", url="https://gone.example")],
+        "ns",
+        "arc",
     )
-    assert (spec, url, secret) == ({}, "https://gone.example", "gh")
+    assert (spec, url, secret) == (None, "https://gone.example", "gh")
     with pytest.raises(LookupError, match="ns/arc not found"):
         github_config_of(None, [], "ns", "arc")
     with pytest.raises(LookupError, match="has no githubConfigUrl"):
-        github_config_of({"spec": {}}, [], "ns", "arc")
+        github_config_of(ars_of({"spec": {}}, "ns", "arc"), [], "ns", "arc")
+
+
+def test_an_ars_that_does_not_parse_is_a_lookup_error_naming_the_field_not_the_value() -> None:
+    with pytest.raises(LookupError, match=r"ns/arc: .*spec.githubConfigUrl") as refused:
+        ars_of({"spec": {"githubConfigUrl": ["ghp_not_a_url"]}}, "ns", "arc")
+    assert "ghp_not_a_url" not in str(refused.value)

@@ -71,6 +71,9 @@ ANNOTATION_CAPACITY_SHARE: Final = "arcflow.io/capacity-share"
 ENV_LISTENER_REPLICAS: Final = "ARCFLOW_LISTENER_REPLICAS"
 ENV_LISTENER_REPLICA: Final = "ARCFLOW_LISTENER_REPLICA"
 ANNOTATION_CLEANUP_PREFIX: Final = "actions.github.com/cleanup-"
+#: On an EphemeralRunner: when its listener learned that GitHub completed the runner's job
+#: (RFC 3339, UTC). A pod that still runs a grace period later is stopped (ADR 0100).
+ANNOTATION_JOB_COMPLETED: Final = "arcflow.io/job-completed-at"
 #: On an AutoscalingListener: each variant's scheduledOverrides (ADR 0063), absent when none.
 ANNOTATION_LISTENER_SCHEDULED_OVERRIDES: Final = "arcflow.io/listener-scheduled-overrides"
 

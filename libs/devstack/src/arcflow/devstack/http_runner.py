@@ -1,5 +1,5 @@
 """A runner pod's runner against an Actions simulator over HTTP (another process or container:
-``docker compose``), where :class:`arcflow.devstack.pod_runner.SimulatedRunnerBackend` needs the
+``docker compose``), where :class:`arcflow.devstack.runner_backend.SimulatedRunnerBackend` needs the
 simulator in the same process. The simulator's control API plays the runner binary:
 ``POST /_sim/runners/run`` connects with the JIT config, waits for a job, runs it for
 ``job_duration`` seconds and completes it (docs/actions-simulator.md)."""
@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 
-from arcflow.devstack.pod_runner import RunnerOutcome
+from arcflow.devstack.runner_backend import RunnerOutcome
 
 #: An idle runner waits for a job this long per request; a 408 answer means "ask again".
 JOB_WAIT_SECONDS = 600.0

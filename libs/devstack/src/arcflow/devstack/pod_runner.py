@@ -14,27 +14,25 @@ So this watches Pods and plays them:
 Either way the pod's status goes Running, then Succeeded/Failed with the exit code in
 ``status.containerStatuses[].state.terminated``, as a kubelet reports it. Deleting a pod stops
 its process or task. Secrets (config.json, JIT configs) are never logged.
+
+What a pod asks for is read by ``pod_spec``, what is reported is built by ``pod_status``, a
+runner pod's runner is a ``runner_backend``, and the processes are handled by
+``child_process``; on a real API server the node side is ``kubelet``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import ctypes
 import fnmatch
-import json
 import logging
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final
 
 from arcflow.common import constants
 from arcflow.common.kube import (
@@ -46,10 +44,10 @@ from arcflow.common.kube import (
     NotFoundError,
     ResourceVersionExpired,
 )
+from arcflow.devstack.child_process import last_log_line, set_parent_death_signal, terminate
 from arcflow.devstack.kubelet import (
     DEFAULT_NODE_NAME,
     LEASE_INTERVAL_SECONDS,
-    NODE_IP,
     TOKEN_SECONDS,
     ApiCaller,
     Capabilities,
@@ -57,307 +55,34 @@ from arcflow.devstack.kubelet import (
     PodIdentity,
 )
 from arcflow.devstack.nats_server import free_port
+from arcflow.devstack.pod_spec import (
+    PodKind,
+    PodStartError,
+    classify_pod,
+    env_secret_refs_of,
+    jit_secret_ref_of,
+    listener_config_secret_of,
+    localize_listener_config,
+    pod_images,
+    resolve_container_env,
+    secret_value,
+)
+from arcflow.devstack.pod_status import (
+    image_pull_status,
+    now,
+    pending_status,
+    running_status,
+    terminated_status,
+)
+from arcflow.devstack.runner_backend import RunnerBackend
 
 log = logging.getLogger(__name__)
 
-PodKind = Literal["listener", "runner"]
 _SECRET_WAIT_SECONDS = 10.0
 #: How long a pod status write is retried while the API server is away (a kubelet retries
 #: until it gets through; an API server restart takes well under this).
 _STATUS_RETRY_SECONDS = 30.0
 _STOP_GRACE_SECONDS = 5.0
-
-
-class PodStartError(Exception):
-    """The pod cannot be started (missing Secret, malformed config); the text names no value."""
-
-
-# --- pure helpers -----------------------------------------------------------------------------
-
-
-def classify_pod(pod: Mapping[str, Any]) -> PodKind | None:
-    """Which kind of arcflow pod this is, or ``None`` for a pod we do not play."""
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    if labels.get(constants.LABEL_EPHEMERAL_RUNNER) == "True":
-        return "runner"
-    if labels.get(constants.LABEL_COMPONENT) == constants.COMPONENT_LISTENER:
-        return "listener"
-    containers = (pod.get("spec") or {}).get("containers") or []
-    if any(c.get("name") == constants.LISTENER_CONTAINER for c in containers):
-        return "listener"
-    return None
-
-
-def listener_config_secret_of(pod: Mapping[str, Any]) -> str:
-    """The Secret mounted as the listener's config volume (``<pod>-config`` by default)."""
-    for volume in (pod.get("spec") or {}).get("volumes") or []:
-        secret = volume.get("secret") or {}
-        if volume.get("name") == constants.LISTENER_CONFIG_VOLUME and secret.get("secretName"):
-            return str(secret["secretName"])
-    return f"{(pod.get('metadata') or {}).get('name', '')}-config"
-
-
-def jit_secret_ref_of(pod: Mapping[str, Any]) -> tuple[str, str]:
-    """(secret name, key) of the ``ACTIONS_RUNNER_INPUT_JITCONFIG`` env of the runner container."""
-    containers = (pod.get("spec") or {}).get("containers") or []
-    ordered = sorted(containers, key=lambda c: c.get("name") != constants.RUNNER_CONTAINER)
-    for container in ordered:
-        for env in container.get("env") or []:
-            if env.get("name") != constants.ENV_JIT_CONFIG:
-                continue
-            ref = (env.get("valueFrom") or {}).get("secretKeyRef") or {}
-            if ref.get("name") and ref.get("key"):
-                return str(ref["name"]), str(ref["key"])
-    raise PodStartError(f"no {constants.ENV_JIT_CONFIG} secretKeyRef in the pod")
-
-
-def _container_env_entries(pod: Mapping[str, Any], container_name: str) -> list[Mapping[str, Any]]:
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        if container.get("name") == container_name:
-            return [e for e in container.get("env") or [] if e.get("name")]
-    return []
-
-
-def plain_env_of(pod: Mapping[str, Any], container_name: str) -> dict[str, str]:
-    """Literal ``value`` env entries of one container (secret refs are resolved elsewhere)."""
-    return {
-        str(e["name"]): str(e["value"])
-        for e in _container_env_entries(pod, container_name)
-        if isinstance(e.get("value"), str)
-    }
-
-
-def env_secret_refs_of(pod: Mapping[str, Any], container_name: str) -> dict[str, bool]:
-    """Secret name -> whether every reference to it is ``optional`` (then it may be absent)."""
-    refs: dict[str, bool] = {}
-    for entry in _container_env_entries(pod, container_name):
-        ref = (entry.get("valueFrom") or {}).get("secretKeyRef") or {}
-        if ref.get("name"):
-            name = str(ref["name"])
-            refs[name] = refs.get(name, True) and bool(ref.get("optional"))
-    return refs
-
-
-def resolve_container_env(
-    pod: Mapping[str, Any], container_name: str, secrets: Mapping[str, Mapping[str, Any]]
-) -> dict[str, str]:
-    """The env a kubelet would give one container: ``value`` entries and ``secretKeyRef``s
-    read from ``secrets`` (name -> Secret manifest, of the pod's namespace), in order, a later
-    entry of the same name winning. A missing Secret or key fails the start (a kubelet's
-    CreateContainerConfigError) unless the reference is ``optional``. Other sources
-    (configMapKeyRef, fieldRef, ``$(VAR)`` expansion) are not emulated."""
-    env: dict[str, str] = {}
-    for entry in _container_env_entries(pod, container_name):
-        name = str(entry["name"])
-        if isinstance(entry.get("value"), str):
-            env[name] = entry["value"]
-            continue
-        ref = (entry.get("valueFrom") or {}).get("secretKeyRef") or {}
-        if not ref.get("name") or not ref.get("key"):
-            continue
-        secret = secrets.get(str(ref["name"]))
-        try:
-            if secret is None:
-                raise PodStartError(f"secret {ref['name']} not found")
-            env[name] = secret_value(secret, str(ref["key"]))
-        except PodStartError as exc:
-            if not ref.get("optional"):
-                raise PodStartError(f"env {name}: {exc}") from None
-    return env
-
-
-def secret_value(secret: Mapping[str, Any], key: str) -> str:
-    """One decoded value of a Secret manifest (``data`` base64, or ``stringData``)."""
-    data = secret.get("data") or {}
-    if key in data:
-        try:
-            return base64.b64decode(str(data[key]), validate=True).decode()
-        except (binascii.Error, ValueError, UnicodeDecodeError):
-            raise PodStartError(f"secret key {key} is not valid base64 text") from None
-    string_data = secret.get("stringData") or {}
-    if key in string_data:
-        return str(string_data[key])
-    raise PodStartError(f"secret has no key {key}")
-
-
-def localize_listener_config(config_text: str, metrics_port: int) -> str:
-    """Give the listener its own metrics port: real pods each have a network namespace, local
-    processes share one, so two listeners on ``:8080`` would collide."""
-    try:
-        config = json.loads(config_text)
-    except json.JSONDecodeError:
-        raise PodStartError("config.json is not valid JSON") from None
-    if not isinstance(config, dict):
-        raise PodStartError("config.json is not a JSON object")
-    if config.get("metrics_addr"):
-        config["metrics_addr"] = f"127.0.0.1:{metrics_port}"
-    return json.dumps(config)
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _conditions(at: str, *, ready: bool, initialized: bool = True) -> list[dict[str, str]]:
-    """A kubelet's pod conditions: scheduled (bound), initialized (no init containers here),
-    containers ready and pod ready (both only while the container runs)."""
-    flags = (
-        ("PodScheduled", True),
-        ("Initialized", initialized),
-        ("ContainersReady", ready),
-        ("Ready", ready),
-    )
-    return [
-        {"type": kind, "status": "True" if value else "False", "lastTransitionTime": at}
-        for kind, value in flags
-    ]
-
-
-def _addresses(node_ip: str) -> dict[str, Any]:
-    """Host and pod IP: every played pod shares the node's loopback (no network namespace)."""
-    return {
-        "hostIP": node_ip,
-        "hostIPs": [{"ip": node_ip}],
-        "podIP": node_ip,
-        "podIPs": [{"ip": node_ip}],
-    }
-
-
-def _container_statuses(
-    pod: Mapping[str, Any], state: dict[str, Any], *, ready: bool, started: bool
-) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": c.get("name", ""),
-            "image": c.get("image", ""),
-            "imageID": "",
-            "ready": ready,
-            "started": started,
-            "restartCount": 0,
-            "state": {key: dict(value) for key, value in state.items()},
-        }
-        for c in (pod.get("spec") or {}).get("containers") or []
-    ]
-
-
-def pending_status(
-    pod: Mapping[str, Any], started_at: str, *, node_ip: str = NODE_IP
-) -> dict[str, Any]:
-    """What a kubelet reports once it admitted the pod and before the container runs."""
-    return {
-        "phase": "Pending",
-        "startTime": started_at,
-        "hostIP": node_ip,
-        "hostIPs": [{"ip": node_ip}],
-        "conditions": _conditions(started_at, ready=False),
-        "containerStatuses": _container_statuses(
-            pod, {"waiting": {"reason": "ContainerCreating"}}, ready=False, started=False
-        ),
-    }
-
-
-def running_status(
-    pod: Mapping[str, Any], started_at: str, *, node_ip: str = NODE_IP
-) -> dict[str, Any]:
-    return {
-        "phase": "Running",
-        "startTime": started_at,
-        **_addresses(node_ip),
-        "conditions": _conditions(started_at, ready=True),
-        "containerStatuses": _container_statuses(
-            pod, {"running": {"startedAt": started_at}}, ready=True, started=True
-        ),
-    }
-
-
-def terminated_status(
-    pod: Mapping[str, Any],
-    started_at: str,
-    finished_at: str,
-    exit_code: int,
-    message: str = "",
-    *,
-    node_ip: str = NODE_IP,
-) -> dict[str, Any]:
-    """What a kubelet reports when the (only) container ended with ``exit_code``."""
-    terminated: dict[str, Any] = {
-        "exitCode": exit_code,
-        "reason": "Completed" if exit_code == 0 else "Error",
-        "startedAt": started_at,
-        "finishedAt": finished_at,
-    }
-    if message:
-        terminated["message"] = message
-    return {
-        "phase": "Succeeded" if exit_code == 0 else "Failed",
-        "startTime": started_at,
-        **_addresses(node_ip),
-        "conditions": _conditions(finished_at, ready=False),
-        "containerStatuses": _container_statuses(
-            pod, {"terminated": terminated}, ready=False, started=False
-        ),
-    }
-
-
-# --- runner backends --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RunnerOutcome:
-    exit_code: int
-    job_id: str | None
-    message: str = ""
-
-
-class RunnerBackend(Protocol):
-    """What plays the runner binary of a runner pod."""
-
-    async def run(
-        self, jit_config: str, on_job: Callable[[str], None] | None = None
-    ) -> RunnerOutcome: ...
-
-
-class SimulatedRunnerBackend:
-    """A runner against the in-process Actions simulator: connect with the JIT config, wait
-    (as long as it takes, like an idle real runner) for a job, let it run for its duration,
-    exit 0. A job without a duration finishes after ``default_job_duration``."""
-
-    def __init__(self, simulator: Any, *, default_job_duration: float = 1.0) -> None:
-        self._sim = simulator
-        self.default_job_duration = default_job_duration
-
-    async def run(
-        self, jit_config: str, on_job: Callable[[str], None] | None = None
-    ) -> RunnerOutcome:
-        from arcflow.devstack.actions_sim import JitConfigError, JobState
-
-        engine = self._sim.engine
-        try:
-            connection = self._sim.connect_runner(jit_config)
-            job_id = connection.job_id
-            while job_id is None:
-                job_id = await engine.wait_for_runner_job(connection.runner_id, 30.0)
-                if job_id is None and engine.closing:
-                    return RunnerOutcome(1, None, "the Actions service went away")
-        except JitConfigError as exc:
-            return RunnerOutcome(1, None, f"runner registration rejected: {exc}")
-        if on_job is not None:
-            on_job(job_id)
-        job = engine.job(job_id)
-        if job.duration is None:
-            await asyncio.sleep(self.default_job_duration)
-            if job.state is JobState.RUNNING and job.runner_id == connection.runner_id:
-                self._sim.complete_job(job_id)
-        else:
-            finished = await engine.wait_for_job_state(
-                job_id, {JobState.COMPLETED}, job.duration + 30.0
-            )
-            if finished is None:
-                return RunnerOutcome(1, job_id, "the job did not finish in time")
-        return RunnerOutcome(0, job_id)
-
-
-# --- the pod runner ---------------------------------------------------------------------------
 
 
 @dataclass
@@ -379,13 +104,6 @@ class PodRecord:
     @property
     def active(self) -> bool:
         return not self.deleted and self.exit_code is None
-
-
-def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
-    """Linux: the child gets SIGTERM if the dev stack dies (even SIGKILL): no orphans."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 #: What the listener image's ENV sets (deploy/docker/Dockerfile, target ``listener``), given to
@@ -688,7 +406,7 @@ class PodRunner:
         record.exit_code = code
         record.finished_at = time.time()
         self._notify(record)
-        await self._patch_status(record, terminated_status(pod, started, _now(), code, message))
+        await self._patch_status(record, terminated_status(pod, started, now(), code, message))
 
     async def _read_secret(self, namespace: str, name: str) -> Mapping[str, Any]:
         """The Secret, waiting a little: the reconciler may create it right after the pod."""
@@ -718,7 +436,7 @@ class PodRunner:
     # --- listener pods ----------------------------------------------------------------
 
     async def _run_listener(self, record: PodRecord, pod: Mapping[str, Any]) -> None:
-        started = _now()
+        started = now()
         await self._admit(record, pod, started)
         pod_dir = self.work_dir / f"{record.namespace}_{record.name}_{record.uid[:8]}"
         pod_dir.mkdir(parents=True, exist_ok=True)
@@ -861,17 +579,17 @@ class PodRunner:
         try:
             code = await process.wait()
         except asyncio.CancelledError:
-            await _terminate(process)
+            await terminate(process, _STOP_GRACE_SECONDS)
             self._processes.pop(record.uid, None)
             raise
         self._processes.pop(record.uid, None)
-        message = "" if code == 0 else _last_line(log_path)
+        message = "" if code == 0 else last_log_line(log_path, 300)
         await self._finish(record, pod, started, code, message)
 
     # --- runner pods ------------------------------------------------------------------
 
     async def _run_runner(self, record: PodRecord, pod: Mapping[str, Any]) -> None:
-        started = _now()
+        started = now()
         if self._never_pulls(pod):  # a fault (ADR 0065)
             await self._stall_in_image_pull(record, pod, started)
             return
@@ -948,44 +666,5 @@ class PodRunner:
         return old.name
 
 
-def pod_images(pod: Mapping[str, Any]) -> list[str]:
-    spec = pod.get("spec") or {}
-    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-    return [str(c.get("image") or "") for c in containers]
-
-
-def image_pull_status(pod: Mapping[str, Any], started_at: str, reason: str) -> dict[str, Any]:
-    """A pod whose image cannot be pulled: Pending, bound, the containers waiting."""
-    status = pending_status(pod, started_at)
-    message = "Back-off pulling image" if reason == "ImagePullBackOff" else "failed to pull image"
-    for container in status["containerStatuses"]:
-        container["state"] = {
-            "waiting": {"reason": reason, "message": f'{message} "{container["image"]}"'}
-        }
-    return status
-
-
 def _where(record: PodRecord) -> tuple[str, str]:
     return record.namespace, record.name
-
-
-def _last_line(path: Path, limit: int = 300) -> str:
-    with contextlib.suppress(OSError):
-        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
-        if lines:
-            return lines[-1][-limit:]
-    return ""
-
-
-async def _terminate(process: asyncio.subprocess.Process) -> None:
-    """SIGTERM, then SIGKILL after a grace period: what a kubelet does on pod deletion."""
-    if process.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        process.send_signal(signal.SIGTERM)
-    try:
-        await asyncio.wait_for(process.wait(), _STOP_GRACE_SECONDS)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        await process.wait()

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from arcflow.devstack.pod_runner import set_parent_death_signal
+from arcflow.devstack.child_process import last_log_line, set_parent_death_signal, terminate
 
 HEALTH_WAIT_SECONDS = 20.0
 STOP_GRACE_SECONDS = 10.0
@@ -97,14 +97,6 @@ def exit_text(code: int | None) -> str:
         with contextlib.suppress(ValueError):
             return f"killed by {signal.Signals(-code).name}"
     return f"exit {code}"
-
-
-def last_log_line(path: Path, limit: int = 200) -> str:
-    with contextlib.suppress(OSError):
-        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
-        if lines:
-            return lines[-1][-limit:]
-    return ""
 
 
 def _http_ok(url: str) -> bool:
@@ -259,15 +251,7 @@ class Supervisor:
         process = self.service.process
         if process is None:
             return
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), STOP_GRACE_SECONDS)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
+        await terminate(process, STOP_GRACE_SECONDS)
         # Not "exited": a service the stack stopped did not fail.
         self._set(f"stopped ({exit_text(process.returncode)})")
 
@@ -279,7 +263,6 @@ __all__ = [
     "ServiceProcess",
     "Supervisor",
     "exit_text",
-    "last_log_line",
     "module_available",
     "service_env",
 ]

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -44,6 +43,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from arcflow.devstack.child_process import set_parent_death_signal
 from arcflow.devstack.control_plane import ControlPlane, repo_root
 from arcflow.devstack.identities import KubeIdentities, run_helm_template
 
@@ -61,14 +61,6 @@ CONTROLLER_BINARY: Final = "manager"
 #: default is debug, which costs the controller and every listener CPU on each message).
 CONTROLLER_VALUES: Final[Mapping[str, Any]] = {"flags": {"logLevel": "info"}}
 _STOP_GRACE_SECONDS = 10.0
-
-
-def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
-    """Linux: the child gets SIGTERM if the harness dies (even SIGKILL): no orphan controller.
-    (The pod runner has the same for its pods; not imported: it imports this module.)"""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class ArcPeerError(RuntimeError):

@@ -1,13 +1,11 @@
-"""The listener's state: one GitHub session pump and one worker per scale set, wired together.
+"""The listener's state: per scale set, a GitHub session pump and the decision it feeds.
 
 The service runtime (``arcflow.listener.service``) connects NATS and declares the streams,
 then :meth:`Listener.open` builds the clients on that connection, :meth:`Listener.serve` runs
 the scale sets until stopped and :meth:`Listener.close` closes the clients.
 
-Single-set mode (no ``scale_sets`` in ``config.json``) keeps upstream's semantics: any error of
-the pump or the worker stops the other and ends :meth:`Listener.serve` with that error, so the
-process exits non-zero and Kubernetes restarts the pod. Multi-set mode supervises every pump
-and worker on its own with capped backoff, so one failing scale set never stops its siblings.
+One scale set or many, each pump (and the decisions it makes in its own task, ADR 0104) is
+supervised with capped backoff (ADR 0087), so one failing scale set never stops its siblings.
 """
 
 from __future__ import annotations
@@ -45,6 +43,8 @@ from arcflow.listener.config import (
     hostname,
     scale_set_targets,
 )
+from arcflow.listener.decision import decider_for
+from arcflow.listener.decision_event import DECISION_HEARTBEAT
 from arcflow.listener.housekeeping import HOUSEKEEPING_EVERY, housekeeping
 from arcflow.listener.lease import (
     LeaseConfigError,
@@ -53,7 +53,6 @@ from arcflow.listener.lease import (
     ReplicaSettings,
     ScaleSetLease,
 )
-from arcflow.listener.ledger import SessionLedger
 from arcflow.listener.metrics import (
     ListenerMetrics,
     ScaleSetRecorder,
@@ -64,11 +63,9 @@ from arcflow.listener.metrics import (
     stage_metric_specs,
 )
 from arcflow.listener.pump import AfterPublish, SessionPump
-from arcflow.listener.scaler import DesiredRunnerScaler
 from arcflow.listener.sessions import SessionStore
 from arcflow.listener.supervisor import Backoff
 from arcflow.listener.unit import ScaleSetUnit
-from arcflow.listener.worker import DECISION_HEARTBEAT, ScaleSetWorker
 
 if TYPE_CHECKING:
     from arcflow.listener.capacity import CapacityBoard
@@ -83,7 +80,6 @@ class ListenerOptions:
     backoff: Backoff = field(default_factory=Backoff)
     retry: RetryPolicy | None = None
     retry_conflict: ConflictRetry | None = None
-    fetch_timeout: float = 5.0
     host: str | None = None
     kube_settings: LiteSettings | None = None
     nats: NatsConnection | None = None
@@ -210,8 +206,9 @@ class Listener:
         js: JetStreamContext,
         kube: LiteKubeClient,
         sessions: SessionStore,
+        stop: asyncio.Event,
     ) -> list[ScaleSetUnit]:
-        return [self.build_unit(t, client, js, kube, sessions) for t in self.targets]
+        return [self.build_unit(t, client, js, kube, sessions, stop) for t in self.targets]
 
     def build_unit(
         self,
@@ -220,44 +217,41 @@ class Listener:
         js: JetStreamContext,
         kube: LiteKubeClient,
         sessions: SessionStore,
+        stop: asyncio.Event,
     ) -> ScaleSetUnit:
-        """A fresh pump and worker for ``target`` (standby mode: one per lease acquisition)."""
+        """A fresh pump and decision for ``target`` (standby mode: one per lease acquisition);
+        ``stop`` ends its run (a Kubernetes write refused after it is taken as done)."""
         standby = self.replicas.standby
         host = self.holder if standby else self.options.host or hostname()
         recorder = self.recorder(target)
         recorder.record_static(target.min_runners, target.max_runners)
-        ledger = SessionLedger()
         board = self.capacity_board
-        worker = ScaleSetWorker(
+        decider = decider_for(
             target,
             js,
             kube,
-            DesiredRunnerScaler(target.min_runners, target.max_runners),
-            recorder,
-            fetch_timeout=self.options.fetch_timeout,
-            ledger=ledger,
+            recorder=recorder,
             capacity=board,
-            decision_heartbeat=decision_heartbeat(self.options),
+            stopping=stop,
+            heartbeat=decision_heartbeat(self.options),
             wall_clock=self.options.wall_clock,
         )
         pump = SessionPump(
             target,
             client,
             js,
-            on_tick=worker.post_tick,
+            decider,
             after_publish=self.options.after_publish.get(target.scale_set_id),
             # A 409 is retried by the unit's supervisor, one scale set or many (ADR 0087); a
             # client-level budget only when the options name one.
             retry_conflict=self.options.retry_conflict,
-            ledger=ledger,
             sessions=sessions,
             host=host,
             lease_held=standby,
             capacity=board,
             on_session_failure=recorder.record_session_failure,
-            on_session=worker.initial_decision,
         )
-        return ScaleSetUnit(target, pump, worker)
+        return ScaleSetUnit(target, pump, decider)
 
     def recorder(self, target: ScaleSetTarget) -> ScaleSetRecorder:
         return self.metrics.recorder_for(
@@ -268,7 +262,7 @@ class Listener:
         )
 
     async def open(self, nc: NatsClient) -> None:
-        """Build the clients the pumps and workers share, on the service's NATS connection.
+        """Build the clients the pumps and decisions share, on the service's NATS connection.
 
         An unusable Kubernetes client configuration is an unavailable dependency (exit 3).
         """
@@ -335,16 +329,19 @@ class Listener:
 
             leases = await LeaseStore.open(js)
             await run_standby(
-                self, stop, leases, lambda t: self.build_unit(t, client, js, kube, sessions)
+                self,
+                stop,
+                leases,
+                lambda t, inner: self.build_unit(t, client, js, kube, sessions, inner),
             )
             return
-        self.units = self._build_units(client, js, kube, sessions)
+        self.units = self._build_units(client, js, kube, sessions, stop)
         log.info(
             "listener serving %d scale set(s) in %s mode",
             len(self.units),
             "multi-set" if self.multi else "single-set",
         )
-        # One path whatever the number of scale sets (ADR 0087): each unit's pump and worker
-        # are supervised with capped back-off, so an error never ends the process (upstream's
+        # One path whatever the number of scale sets (ADR 0087): each unit's pump is
+        # supervised with capped back-off, so an error never ends the process (upstream's
         # single-set listener exits and its pod is recreated at once: #4356, #4656).
         await asyncio.gather(*(u.run_supervised(stop, self.options.backoff) for u in self.units))

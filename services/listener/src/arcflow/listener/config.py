@@ -30,7 +30,7 @@ from arcflow.common.listener_config import (
     ListenerConfig,
     ScaleSetConfig,
 )
-from arcflow.common.nats import ConsumerSpec, NatsConnection, listener_jobs_consumer
+from arcflow.common.nats import NatsConnection
 from arcflow.common.schedules import ScheduledOverride, ScheduleError, parse_resolved
 
 CONFIG_PATH_ENV = "LISTENER_CONFIG_PATH"
@@ -275,9 +275,6 @@ class ScaleSetTarget:
     @property
     def scale_subject(self) -> str:
         return subjects.scale_subject(self.namespace, self.ars, self.variant)
-
-    def consumer_spec(self) -> ConsumerSpec:
-        return listener_jobs_consumer(self.namespace, self.ars, self.variant)
 
 
 def scale_set_targets(config: ListenerConfig, host: str) -> list[ScaleSetTarget]:

@@ -1,19 +1,21 @@
-"""The session pump of one scale set: GitHub message session -> JetStream, publish before ack.
+"""The session pump of one scale set: the one path from a GitHub message to an ERS patch.
 
 Per GitHub message the pump (1) publishes a ``jobs.batch`` event on
-``arc.jobs.<ns>.<ars>.<variant>`` and waits for the PubAck, (2) only then deletes the message
-on GitHub, (3) acquires the ``JobAvailable`` request ids (GHES flow). A crash between (1) and
-(2) makes GitHub redeliver the message; JetStream drops the re-publish inside its duplicate
-window (``Nats-Msg-Id`` = ``jobs.batch:<scale set id>:<message id>``) and the worker's message-id
-watermark covers the rest, so nothing is lost and nothing is handled twice.
+``arc.jobs.<ns>.<ars>.<variant>`` and waits for the PubAck, (2) has its scale set's
+:class:`~arcflow.listener.decision.ScaleDecider` decide on the batch (ERS patch, runner
+status patches, ``scale.decision``) under a deadline, (3) only then deletes the message on
+GitHub, (4) acquires the ``JobAvailable`` request ids (GHES flow). A crash or an error before
+(3) makes GitHub redeliver the message (the session ends and its supervisor opens a new one);
+JetStream drops the re-publish inside its duplicate window (``Nats-Msg-Id`` =
+``jobs.batch:<scale set id>:<message id>``) and answers with the sequence it stored the first
+copy at, which the decision compares with the last batch it decided: nothing is lost and
+nothing is scaled twice (ADR 0104).
 
-Statistics without a message (the session's initial statistics, and every empty long poll)
-are handed to the worker in-process as a :class:`StatisticsTick`: they are level-triggered
-refreshes that need no durability, and publishing one per long poll per scale set would only
-fill the stream. The session's own statistics are *awaited* (``on_session``): the ERS is
-patched from them before the first long poll, as upstream's listener does
-(docs/upstream-behaviour.md#listener-session), so jobs queued before the session existed get
-runners without waiting for a message.
+Statistics without a message take the same path, in the same task: the session's statistics
+are decided before the first long poll, as upstream's listener does
+(docs/upstream-behaviour.md#listener-session), those of every empty long poll after it, and,
+with a shared capacity, a changed share while a long poll waits. They are level-triggered
+refreshes that need no durability, so they are not published on the jobs stream.
 
 Nothing outside the process can inject a fault here (ADR 0082): :data:`after_publish_hook` is
 ``None`` in the product, and only a test's own entrypoint sets it (a crash between the PubAck
@@ -26,9 +28,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nats.js import JetStreamContext
 from opentelemetry import trace
@@ -56,7 +57,8 @@ from arcflow.common.nats import publish_event
 from arcflow.common.subjects import errors_subject
 from arcflow.common.telemetry.redaction import redact_text
 from arcflow.listener.config import ScaleSetTarget
-from arcflow.listener.ledger import SessionLedger
+from arcflow.listener.decision import ImplausibleBatchError, ScaleDecider
+from arcflow.listener.decision_event import SOURCE
 from arcflow.listener.sessions import SessionRecord, SessionStore
 
 if TYPE_CHECKING:  # only sets with a shared capacity import it (ADR 0074)
@@ -65,23 +67,13 @@ if TYPE_CHECKING:  # only sets with a shared capacity import it (ADR 0074)
 log = logging.getLogger("arcflow.listener.pump")
 _tracer = trace.get_tracer("arcflow.listener")
 
-SOURCE = "listener"
+T = TypeVar("T")
 
-
-@dataclass(frozen=True)
-class StatisticsTick:
-    """Statistics the pump saw without a message; ``last_message_id`` orders it after batches."""
-
-    statistics: JobStatistics
-    last_message_id: int
-    reason: str
-    session_id: str = ""
-
+#: Seconds one decision may take (ERS patch, runner patches, decision event) before it is
+#: abandoned and the session ends, so GitHub redelivers an unacknowledged message (ADR 0081).
+DECISION_DEADLINE = 24.0
 
 AfterPublish = Callable[[JobsBatch], Awaitable[None]]
-TickSink = Callable[[StatisticsTick], None]
-#: Handles the session's statistics before the first poll (the worker's initial decision).
-SessionSink = Callable[[StatisticsTick], Awaitable[object]]
 
 #: Called by every pump after each PubAck and before GitHub's ack, with the batch and how many
 #: batches that pump has published. ``None`` in the product: no environment variable,
@@ -185,6 +177,10 @@ class _StoppedError(Exception):
     pass
 
 
+class DecisionDeadlineError(TimeoutError):
+    """A decision overran :data:`DECISION_DEADLINE`; the session ends and is reopened."""
+
+
 class SessionPump:
     """Runs one message session until ``stop`` is set or an error ends it."""
 
@@ -193,25 +189,26 @@ class SessionPump:
         target: ScaleSetTarget,
         client: ActionsClient,
         js: JetStreamContext,
+        decider: ScaleDecider,
         *,
-        on_tick: TickSink | None = None,
         after_publish: AfterPublish | None = None,
         retry_conflict: ConflictRetry | None = None,
         publish_timeout: float = 10.0,
-        ledger: SessionLedger | None = None,
         sessions: SessionStore | None = None,
         host: str = "",
         lease_held: bool = False,
         capacity: CapacityBoard | None = None,
         on_session_failure: Callable[[str], None] | None = None,
-        on_session: SessionSink | None = None,
+        deadline: float = DECISION_DEADLINE,
     ) -> None:
-        self._on_session = on_session
         self.target = target
+        self.decider = decider
+        self._deadline = deadline
         self._on_session_failure = on_session_failure
         #: Failed session creates by reason (``session_failure_reason``).
         self.session_failures: dict[str, int] = {}
-        self.ledger = ledger if ledger is not None else SessionLedger()
+        #: Batches not decided on for a reason of their own (logged; GitHub's ack follows).
+        self.implausible_batches = 0
         self._sessions = sessions if sessions is not None else SessionStore(None)
         self._host = host
         #: Standby mode (ADR 0025): this process holds the scale set's lease, so a recorded
@@ -220,7 +217,6 @@ class SessionPump:
         self.predecessors_deleted = 0
         self._client = client
         self._js = js
-        self._on_tick = on_tick
         self._after_publish = after_publish
         self._retry_conflict = retry_conflict
         self._publish_timeout = publish_timeout
@@ -235,12 +231,24 @@ class SessionPump:
         self.last_capacity: int | None = None
         #: Long polls abandoned because the capacity grant changed.
         self.capacity_repolls = 0
+        #: Set when the variant's share of the capacity changed: decided while a poll waits.
+        self._reshared = asyncio.Event()
+        if capacity is not None:
+            capacity.subscribe(target.ephemeral_runner_set_name, self._reshared.set)
 
     def progress(self) -> int:
         """Sessions opened plus polls answered: the supervisor's sign of a healthy run."""
         return self._progress
 
     async def run(self, stop: asyncio.Event) -> None:
+        """Resume after the last decided batch, then one session until ``stop`` or an error."""
+        try:
+            await self.decider.restore()
+            await self._run(stop)
+        finally:
+            self.decider.session_closed()
+
+    async def _run(self, stop: asyncio.Event) -> None:
         target = self.target
         session_client = self._client.message_session(
             target.scale_set_id, target.owner, retry_conflict=self._retry_conflict
@@ -253,13 +261,10 @@ class SessionPump:
             await self._say_session_state(exc)
             raise
         async with session_client as session:
-            try:
-                # The record first: the reconciler reads it when session.opened arrives.
-                await self._remember(session.session.session_id)
-                await self._say_session_state(None)
-                await self._pump(session, stop)
-            finally:
-                self.ledger.close()
+            # The record first: the reconciler reads it when session.opened arrives.
+            await self._remember(session.session.session_id)
+            await self._say_session_state(None)
+            await self._pump(session, stop)
         log.info("message session closed for %s", target.label)
         if self.session_id:
             await self._kv_step(
@@ -359,7 +364,6 @@ class SessionPump:
         target = self.target
         opened = session.session
         self.session_id = opened.session_id
-        self.ledger.open(opened.session_id)
         if opened.statistics is None:
             raise InvalidResponseError(
                 f"message session of scale set {target.scale_set_id} has no statistics"
@@ -373,15 +377,15 @@ class SessionPump:
         self._progress += 1
         last_message_id = 0
         self._observe(latest)
-        await self._initial(StatisticsTick(latest, 0, "session", opened.session_id), stop)
+        await self._decide_statistics(latest, "session", stop)
         while not stop.is_set():
             try:
-                message = await self._poll(session, last_message_id, stop)
+                message = await self._poll(session, last_message_id, latest, stop)
             except _StoppedError:
                 break
             self._progress += 1
             if message is None:
-                self._tick(latest, last_message_id, "idle")
+                await self._decide_statistics(latest, "idle", stop)
                 continue
             batch = jobs_batch(target, message, opened.session_id)
             self._observe(batch.statistics)
@@ -389,14 +393,27 @@ class SessionPump:
             last_message_id = message.message_id
             latest = batch.statistics
 
-    async def _initial(self, tick: StatisticsTick, stop: asyncio.Event) -> None:
-        """The session's statistics, handled (ERS patched) before the first long poll; an
-        error of that handling ends the session like a failed poll. A stop cancels it."""
-        if self._on_session is None:
-            if self._on_tick is not None:
-                self._on_tick(tick)
-            return
-        handled = asyncio.ensure_future(self._on_session(tick))
+    async def _within_deadline(self, what: str, call: Awaitable[T]) -> T:
+        """``call`` under the decision deadline; an overrun is abandoned and named."""
+        limit = asyncio.timeout(self._deadline)
+        try:
+            async with limit:
+                return await call
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            raise DecisionDeadlineError(
+                f"{self.target.label}: {what} not decided within {self._deadline:g} s"
+            ) from None
+
+    async def _decide_statistics(
+        self, stats: JobStatistics, reason: str, stop: asyncio.Event
+    ) -> None:
+        """Statistics seen without a message, decided before the next long poll; an error
+        ends the session like a failed poll. A stop cancels it."""
+        handled = asyncio.ensure_future(
+            self._within_deadline(f"{reason} statistics", self.decider.statistics(stats, reason))
+        )
         stopper = asyncio.ensure_future(stop.wait())
         try:
             await asyncio.wait({handled, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -409,17 +426,16 @@ class SessionPump:
             return
         handled.result()
 
-    def _tick(self, stats: JobStatistics, last_message_id: int, reason: str) -> None:
-        self._observe(stats)
-        if self._on_tick is not None:
-            self._on_tick(StatisticsTick(stats, last_message_id, reason, self.session_id or ""))
-
     def _observe(self, stats: JobStatistics) -> None:
         if self._capacity is not None:
             self._capacity.observe(self.target.ephemeral_runner_set_name, stats)
 
     async def _poll(
-        self, session: MessageSessionClient, last_message_id: int, stop: asyncio.Event
+        self,
+        session: MessageSessionClient,
+        last_message_id: int,
+        latest: JobStatistics,
+        stop: asyncio.Event,
     ) -> RunnerScaleSetMessage | None:
         """One long poll that gives up at once (cleanly) when ``stop`` is set.
 
@@ -427,41 +443,73 @@ class SessionPump:
         and a poll whose grant changed meanwhile is abandoned and sent again with the new one.
         """
         board = self._capacity
+        ers = self.target.ephemeral_runner_set_name
         while True:
             if board is None:
                 poll_id, capacity = 0, self.target.max_runners
             else:
-                poll_id, capacity = board.grant(self.target.ephemeral_runner_set_name)
+                poll_id, capacity = board.grant(ers)
             self.last_capacity = capacity
             poll = asyncio.ensure_future(session.get_message(last_message_id, capacity))
+            try:
+                answered = await self._wait_poll(poll, latest, stop)
+            finally:
+                if not poll.done():
+                    poll.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await poll
+            if answered:
+                result = poll.result()
+                if board is not None:
+                    board.answered(ers, poll_id)
+                return result
+            if stop.is_set():
+                raise _StoppedError
+            self.capacity_repolls += 1
+
+    async def _wait_poll(
+        self, poll: asyncio.Future[Any], latest: JobStatistics, stop: asyncio.Event
+    ) -> bool:
+        """``True`` once the poll answered, ``False`` when it is to be abandoned (a stop, a
+        new grant). A changed share is decided from ``latest`` while the poll waits."""
+        board = self._capacity
+        ers = self.target.ephemeral_runner_set_name
+        while True:
             waiters = {asyncio.ensure_future(stop.wait())}
             if board is not None:
-                waiters.add(
-                    asyncio.ensure_future(
-                        board.changed(self.target.ephemeral_runner_set_name).wait()
-                    )
-                )
+                waiters.add(asyncio.ensure_future(board.changed(ers).wait()))
+                waiters.add(asyncio.ensure_future(self._reshared.wait()))
             try:
                 await asyncio.wait({poll, *waiters}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for waiter in waiters:
                     waiter.cancel()
             if poll.done():
-                result = poll.result()
-                if board is not None:
-                    board.answered(self.target.ephemeral_runner_set_name, poll_id)
-                return result
-            poll.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await poll
-            if stop.is_set():
-                raise _StoppedError
-            self.capacity_repolls += 1
+                return True
+            if stop.is_set() or (board is not None and board.changed(ers).is_set()):
+                return False
+            self._reshared.clear()
+            await self._decide_statistics(latest, "share", stop)
+
+    async def _decide_batch(self, batch: JobsBatch, stream_seq: int) -> None:
+        try:
+            await self._within_deadline(
+                f"message {batch.message_id}", self.decider.batch(batch, stream_seq)
+            )
+        except ImplausibleBatchError as exc:
+            self.implausible_batches += 1
+            log.error(
+                "%s: message %d stored at sequence %d but not scaled on: %s",
+                self.target.label,
+                batch.message_id,
+                stream_seq,
+                exc,
+            )
 
     async def _hand_over(
         self, session: MessageSessionClient, message: RunnerScaleSetMessage, batch: JobsBatch
     ) -> None:
-        """Publish, then ack on GitHub, then acquire; shielded so a stop never splits it."""
+        """Publish, decide, ack on GitHub, acquire; shielded so a stop never splits it."""
         await asyncio.shield(self._hand_over_unshielded(session, message, batch))
 
     async def _hand_over_unshielded(
@@ -475,17 +523,9 @@ class SessionPump:
             "jobs.count": len(batch.jobs),
         }
         with _tracer.start_as_current_span("jobs.batch", attributes=attributes):
-            self.ledger.expect(batch.message_id)
-            self.ledger.observed(batch.message_id, batch.statistics)
-            try:
-                ack = await publish_event(
-                    self._js, target.jobs_subject, batch, timeout=self._publish_timeout
-                )
-            except BaseException:
-                self.ledger.failed(batch.message_id)
-                raise
-            if ack is not None:
-                self.ledger.published(batch.message_id, ack.seq, duplicate=bool(ack.duplicate))
+            ack = await publish_event(
+                self._js, target.jobs_subject, batch, timeout=self._publish_timeout
+            )
             self.batches_published += 1
             log.debug(
                 "published message %d of %s (duplicate=%s)",
@@ -497,6 +537,7 @@ class SessionPump:
                 await after_publish_hook(batch, self.batches_published)
             if self._after_publish is not None:
                 await self._after_publish(batch)
+            await self._decide_batch(batch, ack.seq if ack is not None else 0)
             await session.delete_message(message.message_id)
             available = [m for m in message.job_messages if isinstance(m, JobAvailable)]
             if available:

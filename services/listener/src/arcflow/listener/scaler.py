@@ -9,12 +9,14 @@ worker does the I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from arcflow.common.constants import UNBOUNDED_MAX_RUNNERS
+from arcflow.common.constants import ANNOTATION_JOB_COMPLETED, UNBOUNDED_MAX_RUNNERS
 from arcflow.common.events import JobInfo
 
 MAX_INT32 = UNBOUNDED_MAX_RUNNERS
+_STAMP = "%Y-%m-%dT%H:%M:%SZ"
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,15 @@ def ers_patch(decision: Decision, annotations: dict[str, str] | None = None) -> 
     if annotations:
         patch["metadata"] = {"annotations": dict(annotations)}
     return patch
+
+
+def runner_completed_patch(job: JobInfo, now: datetime) -> dict[str, Any]:
+    """The EphemeralRunner patch for a completed job: GitHub's finish time, else when this
+    listener learned it, so a redelivered batch writes the same value (ADR 0100; the upstream
+    CRD's status has no field for it and prunes unknown ones)."""
+    at = job.finish_time or now
+    at = at.astimezone(UTC) if at.tzinfo is not None else at
+    return {"metadata": {"annotations": {ANNOTATION_JOB_COMPLETED: at.strftime(_STAMP)}}}
 
 
 def runner_status_patch(job: JobInfo) -> dict[str, Any]:

@@ -1,18 +1,18 @@
-"""The listener, declared: per scale set, a GitHub session pump publishing job batches and a
-worker pulling them to scale the EphemeralRunnerSet (the runtime's light path, ADR 0070)."""
+"""The listener, declared: per scale set, a GitHub session pump that stores each job batch on
+JetStream and has it decided in-process before GitHub's ack (ADR 0104): it publishes job
+batches and scale decisions and consumes nothing (the runtime's light path, ADR 0070)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from arcflow.common.events import JobsBatch, ScaleDecision, SessionFailed, SessionOpened
-from arcflow.common.nats import STREAM_DLQ, STREAM_JOBS, STREAM_SCALE
+from arcflow.common.nats import STREAM_JOBS, STREAM_SCALE
 from arcflow.common.service import (
     Component,
     Loop,
     Part,
     Publication,
-    Pull,
     ServiceContext,
     ServiceSpec,
 )
@@ -47,9 +47,8 @@ SERVICE: ServiceSpec[Listener] = ServiceSpec(
     settings=load_settings,
     build=build,
     components=components,
-    streams=(STREAM_JOBS, STREAM_SCALE, STREAM_DLQ),
+    streams=(STREAM_JOBS, STREAM_SCALE),
     runtime_servers=False,
-    pulls=(Pull(JOBS_SUBJECT, (JobsBatch,)),),
     publishes=(
         Publication(JOBS_SUBJECT, (JobsBatch,)),
         Publication("arc.scale.<ns>.<ars>.<variant>", (ScaleDecision,)),

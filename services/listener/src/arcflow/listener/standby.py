@@ -1,12 +1,12 @@
 """Standby mode (ADR 0025): serve a scale set only while holding its lease.
 
 Per scale set, forever until shutdown: wait for the lease (:class:`ScaleSetLease`), build a
-fresh pump and worker (the worker resumes from JetStream as after a restart), run both under
-the per-set supervisor while a renewal task keeps the lease, and stop them as soon as the lease
-is lost. The pump deletes the session recorded for the set before it creates its own (whoever
-recorded it no longer holds the lease), so a takeover meets no 409. On shutdown the pump
-deletes its session first and the lease is released after, so the other replica takes the set
-at once instead of after a TTL.
+fresh pump and decision (the decision resumes from the last ``scale.decision`` as after a
+restart), run the pump under the per-set supervisor while a renewal task keeps the lease, and
+stop it as soon as the lease is lost. The pump deletes the session recorded for the set before
+it creates its own (whoever recorded it no longer holds the lease), so a takeover meets no
+409. On shutdown the pump deletes its session first and the lease is released after, so the
+other replica takes the set at once instead of after a TTL.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from arcflow.listener.unit import ScaleSetUnit
 
 log = logging.getLogger("arcflow.listener.standby")
 
-UnitFactory = Callable[[ScaleSetTarget], ScaleSetUnit]
+#: A fresh unit for a scale set and the event that ends its run (the lease held).
+UnitFactory = Callable[[ScaleSetTarget, asyncio.Event], ScaleSetUnit]
 
 
 class StandbyOptions(Protocol):
@@ -117,9 +118,9 @@ async def _serve(
         if not await lease.acquire(stop):
             return
         recorder.record_lease(True, taken_over=bool(lease.taken_from))
-        unit = make_unit(target)
-        listener.units = [u for u in listener.units if u.target is not target] + [unit]
         inner = asyncio.Event()
+        unit = make_unit(target, inner)
+        listener.units = [u for u in listener.units if u.target is not target] + [unit]
 
         async def keep(lease: ScaleSetLease = lease, inner: asyncio.Event = inner) -> None:
             await lease.hold(stop, None if lease.preferred else preferred_alive)

@@ -1,4 +1,4 @@
-"""One scale set's pump, worker and supervision records, as the listener runs them."""
+"""One scale set's pump, decision and supervision record, as the listener runs them."""
 
 from __future__ import annotations
 
@@ -6,44 +6,27 @@ import asyncio
 from dataclasses import dataclass, field
 
 from arcflow.listener.config import ScaleSetTarget
+from arcflow.listener.decision import ScaleDecider
 from arcflow.listener.pump import SessionPump
 from arcflow.listener.supervisor import Backoff, SupervisorStats, supervise
-from arcflow.listener.worker import ScaleSetWorker
 
 
 @dataclass
 class ScaleSetUnit:
-    """The pump, worker and supervision records of one scale set."""
+    """The pump of one scale set, the decision it feeds, and its supervision record."""
 
     target: ScaleSetTarget
     pump: SessionPump
-    worker: ScaleSetWorker
+    decider: ScaleDecider
     pump_stats: SupervisorStats = field(default_factory=SupervisorStats)
-    worker_stats: SupervisorStats = field(default_factory=SupervisorStats)
-
-    async def _pump(self, stop: asyncio.Event) -> None:
-        try:
-            await self.pump.run(stop)
-        finally:
-            self.worker.session_closed()
 
     async def run_supervised(self, stop: asyncio.Event, backoff: Backoff) -> None:
-        """The pump and the worker, each restarted by its own supervisor until ``stop``."""
-        label = self.target.label
-        await asyncio.gather(
-            supervise(
-                f"session pump {label}",
-                self._pump,
-                stop,
-                backoff=backoff,
-                stats=self.pump_stats,
-                progress=self.pump.progress,
-            ),
-            supervise(
-                f"worker {label}",
-                self.worker.run,
-                stop,
-                backoff=backoff,
-                stats=self.worker_stats,
-            ),
+        """The pump (and with it every decision), restarted by its supervisor until ``stop``."""
+        await supervise(
+            f"session pump {self.target.label}",
+            self.pump.run,
+            stop,
+            backoff=backoff,
+            stats=self.pump_stats,
+            progress=self.pump.progress,
         )

@@ -75,6 +75,13 @@ class ReconcilerMetrics:
             description="Runner pods recreated past a stage deadline or on a lost node "
             "(attributes name, namespace, variant, stage, reason)",
         )
+        # Slots that were finished but alive, reclaimed (ADR 0100).
+        self.slots_reclaimed = meter.create_counter(
+            "arcflow_reconciler_slots_reclaimed",
+            description="Runners stopped because they could do no more work while their pod "
+            "held the slot: alive after their job, or killed for memory (attributes name, "
+            "namespace, variant, reason: alive_after_job, oom_killed)",
+        )
         self.orphans_removed = meter.create_counter(
             "arcflow_reconciler_orphan_runners_removed",
             description="GitHub runners with no EphemeralRunner behind them removed "

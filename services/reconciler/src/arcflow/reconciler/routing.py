@@ -1,125 +1,93 @@
-"""Which reconcile keys a change asks for (pure). Changes never carry state; only keys.
+"""The reconciler's routes that are not an object's own key or its owner (pure): which
+AutoscalingRunnerSet or listener a watched object or another service's event concerns. The
+controllers declare them (``controllers/declared.py``, ADR 0095); the controller runtime
+(:mod:`arcflow.common.reconcile.manager`) calls them. Changes never carry state; only keys.
 
-The reconciler has one trigger per source (ADR 0069):
-
-* a Kubernetes change comes only from its own watch-fed cache: the cache's ``on_change``
-  (``cache.py``) calls :func:`keys_for_change` with the changed object and enqueues what it
-  returns; the watcher's ``k8s.object.changed`` stream is not consumed (it is for auditors);
-* the registrar's and the listener's events (scale set assigned/deleted, registration and
-  session failures), which no watch can see, go through :func:`keys_for_event`.
-
-:data:`ROUTED_KINDS` is every Kubernetes kind a change can route on; an architecture test
-checks that each is one the cache watches.
+The reconciler has one trigger per source (ADR 0069): a Kubernetes change comes only from its
+own watch-fed cache; the registrar's and the listener's events (scale set assigned/deleted,
+registration and session failures), which no watch can see, from their streams.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from arcflow.common.constants import (
-    KIND_AL,
     KIND_ARS,
-    KIND_ER,
-    KIND_ERS,
     LABEL_LISTENER_NAME,
     LABEL_LISTENER_NAMESPACE,
     LABEL_SCALE_SET_NAME,
     LABEL_SCALE_SET_NAMESPACE,
 )
-from arcflow.common.events import (
-    EventBase,
-    RegistrationFailed,
-    ScaleSetAssigned,
-    ScaleSetDeleted,
-    SessionFailed,
-    SessionOpened,
-)
-from arcflow.reconciler.keys import Key
+from arcflow.common.events import EventBase, SessionFailed, SessionOpened
+from arcflow.reconciler.controllers.manifest import labels_of, meta
 
-KIND_POD, KIND_SECRET, KIND_SERVICE_ACCOUNT = "Pod", "Secret", "ServiceAccount"
-KIND_ROLE, KIND_ROLE_BINDING, KIND_RESOURCE_QUOTA = "Role", "RoleBinding", "ResourceQuota"
-
-#: Kinds whose owner (an EphemeralRunner, an EphemeralRunnerSet, an AutoscalingListener) is
-#: reconciled when they change.
-_OWNED_KINDS = frozenset({KIND_POD, KIND_SECRET, KIND_ER, KIND_SERVICE_ACCOUNT})
-_LISTENER_RBAC_KINDS = frozenset({KIND_ROLE, KIND_ROLE_BINDING, KIND_SERVICE_ACCOUNT})
-_OWNER_KEY_KINDS = {KIND_ER: "er", KIND_ERS: "ers", KIND_AL: "al"}
-#: Every kind :func:`keys_for_change` routes on.
-ROUTED_KINDS: Final = frozenset(
-    {KIND_ARS, KIND_ERS, KIND_AL, KIND_RESOURCE_QUOTA, *_OWNED_KINDS, *_LISTENER_RBAC_KINDS}
-)
-#: The events of other services that ask for a reconcile (each names its ARS in its keys).
-ROUTED_EVENTS: Final = (
-    ScaleSetAssigned,
-    ScaleSetDeleted,
-    RegistrationFailed,
-    SessionFailed,
-    SessionOpened,
-)
-
-#: The AutoscalingRunnerSets of a namespace, from the cache (for a ResourceQuota change).
-SetsIn = Callable[[str], Iterable[Mapping[str, Any]]]
+Target = tuple[str, str]
 
 
-def keys_for_change(
-    kind: str, obj: Mapping[str, Any], controller_namespace: str, sets_in: SetsIn
-) -> list[Key]:
-    """The keys a changed object of ``kind`` asks for, from the object itself."""
-    meta = obj.get("metadata") or {}
-    namespace = str(meta.get("namespace") or "")
-    name = str(meta.get("name") or "")
-    if kind == KIND_RESOURCE_QUOTA:
-        return keys_for_quota(namespace, sets_in(namespace))
-    raw_labels = meta.get("labels") or {}
-    labels = (
-        {str(k): str(v) for k, v in raw_labels.items()} if isinstance(raw_labels, Mapping) else {}
-    )
-    keys: list[Key] = []
-    ars_name = labels.get(LABEL_SCALE_SET_NAME)
-    ars_namespace = labels.get(LABEL_SCALE_SET_NAMESPACE) or namespace
-    if kind == KIND_ARS:
-        keys.append(Key("ars", namespace, name))
-    elif kind == KIND_ERS:
-        keys.append(Key("ers", namespace, name))
-        if ars_name:
-            keys.append(Key("ars", ars_namespace, ars_name))
-    elif kind == KIND_ER:
-        keys.append(Key("er", namespace, name))
-    elif kind == KIND_AL:
-        keys.append(Key("al", namespace, name))
-        if ars_name:
-            keys.append(Key("ars", ars_namespace, ars_name))
+class Lookup(Protocol):
+    """What a route may read besides the object (``arcflow.common.reconcile.declare.Lookup``)."""
+
+    @property
+    def home_namespace(self) -> str: ...
+
+    def objects(self, kind: str, namespace: str) -> Sequence[Mapping[str, Any]]: ...
+
+
+def ars_of_labels(obj: Mapping[str, Any], _lookup: Lookup | None = None) -> list[Target]:
+    """A runner set or listener: the ARS its scale-set labels name (none without them)."""
+    labels = labels_of(obj)
+    name = labels.get(LABEL_SCALE_SET_NAME)
+    if not name:
+        return []
+    return [(labels.get(LABEL_SCALE_SET_NAMESPACE) or str(meta(obj).get("namespace") or ""), name)]
+
+
+def listener_of_rbac(obj: Mapping[str, Any], lookup: Lookup) -> list[Target]:
+    """A listener's ServiceAccount, Role or RoleBinding: the listener its labels name (in the
+    controller namespace unless they say another)."""
+    labels = labels_of(obj)
     listener = labels.get(LABEL_LISTENER_NAME)
-    if listener and kind in _LISTENER_RBAC_KINDS:
-        keys.append(
-            Key("al", labels.get(LABEL_LISTENER_NAMESPACE) or controller_namespace, listener)
-        )
-    if kind in _OWNED_KINDS:
-        for ref in meta.get("ownerReferences") or []:
-            if not isinstance(ref, Mapping):
-                continue
-            key_kind = _OWNER_KEY_KINDS.get(str(ref.get("kind") or ""))
-            if key_kind is not None:
-                keys.append(Key(key_kind, namespace, str(ref.get("name") or "")))  # type: ignore[arg-type]
-    return list(dict.fromkeys(keys))
+    if not listener:
+        return []
+    return [(labels.get(LABEL_LISTENER_NAMESPACE) or lookup.home_namespace, listener)]
 
 
-def keys_for_event(event: EventBase) -> list[Key]:
-    """The ARS an event of the registrar or the listener (:data:`ROUTED_EVENTS`) is about."""
-    if isinstance(event, ROUTED_EVENTS) and event.keys.namespace and event.keys.ars:
-        return [Key("ars", event.keys.namespace, event.keys.ars)]
+def sets_using_quota(obj: Mapping[str, Any], lookup: Lookup) -> list[Target]:
+    """A ResourceQuota: the sets of its namespace (from the cache) that take their budget from
+    it (``spec.capacity.fromResourceQuota``, ADR 0062)."""
+    namespace = str(meta(obj).get("namespace") or "")
+    targets: list[Target] = []
+    for ars in lookup.objects(KIND_ARS, namespace):
+        capacity = (ars.get("spec") or {}).get("capacity")
+        if isinstance(capacity, Mapping) and capacity.get("fromResourceQuota") is True:
+            name = str(meta(ars).get("name") or "")
+            if name:
+                targets.append((namespace, name))
+    return targets
+
+
+def ars_of_event(event: EventBase) -> list[Target]:
+    """The ARS an event of the registrar or the listener is about."""
+    if event.keys.namespace and event.keys.ars:
+        return [(event.keys.namespace, event.keys.ars)]
     return []
 
 
-def keys_for_quota(namespace: str, sets: Iterable[Mapping[str, Any]]) -> list[Key]:
-    """A ResourceQuota change in ``namespace``: the sets there (``sets``, from the cache) that
-    take their budget from it (``spec.capacity.fromResourceQuota``, ADR 0062)."""
-    keys: list[Key] = []
-    for ars in sets:
-        capacity = (ars.get("spec") or {}).get("capacity")
-        if isinstance(capacity, Mapping) and capacity.get("fromResourceQuota") is True:
-            name = str((ars.get("metadata") or {}).get("name") or "")
-            if name:
-                keys.append(Key("ars", namespace, name))
-    return keys
+def registrations_of(namespace: str, ars: str) -> tuple[str, str, str]:
+    """The group the newest ``registration.failed`` of an ARS is kept in (one member, "")."""
+    return ("registration", namespace, ars)
+
+
+def sessions_of(namespace: str, ars: str) -> tuple[str, str, str]:
+    """The group the newest ``session.failed``/``session.opened`` per variant is kept in."""
+    return ("session", namespace, ars)
+
+
+def registration_group(event: EventBase) -> tuple[tuple[str, str, str], str]:
+    return registrations_of(event.keys.namespace or "", event.keys.ars or ""), ""
+
+
+def session_group(event: SessionFailed | SessionOpened) -> tuple[tuple[str, str, str], str]:
+    return sessions_of(event.keys.namespace or "", event.keys.ars or ""), event.variant

@@ -16,6 +16,7 @@ from arcflow.common.events import (
 from arcflow.common.nats.jetstream import ConsumerSpec
 from arcflow.common.service import PeriodicTask, Publication, ServiceSpec, Subscription
 from arcflow.reconciler import errors_changes, scaleset_changes, state
+from arcflow.reconciler.controllers.declared import DECLARED
 from arcflow.reconciler.settings import ReconcilerSettings, reconciler_kube_settings
 
 
@@ -29,6 +30,9 @@ SERVICE: ServiceSpec[state.ReconcilerState] = ServiceSpec(
     build=state.build,
     components=state.components,
     kube_settings=lambda _settings: reconciler_kube_settings(),
+    # What each controller reconciles, owns, watches and keeps (ADR 0095): the controller
+    # runtime builds the cache, routing, work queue and adapters from it (state.py).
+    controllers=DECLARED,
     # Kubernetes changes reach the reconciler only through its own watch-fed cache (cache.py,
     # ADR 0069); these are the other services' events no watch can see. Handlers only enqueue
     # keys (microseconds) and do not depend on event order (ADR 0070).

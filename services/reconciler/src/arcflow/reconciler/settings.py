@@ -124,6 +124,18 @@ class ReconcilerSettings(ServiceSettings):
         description="A GitHub runner or EphemeralRunner must look orphaned this long (two "
         "scans apart) before it is removed",
     )
+    job_completed_grace_seconds: float = Field(
+        default=120.0,
+        ge=0,
+        description="A runner whose job GitHub reported completed and whose pod still runs "
+        "this long after is stopped and its EphemeralRunner removed (ADR 0100; 0: never)",
+    )
+    removal_concurrency: int = Field(
+        default=16,
+        ge=1,
+        description="Runner removal calls (deregistration) at once, off the reconcile path "
+        "(ADR 0101)",
+    )
     cache_relist_seconds: float = Field(
         default=900.0, ge=0, description="Full relist of the cache guarding drift (0: never)"
     )

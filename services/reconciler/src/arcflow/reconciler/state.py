@@ -1,10 +1,10 @@
-"""The reconciler's state: the work queue feeding the controllers, the trace context each
-key continues, and the periodic resync. Built by the runtime once NATS and Kubernetes exist.
+"""The reconciler's state: its controllers run by the controller runtime (ADR 0095), the
+trace context each key continues, and the periodic resync. Built by the service runtime once
+NATS and Kubernetes exist.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import secrets
@@ -21,33 +21,35 @@ from arcflow.common.kube import (
 )
 from arcflow.common.nats.consume import Delivery
 from arcflow.common.nats.jetstream import KV_SCALESETS
+from arcflow.common.reconcile.manager import Manager
 from arcflow.common.rpc.registrar import RegistrarRpcClient
 from arcflow.common.service import Component, Part, ServiceContext
 from arcflow.common.telemetry import extract_trace_context
 from arcflow.common.telemetry.tracing import trace_headers_of
 from arcflow.reconciler.audit import Writer
-from arcflow.reconciler.cache import build_cache, cached_keys
-from arcflow.reconciler.controllers.base import Context, StatusPacer
+from arcflow.reconciler.cache import cached_kinds
+from arcflow.reconciler.controllers.base import Context, StatusPacer, Tuning
 from arcflow.reconciler.controllers.orphan_rules import Suspects
 from arcflow.reconciler.controllers.orphans import scan_orphans
 from arcflow.reconciler.controllers.reaper_rules import Deadlines, parse_deadlines
-from arcflow.reconciler.controllers.registry import CONTROLLERS
+from arcflow.reconciler.controllers.runner_removals import RunnerRemovals
 from arcflow.reconciler.keys import Key, Result
 from arcflow.reconciler.listener_sessions import ListenerSessions
 from arcflow.reconciler.metrics import ReconcilerMetrics
-from arcflow.reconciler.routing import keys_for_event
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.settings import ReconcilerSettings
 from arcflow.reconciler.stages import StageClock
-from arcflow.reconciler.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
 CONFLICT_RETRY_SECONDS = 0.05
+TUNING_FIELDS = frozenset(f.name for f in dataclasses.fields(Tuning))
 
 
 class ReconcilerState:
-    """One reconciler replica's queue, controllers' context and resync."""
+    """One reconciler replica's controllers (the runtime built from ``declared.py``: cache,
+    routing, work queue, adapters, ADR 0095), the trace context each key continues, and the
+    periodic resync."""
 
     def __init__(
         self,
@@ -64,50 +66,76 @@ class ReconcilerState:
         self._trace_parents: dict[Key, otel_context.Context] = {}
         self.kube = ctx.require_kube()
         self.metrics = ReconcilerMetrics(ctx.meter)
-        self.queue = WorkQueue(
-            self._reconcile,
+        stages = StageClock(record=self.metrics.record_stage)
+
+        def make_context(manager: Manager[Context]) -> Context:
+            # The controllers' context, built once and complete (ADR 0071); a test passes
+            # other values for its fields, or its tuning's (e.g. job_running_recheck, clock),
+            # as ``overrides["context"]``.
+            overrides = ctx.overrides.get("context", {})
+            context = Context(
+                kube=self.kube,
+                writer=Writer(self.kube, ctx.js, self.metrics, cache=manager.cache),
+                build=settings.build_settings(),
+                ids=ids,
+                listener_sessions=listener_sessions,
+                registrar=RegistrarRpcClient(ctx.nc, timeout=settings.rpc_timeout_seconds),
+                metrics=self.metrics,
+                instance=settings.instance or f"{ctx.instance}-{secrets.token_hex(3)}",
+                cache=manager.cache,
+                tuning=dataclasses.replace(
+                    Tuning(
+                        outdated_backoff_base=settings.outdated_backoff_base_seconds,
+                        outdated_backoff_cap=settings.outdated_backoff_cap_seconds,
+                        create_concurrency=settings.create_concurrency,
+                        pending_status_delay=settings.pending_status_delay_seconds,
+                        deadlines=parse_deadlines(settings.runner_deadlines, Deadlines()),
+                        job_completed_grace=settings.job_completed_grace_seconds,
+                    ),
+                    **{k: v for k, v in overrides.items() if k in TUNING_FIELDS},
+                ),
+                states=manager.states,
+                kept=manager.kept,
+            )
+            return dataclasses.replace(
+                context, **{k: v for k, v in overrides.items() if k not in TUNING_FIELDS}
+            )
+
+        self.manager: Manager[Context] = Manager(
+            ctx.require_controllers(),
+            make_context,
+            kube=self.kube,
+            # --- watch-fed cache (ADR 0010): reads from memory, writes seen at once ---
+            cached=cached_kinds(settings.namespaces, settings.controller_namespace),
+            home_namespace=settings.controller_namespace,
+            run=self._run,
+            states={
+                StageClock: stages,
+                StatusPacer: StatusPacer(interval=settings.status_interval_seconds),
+                # A removal's end re-queues its runner (ADR 0101); the queue is the manager's.
+                RunnerRemovals: RunnerRemovals(
+                    concurrency=settings.removal_concurrency,
+                    requeue=lambda key: self.queue.add(key),
+                ),
+            },
+            on_object=stages.observe_object,
+            relist_seconds=settings.cache_relist_seconds,
             workers=settings.workers,
             caps=settings.worker_caps,
             retry_base_seconds=settings.retry_base_seconds,
             retry_cap_seconds=settings.retry_cap_seconds,
         )
-        # --- watch-fed cache (ADR 0010): reads from memory, writes seen at once ---
-        stages = StageClock(record=self.metrics.record_stage)
-        self.cache = build_cache(
-            self.kube,
-            self.queue.add,
-            settings.controller_namespace,
-            relist_seconds=settings.cache_relist_seconds,
-            namespaces=settings.namespaces,
-            on_object=stages.observe_object,
-        )
-        # The controllers' context, built once and complete (ADR 0071); a test passes other
-        # values for its fields (e.g. job_running_recheck, clock) as ``overrides["context"]``.
-        context = Context(
-            kube=self.kube,
-            writer=Writer(self.kube, ctx.js, self.metrics, cache=self.cache),
-            build=settings.build_settings(),
-            ids=ids,
-            listener_sessions=listener_sessions,
-            registrar=RegistrarRpcClient(ctx.nc, timeout=settings.rpc_timeout_seconds),
-            metrics=self.metrics,
-            enqueue=self.queue.add,
-            instance=settings.instance or f"{ctx.instance}-{secrets.token_hex(3)}",
-            cache=self.cache,
-            outdated_backoff_base=settings.outdated_backoff_base_seconds,
-            outdated_backoff_cap=settings.outdated_backoff_cap_seconds,
-            create_concurrency=settings.create_concurrency,
-            pending_status_delay=settings.pending_status_delay_seconds,
-            deadlines=parse_deadlines(settings.runner_deadlines, Deadlines()),
-            status_pacer=StatusPacer(interval=settings.status_interval_seconds),
-            stages=stages,
-        )
-        self.context = dataclasses.replace(context, **ctx.overrides.get("context", {}))
+        self.queue = self.manager.queue
+        self.cache = self.manager.cache
+        self.context = self.manager.context
         self.orphan_suspects = Suspects.empty(settings.orphan_grace_seconds)
-        self._cache_tasks: list[asyncio.Task[None]] = []
         self.resynced = False
 
-    async def _reconcile(self, key: Key) -> Result:
+    async def _run(
+        self, context: Context, key: Key, call: Callable[[Context], Awaitable[Result]]
+    ) -> Result:
+        """One pass: its span (a child of the event that asked for the key), its metrics, and
+        a stale read's conflict retried at once."""
         attrs = {"kind": key.kind}
         started = time.perf_counter()
         self.metrics.reconciles.add(1, attrs)
@@ -120,7 +148,7 @@ class ReconcilerState:
             attributes={"arcflow.key": str(key), "arcflow.kind": key.kind},
         ) as span:
             try:
-                return await CONTROLLERS[key.kind](self.context, key)
+                return await call(context)
             except ConflictError:
                 span.set_attribute("arcflow.conflict", True)
                 return Result.again(CONFLICT_RETRY_SECONDS)  # stale read: re-read and retry
@@ -135,7 +163,7 @@ class ReconcilerState:
         (Kubernetes changes come from the cache's ``on_change``, ``cache.py``)."""
         parent = extract_trace_context(delivery.headers or trace_headers_of(event.trace))
         has_trace = trace.get_current_span(parent).get_span_context().is_valid
-        for key in keys_for_event(event):
+        for key in self.manager.keys_for_event(event):
             if has_trace:
                 self._trace_parents[key] = parent
             self.queue.add(key)
@@ -143,24 +171,14 @@ class ReconcilerState:
     async def resync(self) -> None:
         """Enqueue every cached object of the four kinds (no API call; the cache's own
         periodic relist guards against drift)."""
-        for key in cached_keys(self.cache):
-            self.queue.add(key)
+        self.manager.resync()
 
     async def scan_orphans(self) -> None:
         """GitHub runners with no EphemeralRunner, EphemeralRunners with no GitHub runner
         (ADR 0065, controllers/orphans.py)."""
         removed = await scan_orphans(self.context, self.orphan_suspects)
         if any(removed.values()):
-            log.info("orphan scan removed %s", removed)
-
-    async def start_cache(self) -> None:
-        """Start the cache and wait for its first lists: reconciles read from it."""
-        self._cache_tasks = list(self.cache.start())
-        await self.cache.synced()
-
-    @property
-    def cache_alive(self) -> bool:
-        return not any(t.done() for t in self._cache_tasks)
+            log.info("orphan scan: %s (GitHub runners handed to the removal pool)", removed)
 
     async def first_resync(self) -> None:
         """The resync at start-up: readiness waits for it."""
@@ -183,9 +201,9 @@ def components(ctx: ServiceContext, state: ReconcilerState) -> Sequence[Componen
     return [
         Part(
             "cache",
-            on_start=state.start_cache,
-            on_stop=state.cache.stop,
-            is_healthy=lambda: state.cache_alive,
+            on_start=state.manager.start_cache,
+            on_stop=state.manager.stop_cache,
+            is_healthy=lambda: state.manager.cache_alive,
         ),
         Part("workqueue", on_start=_start_queue(state), on_stop=_drain_queue(state)),
         Part("first-resync", on_start=state.first_resync),
@@ -198,6 +216,7 @@ def _drain_queue(state: ReconcilerState) -> Callable[[], Awaitable[None]]:
 
     async def stop() -> None:
         await state.queue.stop(drain_seconds=state.settings.drain_seconds)
+        await state.context.state(RunnerRemovals).stop()
 
     return stop
 

@@ -19,6 +19,7 @@ from arcflow.common.kube import (
     NotFoundError,
     Resource,
 )
+from arcflow.common.models import ObjectMeta
 from arcflow.registrar.connection import Manifest
 from arcflow.registrar.planning import live_variants
 
@@ -79,4 +80,9 @@ class ClusterReads:
             self.kube.list(EPHEMERAL_RUNNER_SET, namespace=namespace, label_selector=selector),
             self.kube.list(EPHEMERAL_RUNNER, namespace=namespace, label_selector=selector),
         )
-        return live_variants(ars, runner_sets.items, runners.items, known)
+        # Only the metadata is read: parsed here, at the read (the API server's is well formed).
+        sets, ours = (
+            [ObjectMeta.model_validate(item.get("metadata") or {}) for item in listed.items]
+            for listed in (runner_sets, runners)
+        )
+        return live_variants(ars, sets, ours, known)

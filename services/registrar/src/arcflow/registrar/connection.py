@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import SecretStr
@@ -20,6 +20,7 @@ from arcflow.common.actions.connection import ServerConnection
 from arcflow.common.actions.tls import CABundleError, ca_bundle_from_config_map, ca_config_map_ref
 from arcflow.common.builders.proxy import ProxyCredentials, proxy_secret_data
 from arcflow.common.kube import CONFIG_MAP, SECRET, Resource
+from arcflow.common.models import AutoscalingRunnerSetSpec, GitHubServerTLSConfig, KubeModel
 from arcflow.registrar.credentials import CredentialsUnavailableError
 
 Manifest = dict[str, Any]
@@ -32,21 +33,26 @@ class ServerConnectionError(CredentialsUnavailableError):
 
 
 async def read_server_connection(
-    read: ObjectReader, namespace: str, spec: Mapping[str, Any]
+    read: ObjectReader, namespace: str, spec: AutoscalingRunnerSetSpec | None
 ) -> ServerConnection:
     """The CA bundle and proxy URLs (credentials embedded) an ARS ``spec`` names; the default
-    connection when it names neither."""
-    root_ca = await _root_ca(read, namespace, spec.get("githubServerTLS") or {})
-    proxy = spec.get("proxy") or {}
-    if not (proxy.get("http") or proxy.get("https")):
+    connection when it names neither (or there is no spec: the ARS is gone)."""
+    if spec is None:
+        return ServerConnection()
+    root_ca = await _root_ca(read, namespace, spec.github_server_tls)
+    proxy = spec.proxy
+    if proxy is None or not any(_given(server) for server in (proxy.http, proxy.https)):
         return ServerConnection(root_ca_pem=root_ca)
     credentials: dict[str, ProxyCredentials] = {}
-    for field in ("http", "https"):
-        ref = str((proxy.get(field) or {}).get("credentialSecretRef") or "")
+    for server in (proxy.http, proxy.https):
+        ref = server.credential_secret_ref if server is not None else ""
         if ref and ref not in credentials:
             credentials[ref] = await _proxy_credentials(read, namespace, ref)
     try:
-        data = proxy_secret_data(proxy, credentials)
+        # The common builder reads the spec's document form (as the reconciler's builders
+        # hand it over): only the fields that were set.
+        written = proxy.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        data = proxy_secret_data(written, credentials)
     except ValueError as exc:  # BuildError: a relative proxy URL
         raise ServerConnectionError(f"spec.proxy: {exc}") from None
     return ServerConnection(
@@ -57,13 +63,19 @@ async def read_server_connection(
     )
 
 
-async def _root_ca(read: ObjectReader, namespace: str, tls: Mapping[str, Any]) -> str:
-    if not tls:
+def _given(part: KubeModel | None) -> bool:
+    """The part is in the spec with at least one field (an empty ``{}`` names nothing)."""
+    return part is not None and bool(part.model_fields_set or part.model_extra)
+
+
+async def _root_ca(read: ObjectReader, namespace: str, tls: GitHubServerTLSConfig | None) -> str:
+    if tls is None or not _given(tls):
         return ""
-    name, _ = ca_config_map_ref(tls)
+    written = tls.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    name, _ = ca_config_map_ref(written)
     config_map = await read(CONFIG_MAP, namespace, name) if name else None
     try:
-        return ca_bundle_from_config_map(config_map, namespace, tls)
+        return ca_bundle_from_config_map(config_map, namespace, written)
     except CABundleError as exc:
         raise ServerConnectionError(str(exc)) from None
 

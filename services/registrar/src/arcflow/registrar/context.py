@@ -1,6 +1,7 @@
 """What the registrar's converge controller shares (the registrar's counterpart of the
-reconciler's ``Context``): its reads, the registrations, the Actions clients, the reporter,
-the scale sets GitHub deleted, the plan executor, the lease locks and its work queue."""
+reconciler's ``Context``, frozen as it is): its reads, the registrations, the Actions clients,
+the reporter, the scale sets GitHub deleted, the plan executor, the lease locks, its work queue
+and the pass hints."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Tracer
 
+from arcflow.common.cache import ObjectCache
 from arcflow.common.kube import KubeClient
 from arcflow.common.reconcile.keys import Key
 from arcflow.common.reconcile.workqueue import WorkQueue
@@ -20,7 +22,7 @@ from arcflow.registrar.ars_clients import ArsClients
 from arcflow.registrar.ars_reads import ClusterReads
 from arcflow.registrar.credentials import ActionsClientCache
 from arcflow.registrar.execution import PlanExecutor
-from arcflow.registrar.gone import GoneScaleSets
+from arcflow.registrar.gone import VERIFY_INTERVAL_SECONDS, GoneScaleSets
 from arcflow.registrar.hints import Hint, PassHints
 from arcflow.registrar.locks import LeaseLocks
 from arcflow.registrar.metrics import RegistrarMetrics
@@ -37,8 +39,12 @@ def ars_key(namespace: str, name: str) -> ArsKey:
     return Key(KIND_ARS, namespace, name)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RegistrarContext:
+    """Built once, complete, by the controller runtime's ``make_context`` (ADR 0071, ADR 0095):
+    its dependencies and tunables; the work queue is the runtime's and the pass hints are the
+    converge controller's declared state."""
+
     reads: ClusterReads
     records: ScaleSetRecords
     clients: ArsClients
@@ -47,17 +53,16 @@ class RegistrarContext:
     executor: PlanExecutor
     locks: LeaseLocks
     metrics: RegistrarMetrics
+    #: The work queue the triggers add keys to (the controller runtime's).
+    queue: WorkQueue[ArsKey]
+    #: What the triggers of each queued key saw (the converge controller's state).
+    hints: PassHints
     #: The namespaces whose sets it registers (empty: all): the sweep lists each of them,
     #: never the whole cluster, and leaves the records of other namespaces alone.
     namespaces: tuple[str, ...] = ()
     #: After a pass that could not finish for a reason a retry now will not fix (credentials
     #: missing, a request GitHub refused), the key is looked at again after this long.
     recheck_seconds: float = 30.0
-    hints: PassHints = field(default_factory=PassHints)
-    #: The work queue the triggers add keys to (set once built: its reconcile needs this).
-    queue: WorkQueue[ArsKey] | None = None
-    #: Passes that finished (not raised): tests and benchmarks read it.
-    handled: int = 0
     #: Where a pass's span goes (a test's provider, else the global one).
     tracer: Tracer = field(default_factory=lambda: trace.get_tracer("arcflow.registrar"))
 
@@ -73,7 +78,6 @@ class RegistrarContext:
     ) -> None:
         """Ask for a converge pass of one ARS (coalesced with any pass already waiting)."""
         self.hints.note((namespace, name), Hint(seen_version, verify, trigger, parent))
-        assert self.queue is not None, "the converge queue is not built"
         self.queue.add(ars_key(namespace, name))
 
 
@@ -84,17 +88,21 @@ def build_context(
     records: KeyValue,
     locks: LeaseLocks,
     clients: ActionsClientCache,
+    queue: WorkQueue[ArsKey],
+    hints: PassHints,
     metrics: RegistrarMetrics | None = None,
     source: str = SOURCE,
     namespaces: tuple[str, ...] | list[str] = (),
+    ars_cache: ObjectCache | None = None,
+    verify_interval: float = VERIFY_INTERVAL_SECONDS,
     **options: Any,
 ) -> RegistrarContext:
     metrics = metrics or RegistrarMetrics()
-    reads = ClusterReads(kube)
+    reads = ClusterReads(kube, ars_cache)
     store = ScaleSetRecords(js, records)
     ars_clients = ArsClients(reads, store, clients)
     reporter = Reporter(js, metrics, source)
-    gone = GoneScaleSets()
+    gone = GoneScaleSets(verify_interval)
     executor = PlanExecutor(
         clients=ars_clients, records=store, reporter=reporter, gone=gone, metrics=metrics
     )
@@ -107,6 +115,8 @@ def build_context(
         executor=executor,
         locks=locks,
         metrics=metrics,
+        queue=queue,
+        hints=hints,
         namespaces=tuple(sorted(set(namespaces))),
         **options,
     )

@@ -1,5 +1,6 @@
 """The registrar's one controller: converge the GitHub runner scale sets of one
-AutoscalingRunnerSet to its spec, behind the common typed adapter (ADR 0050, ADR 0072).
+AutoscalingRunnerSet to its spec, declared for the common controller runtime, which puts it
+behind the typed adapter (ADR 0050, ADR 0072, ADR 0095).
 
 A key (``ars:<namespace>/<name>``) in; under the per-ARS lease lock (get-or-create by name is
 safe across replicas) the ARS is read once (the watch-fed cache when it holds the version its
@@ -23,19 +24,22 @@ What a pass returns to the work queue:
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from arcflow.common.errors import TerminalError
+from arcflow.common.events import K8sObjectChanged
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, Resource
 from arcflow.common.models import InvalidManifestError
-from arcflow.common.reconcile.adapter import TypedReconciler
+from arcflow.common.reconcile.declare import Controller, Controllers, OnEvent
 from arcflow.common.reconcile.keys import Result
 from arcflow.common.scaleset_records import ars_key_filter
 from arcflow.common.validation import FieldError
 from arcflow.registrar.connection import Manifest
-from arcflow.registrar.context import ArsKey, RegistrarContext
+from arcflow.registrar.context import KIND_ARS, ArsKey, RegistrarContext
 from arcflow.registrar.execution import Outcome
-from arcflow.registrar.hints import Hint
+from arcflow.registrar.hints import Hint, PassHints
+from arcflow.registrar.k8s_changes import ars_of_event
 from arcflow.registrar.planning import (
     Registration,
     desired_scale_sets,
@@ -62,10 +66,15 @@ async def read_ars(p: ArsPass, resource: Resource, key: ArsKey) -> Manifest | No
 
 
 async def report_invalid(p: ArsPass, doc: Manifest, error: InvalidManifestError) -> None:
+    """The adapter's hook for a document that did not parse: its metadata is all it reads."""
     meta = doc.get("metadata") or {}
+    generation = meta.get("generation")
     problems = [FieldError(path, message) for path, message in error.problems]
     await p.ctx.reporter.invalid(
-        str(meta.get("namespace") or ""), str(meta.get("name") or ""), doc, problems
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+        generation if isinstance(generation, int) else None,
+        problems,
     )
 
 
@@ -112,18 +121,31 @@ async def converge(p: ArsPass, registration: Registration) -> Result:
     return result_of(result.outcome, ctx.recheck_seconds)
 
 
-ARS_CONTROLLER: TypedReconciler[ArsPass, Registration] = TypedReconciler(
+def woken_by(event: K8sObjectChanged) -> list[tuple[str, str]]:
+    """The ARS a watcher event asks the registrar to converge (``k8s_changes.ars_of_event``)."""
+    target = ars_of_event(event)
+    return [] if target is None else [target]
+
+
+#: The registrar's one controller, declared (ADR 0095): the watcher's ARS and ERS events wake
+#: it (its one Kubernetes trigger, ADR 0069); what they saw waits in its ``PassHints``.
+ARS = Controller(
+    KIND_ARS,
     AUTOSCALING_RUNNER_SET,
     registration_of,
     converge,
-    read_ars,
-    report_invalid,
-    converge_gone,
+    events=(OnEvent((K8sObjectChanged,), woken_by),),
+    state=(PassHints,),
+    on_gone=converge_gone,
 )
+DECLARED = Controllers((ARS,), read=read_ars, on_unparsable=report_invalid)
 
 
-async def reconcile_ars(ctx: RegistrarContext, key: ArsKey) -> Result:
-    """The work queue's reconcile: one pass for ``key`` under its lease lock."""
+async def run_pass(
+    ctx: RegistrarContext, key: ArsKey, call: Callable[[ArsPass], Awaitable[Result]]
+) -> Result:
+    """One pass for ``key`` under its lease lock, with what its triggers saw (the controller
+    runtime's ``run``)."""
     ident = (key.namespace, key.name)
     hint = ctx.hints.take(ident)
     ctx.metrics.converges.add(1, {"trigger": hint.trigger})
@@ -137,7 +159,7 @@ async def reconcile_ars(ctx: RegistrarContext, key: ArsKey) -> Result:
             attributes={"arcflow.key": str(key), "arcflow.trigger": hint.trigger},
         ):
             async with ctx.locks.hold(lock_key(*ident)):
-                result = await ARS_CONTROLLER(ArsPass(ctx, hint), key)
+                result = await call(ArsPass(ctx, hint))
     except TerminalError:
         raise  # dropped until a trigger adds it again (with a hint of its own)
     except BaseException:
@@ -147,5 +169,4 @@ async def reconcile_ars(ctx: RegistrarContext, key: ArsKey) -> Result:
         ctx.metrics.converge_duration.record(time.perf_counter() - started)
     if result.requeue_after is not None:
         ctx.hints.put_back(ident, hint)
-    ctx.handled += 1
     return result

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final, TypedDict
+from typing import Final, TypedDict
 
 from arcflow.common import subjects
 from arcflow.common.actions.client import ActionsClient
@@ -24,7 +24,7 @@ from arcflow.common.actions.retry import retry_deadline
 from arcflow.common.constants import DEFAULT_RUNNER_GROUP_ID
 from arcflow.common.errors import is_retryable
 from arcflow.common.events import EventKeys, ScaleSetAssigned, ScaleSetDeleted
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, AutoscalingRunnerSetSpec
 from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.registrar.ars_clients import ArsClients
 from arcflow.registrar.connection import ServerConnectionError
@@ -139,10 +139,10 @@ class PlanExecutor:
         result = ConvergeResult(namespace, name, Outcome.CONVERGED, plan)
         client: ActionsClient | None = None
         if plan.needs_actions_service:
-            spec: dict[str, Any] = {}
+            spec: AutoscalingRunnerSetSpec | None = None
             if ars is not None:
-                url, secret = ars.spec.github_config_url, ars.spec.github_config_secret
-                spec = ars.spec.model_dump(by_alias=True, exclude_none=True)
+                spec = ars.spec
+                url, secret = spec.github_config_url, spec.github_config_secret
             else:
                 first = next(a.record for a in plan.actions if a.record is not None)
                 url, secret = first.github_config_url, first.github_config_secret

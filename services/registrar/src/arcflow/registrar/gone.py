@@ -75,10 +75,10 @@ class GoneScaleSets:
     ) -> None:
         """Ask GitHub for each registered scale set by id; a missing one is marked gone."""
         self._verified[(namespace, name)] = time.monotonic()
-        spec = ars.spec.model_dump(by_alias=True, exclude_none=True)
+        spec = ars.spec
         try:
             client = await clients.client_for(
-                namespace, ars.spec.github_config_url, ars.spec.github_config_secret, spec
+                namespace, spec.github_config_url, spec.github_config_secret, spec
             )
             for variant, record in records.items():
                 if record.github_config_url != ars.spec.github_config_url:

@@ -8,7 +8,7 @@ each handler only enqueues the ARS key into the converge work queue (ADR 0072):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Any, Final, Protocol
 
 from arcflow.common import subjects
 from arcflow.common.constants import LABEL_SCALE_SET_NAME, LABEL_SCALE_SET_NAMESPACE
@@ -21,9 +21,19 @@ from arcflow.common.nats.jetstream import (
     STREAM_K8S,
     ConsumerSpec,
 )
+from arcflow.common.reconcile.manager import Manager
 
-if TYPE_CHECKING:
-    from arcflow.registrar.state import RegistrarState
+
+class Routes(Protocol):
+    """What the handler needs of the registrar's state (``state.RegistrarState``)."""
+
+    @property
+    def manager(self) -> Manager[Any]: ...
+
+    def enqueue(
+        self, namespace: str, name: str, *, trigger: str, seen_version: str = ""
+    ) -> None: ...
+
 
 CONSUMER_REGISTRAR_ERS: Final = ConsumerSpec(
     durable="registrar-ers",
@@ -47,16 +57,14 @@ def ars_of_event(event: K8sObjectChanged) -> tuple[str, str] | None:
     return None
 
 
-async def on_k8s_change(state: RegistrarState, event: K8sObjectChanged, delivery: Delivery) -> None:
+async def on_k8s_change(state: Routes, event: K8sObjectChanged, delivery: Delivery) -> None:
     """Enqueue the ARS the change is about (the message is acknowledged at once; the work
     queue retries the pass, not JetStream)."""
-    target = ars_of_event(event)
-    if target is None:
-        return
     # An ARS event names the version it saw: the pass reads the cached ARS when it holds
     # that version (no GET per status change, ADR 0031); an ERS event's version is not the ARS's.
     seen = event.resource_version if event.resource == AUTOSCALING_RUNNER_SET.plural else ""
-    state.enqueue(*target, trigger=event.resource, seen_version=seen)
+    for key in state.manager.keys_for_event(event):  # controller.ARS's declaration
+        state.enqueue(key.namespace, key.name, trigger=event.resource, seen_version=seen)
 
 
 __all__ = ["CONSUMER_REGISTRAR_ARS", "CONSUMER_REGISTRAR_ERS", "ars_of_event", "on_k8s_change"]

@@ -34,7 +34,7 @@ from arcflow.registrar.credentials import (
     CredentialsUnavailableError,
     decode_secret_data,
 )
-from arcflow.registrar.planning import github_config_of
+from arcflow.registrar.planning import ars_of, github_config_of
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ class JitLookup:
         await self.synced()
         doc = self.ars.get(AUTOSCALING_RUNNER_SET, name, namespace)
         records = self.records_of(namespace, name)
-        spec, url, secret = github_config_of(doc, records, namespace, name)
+        spec, url, secret = github_config_of(ars_of(doc, namespace, name), records, namespace, name)
         data = await self._secret_data(namespace, secret)
         connection = await read_server_connection(self._watched, namespace, spec)
         client = await self.clients.client_for(url, data, f"{namespace}/{secret}", connection)

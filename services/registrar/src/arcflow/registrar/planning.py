@@ -19,7 +19,12 @@ from arcflow.common.constants import (
     KIND_ARS,
     LABEL_RUNNER_VARIANT,
 )
-from arcflow.common.models import AutoscalingRunnerSet, InvalidManifestError
+from arcflow.common.models import (
+    AutoscalingRunnerSet,
+    AutoscalingRunnerSetSpec,
+    InvalidManifestError,
+    ObjectMeta,
+)
 from arcflow.common.naming import ephemeral_runner_set_name, scale_set_name
 from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.common.validation import validate_manifest
@@ -260,11 +265,12 @@ def plan_scale_sets(
 
 def live_variants(
     ars_name: str,
-    runner_sets: Sequence[Mapping[str, Any]],
-    runners: Sequence[Mapping[str, Any]],
+    runner_sets: Sequence[ObjectMeta],
+    runners: Sequence[ObjectMeta],
     known_variants: Iterable[str] = (),
 ) -> set[str]:
-    """Variants that still have an EphemeralRunnerSet or EphemeralRunner object.
+    """Variants that still have an EphemeralRunnerSet or EphemeralRunner object, from their
+    metadata.
 
     Objects come from label-selected lists (``scale-set-name``/``-namespace``). The variant is
     the ``runner-variant`` label; without it an object is matched by name: the ERS named
@@ -274,24 +280,18 @@ def live_variants(
     by_ers_name = {ephemeral_runner_set_name(ars_name, v): v for v in known_variants}
     ers_variant: dict[str, str] = {}
     live: set[str] = set()
-    for obj in runner_sets:
-        meta = obj.get("metadata") or {}
-        name = str(meta.get("name") or "")
-        labels = meta.get("labels") or {}
-        variant = labels.get(LABEL_RUNNER_VARIANT)
-        if not isinstance(variant, str):
+    for meta in runner_sets:
+        name = meta.name or ""
+        variant = (meta.labels or {}).get(LABEL_RUNNER_VARIANT)
+        if variant is None:
             variant = by_ers_name.get(name, DEFAULT_VARIANT)
         ers_variant[name] = variant
         live.add(variant)
-    for obj in runners:
-        meta = obj.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        variant = labels.get(LABEL_RUNNER_VARIANT)
-        if not isinstance(variant, str):
+    for meta in runners:
+        variant = (meta.labels or {}).get(LABEL_RUNNER_VARIANT)
+        if variant is None:
             owners = [
-                str(ref.get("name") or "")
-                for ref in meta.get("ownerReferences") or []
-                if ref.get("kind") == "EphemeralRunnerSet"
+                ref.name for ref in meta.owner_references or [] if ref.kind == "EphemeralRunnerSet"
             ]
             owner_variants = [
                 ers_variant[o] if o in ers_variant else by_ers_name[o]
@@ -303,17 +303,31 @@ def live_variants(
     return live
 
 
+def ars_of(doc: dict[str, Any] | None, namespace: str, name: str) -> AutoscalingRunnerSet | None:
+    """An ARS as read for its Actions client (a JIT config or a runner removal): the model,
+    ``None`` when it is gone. Raises ``LookupError`` naming the fields (never the values) when
+    it does not parse (the API server's schema keeps such an object out)."""
+    if doc is None:
+        return None
+    try:
+        return AutoscalingRunnerSet.from_observed(doc)
+    except InvalidManifestError as exc:
+        raise LookupError(f"AutoscalingRunnerSet {namespace}/{name}: {exc}") from None
+
+
 def github_config_of(
-    doc: Mapping[str, Any] | None, records: Sequence[ScaleSetRecord], namespace: str, name: str
-) -> tuple[Mapping[str, Any], str, str]:
+    ars: AutoscalingRunnerSet | None,
+    records: Sequence[ScaleSetRecord],
+    namespace: str,
+    name: str,
+) -> tuple[AutoscalingRunnerSetSpec | None, str, str]:
     """Where an ARS's Actions client points: its spec, URL and credentials Secret name, from
     the ARS itself or, once it is gone, from one of its registrations (the spec is then
-    empty). Raises ``LookupError`` when neither exists or there is no URL."""
-    spec: Mapping[str, Any] = {}
-    if doc is not None:
-        spec = doc.get("spec") or {}
-        url = str(spec.get("githubConfigUrl") or "")
-        secret = str(spec.get("githubConfigSecret") or "")
+    ``None``). Raises ``LookupError`` when neither exists or there is no URL."""
+    spec: AutoscalingRunnerSetSpec | None = None
+    if ars is not None:
+        spec = ars.spec
+        url, secret = spec.github_config_url, spec.github_config_secret
     elif records:
         url, secret = records[0].github_config_url, records[0].github_config_secret
     else:

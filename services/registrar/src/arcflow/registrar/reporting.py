@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from nats.js import JetStreamContext
 
@@ -116,13 +115,11 @@ class Reporter:
         )
 
     async def invalid(
-        self, namespace: str, name: str, doc: Mapping[str, Any], problems: list[FieldError]
+        self, namespace: str, name: str, generation: int | None, problems: list[FieldError]
     ) -> None:
         """``spec.invalid`` for an ARS that is not registered as it is (once per generation
         and reason)."""
         self.metrics.errors.add(1, {"kind": "spec_invalid"})
-        metadata = doc.get("metadata") or {}
-        generation = metadata.get("generation")
         reason = summarize(problems)
         log.warning(
             "AutoscalingRunnerSet is invalid; not registering",
@@ -135,7 +132,7 @@ class Reporter:
             SpecInvalid(
                 source=self.source,
                 keys=EventKeys(namespace=namespace, ars=name),
-                generation=generation if isinstance(generation, int) else None,
+                generation=generation,
                 errors=[SpecIssue(path=p.path, message=p.message) for p in problems],
             ),
         )

@@ -1,7 +1,8 @@
 """The registrar, declared: one GitHub runner scale set per variant, JIT configs over RPC.
 
-Its subscriptions and its sweep only enqueue ARS keys; the converge work queue (a component of
-its state, :mod:`arcflow.registrar.state`) runs the passes (ADR 0072)."""
+Its subscriptions and its sweep only enqueue ARS keys; the converge controller
+(:mod:`arcflow.registrar.controller`), run by the common controller runtime, runs the passes
+(ADR 0072, ADR 0095)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from arcflow.common.service import (
     Subscription,
 )
 from arcflow.registrar import state
+from arcflow.registrar.controller import DECLARED
 from arcflow.registrar.k8s_changes import CONSUMER_REGISTRAR_ERS, on_k8s_change
 from arcflow.registrar.locks import LOCKS_BUCKET
 from arcflow.registrar.settings import RegistrarSettings, tune_consumer
@@ -45,6 +47,9 @@ SERVICE: ServiceSpec[state.RegistrarState] = ServiceSpec(
     components=state.components,
     kube_settings=lambda _settings: KubeSettings(),
     buckets=(KV_SCALESETS, LOCKS_BUCKET),
+    # Its one controller (ADR 0095): the controller runtime builds its work queue and typed
+    # adapter from it; the subscriptions below route through it.
+    controllers=DECLARED,
     subscriptions=(_changes(CONSUMER_REGISTRAR_ARS), _changes(CONSUMER_REGISTRAR_ERS)),
     periodic=(PeriodicTask("sweep", lambda s: s.resync_interval_seconds, state.sweep),),
     # What the RPC server serves, exactly (rpc_server.py refuses to start otherwise).

@@ -15,11 +15,13 @@ from arcflow.common.actions.client import ActionsClient
 from arcflow.common.actions.connection import ServerConnection
 from arcflow.common.actions.retry import RetryPolicy
 from arcflow.common.nats.jetstream import KV_SCALESETS
+from arcflow.common.reconcile.manager import Manager
 from arcflow.common.reconcile.workqueue import WorkQueue
 from arcflow.common.service import Component, Part, ServiceContext
 from arcflow.registrar.context import ArsKey, RegistrarContext, build_context
-from arcflow.registrar.controller import reconcile_ars
+from arcflow.registrar.controller import run_pass
 from arcflow.registrar.credentials import ActionsClientCache, ClientFactory, Credentials
+from arcflow.registrar.hints import PassHints
 from arcflow.registrar.locks import LOCKS_BUCKET, LeaseLocks
 from arcflow.registrar.lookup import JitLookup
 from arcflow.registrar.metrics import RegistrarMetrics
@@ -44,14 +46,21 @@ def default_client_factory(settings: RegistrarSettings) -> ClientFactory:
 
 @dataclass
 class RegistrarState:
-    context: RegistrarContext
-    queue: WorkQueue[ArsKey]
+    manager: Manager[RegistrarContext]
     clients: ActionsClientCache
     rpc: RegistrarRpcServer
     lookup: JitLookup
     instance: str
     #: Change events that asked for a pass (tests and benchmarks read it).
     events: int = field(default=0)
+
+    @property
+    def context(self) -> RegistrarContext:
+        return self.manager.context
+
+    @property
+    def queue(self) -> WorkQueue[ArsKey]:
+        return self.manager.queue
 
     def enqueue(self, namespace: str, name: str, *, trigger: str, seen_version: str = "") -> None:
         """What a change event does: ask for a pass of its ARS, which continues the event's
@@ -70,7 +79,7 @@ class RegistrarState:
     @property
     def handled(self) -> int:
         """Converge passes that finished (tests and benchmarks read it)."""
-        return self.context.handled
+        return self.queue.processed
 
 
 async def build(ctx: ServiceContext) -> RegistrarState:
@@ -84,45 +93,45 @@ async def build(ctx: ServiceContext) -> RegistrarState:
         ttl_seconds=settings.lock_ttl_seconds,
         wait_seconds=settings.lock_wait_seconds,
     )
-    context = build_context(
-        kube=ctx.require_kube(),
-        js=ctx.js,
-        records=await ctx.js.key_value(KV_SCALESETS.bucket),
-        locks=locks,
-        clients=clients,
-        metrics=metrics,
-        namespaces=settings.namespaces,
-        recheck_seconds=settings.resync_interval_seconds,
-    )
+    records = await ctx.js.key_value(KV_SCALESETS.bucket)
+    # JIT requests answered from memory (ADR 0010); passes read the same ARS cache (0031)
+    lookup = JitLookup(ctx.require_kube(), records, clients, namespaces=settings.namespaces)
     provider = ctx.overrides.get("tracer_provider")
-    if provider is not None:
-        context.tracer = trace.get_tracer("arcflow.registrar", tracer_provider=provider)
-    context.gone.verify_interval = settings.verify_interval_seconds
-    # One pass per ARS at a time, 16 ARSs at once, each within its deadline (ADR 0072).
-    queue: WorkQueue[ArsKey] = WorkQueue(
-        partial(reconcile_ars, context),
+
+    def make_context(manager: Manager[RegistrarContext]) -> RegistrarContext:
+        return build_context(
+            kube=ctx.require_kube(),
+            js=ctx.js,
+            records=records,
+            locks=locks,
+            clients=clients,
+            queue=manager.queue,
+            hints=manager.state(PassHints),
+            metrics=metrics,
+            namespaces=settings.namespaces,
+            ars_cache=lookup.ars,
+            verify_interval=settings.verify_interval_seconds,
+            recheck_seconds=settings.resync_interval_seconds,
+            tracer=trace.get_tracer("arcflow.registrar", tracer_provider=provider),
+        )
+
+    # One pass per ARS at a time, 16 ARSs at once, each within its deadline (ADR 0072); its
+    # trigger is the watcher's stream (the subscriptions), never a cache (ADR 0069).
+    manager: Manager[RegistrarContext] = Manager(
+        ctx.require_controllers(),
+        make_context,
+        run=run_pass,
         workers=settings.converge_concurrency,
         retry_base_seconds=settings.retry_delay_seconds,
         retry_cap_seconds=settings.retry_delay_cap_seconds,
         deadline_seconds=settings.converge_deadline_seconds,
         name="converge",
     )
-    context.queue = queue
-    # JIT requests answered from memory (ADR 0010); passes read the same ARS cache (0031)
-    lookup = JitLookup(
-        ctx.require_kube(), context.records.kv, clients, namespaces=settings.namespaces
-    )
-    context.reads.ars_cache = lookup.ars
     rpc = RegistrarRpcServer(
-        ctx.nc, context, ctx.rpc, concurrency=settings.rpc_concurrency, lookup=lookup
+        ctx.nc, manager.context, ctx.rpc, concurrency=settings.rpc_concurrency, lookup=lookup
     )
     return RegistrarState(
-        context=context,
-        queue=queue,
-        clients=clients,
-        rpc=rpc,
-        lookup=lookup,
-        instance=ctx.instance,
+        manager=manager, clients=clients, rpc=rpc, lookup=lookup, instance=ctx.instance
     )
 
 

@@ -1,6 +1,6 @@
 """Read models of the core/v1 and RBAC children arcflow creates and follows (ADR 0071): the
 runner and listener Pods, the JIT and listener Secrets, the listener's ServiceAccount, Role
-and RoleBinding.
+and RoleBinding, and the ResourceQuotas a set's capacity may come from.
 
 They model only what the reconciler reads; everything else a pod carries (its spec, new
 status fields) is kept verbatim as unknown keys, shared with the document it was parsed from
@@ -21,7 +21,7 @@ from typing import ClassVar, Literal
 from pydantic import ConfigDict, Field
 
 from arcflow.common.constants import RUNNER_CONTAINER
-from arcflow.common.models.base import Int64, KubeModel, KubeObject
+from arcflow.common.models.base import Int64, KubeModel, KubeObject, Quantity
 
 
 class PodCondition(KubeModel):
@@ -158,3 +158,19 @@ class RoleBinding(KubeObject):
 
     api_version: str = "rbac.authorization.k8s.io/v1"
     kind: Literal["RoleBinding"] = "RoleBinding"
+
+
+class ResourceQuotaSpec(KubeModel):
+    """The hard limits of a ResourceQuota (resource name -> quantity); its scopes and
+    selectors stay verbatim (unknown keys)."""
+
+    hard: dict[str, Quantity] | None = None
+
+
+class ResourceQuota(KubeObject):
+    """A ResourceQuota of a set's namespace, read for ``capacity.fromResourceQuota`` (ADR
+    0062); its status stays verbatim."""
+
+    api_version: str = "v1"
+    kind: Literal["ResourceQuota"] = "ResourceQuota"
+    spec: ResourceQuotaSpec = Field(default_factory=ResourceQuotaSpec)

@@ -2,9 +2,8 @@
 
 Services do not wire these by hand: :mod:`arcflow.common.service` declares a service and runs it
 (one connection, the JetStream layout, and FastStream subscribers by its public API that settle
-each message with :class:`~arcflow.common.nats.consume.SettlePolicy`, ADR 0070). The listener,
-which runs no FastStream, fetches with its own loop and settles with :class:`EventConsumer`
-(the same policy and handler deadline). Publishing is the same everywhere::
+each message with :class:`~arcflow.common.nats.consume.SettlePolicy`, ADR 0070). The listener
+runs no FastStream and consumes nothing (ADR 0104). Publishing is the same everywhere::
 
     await publish_event(broker_or_js, subjects.audit_subject(ns, ars, variant), event)
 """
@@ -14,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from arcflow.common.nats.connection import NatsConnection, NatsSettingsError
 from arcflow.common.nats.consume import (
     Delivery,
-    EventConsumer,
     EventHandler,
     Outcome,
     PermanentEventError,
@@ -46,7 +44,6 @@ from arcflow.common.nats.jetstream import (
     ensure_consumer,
     ensure_jetstream,
     ensure_stream,
-    listener_jobs_consumer,
     stream_for_subject,
 )
 from arcflow.common.nats.permissions import (
@@ -100,7 +97,6 @@ __all__ = [
     "STREAM_SCALESETS",
     "ConsumerSpec",
     "Delivery",
-    "EventConsumer",
     "EventHandler",
     "JetStreamLayout",
     "KvBucketSpec",
@@ -119,7 +115,6 @@ __all__ = [
     "ensure_jetstream",
     "ensure_stream",
     "jetstream_of",
-    "listener_jobs_consumer",
     "make_broker",
     "publish_event",
     "render_nats_authorization",

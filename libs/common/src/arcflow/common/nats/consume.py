@@ -1,16 +1,13 @@
 """The settle policy: explicit ack, bounded retries with backoff, dead letters, never a crash.
 
-One policy (:class:`SettlePolicy`), two ways in (ADR 0070):
+One policy (:class:`SettlePolicy`), used by the services' FastStream subscribers
+(:mod:`arcflow.common.service.subscribers`, ADR 0070): FastStream fetches a batch and makes one
+call (``AckPolicy.MANUAL``: it settles nothing); the decoder applies
+:meth:`SettlePolicy.admit` and the batch handler settles each message itself with nats-py's
+``Msg`` API (``ack``, ``nak(delay=)``, ``term``) as the policy decides. (The listener consumes
+nothing since ADR 0104.)
 
-* the services' FastStream subscribers (:mod:`arcflow.common.service.subscribers`): FastStream
-  fetches a batch and makes one call (``AckPolicy.MANUAL``: it settles nothing); the decoder
-  applies :meth:`SettlePolicy.admit` and the batch handler settles each message itself with
-  nats-py's ``Msg`` API (``ack``, ``nak(delay=)``, ``term``) as the policy decides;
-* the listener's light path, which runs no FastStream (ADR 0016): its own fetch loop
-  (:mod:`arcflow.common.service.fetch`) and :meth:`EventConsumer.process`, which settles a plain
-  nats-py ``Msg`` the same way.
-
-Neither imports FastStream here. Both run each handler call under a deadline (the declared one,
+Nothing here imports FastStream. Each handler call runs under a deadline (the declared one,
 else :data:`DEADLINE_SHARE_OF_ACK_WAIT` of the ack wait); an overrun is cancelled, raises
 :class:`HandlerDeadlineExceededError` and is retried like any failure. Rules, per message:
 
@@ -303,86 +300,3 @@ class SettlePolicy:
             },
         )
         return Outcome.DEAD_LETTERED
-
-
-class EventConsumer:
-    """The policy for a process without FastStream (the listener's workers, ADR 0016): feed it
-    each message its own fetch loop got (:mod:`arcflow.common.service.fetch`) and it settles
-    it::
-
-        consumer = EventConsumer(spec, handle, service="listener", event_types=(JobsBatch,),
-                                 dead_letter_target=js)
-        await consumer.process(msg)
-
-    The services do not use this class: their FastStream subscribers apply the same
-    :class:`SettlePolicy` (:mod:`arcflow.common.service.subscribers`).
-    """
-
-    def __init__(
-        self,
-        spec: ConsumerSpec,
-        handler: EventHandler,
-        *,
-        service: str,
-        event_types: tuple[type[EventBase], ...] | None = None,
-        dead_letter_target: PublishTarget | None = None,
-        deadline_seconds: float | None = None,
-    ) -> None:
-        self.handler = handler
-        #: How long one handler call may take (default: 80 % of the ack wait, as for the
-        #: services' subscriptions); an overrun is cancelled and retried like any failure.
-        self.deadline_seconds = (
-            deadline_seconds
-            if deadline_seconds is not None
-            else spec.ack_wait_seconds * DEADLINE_SHARE_OF_ACK_WAIT
-        )
-        self.policy = SettlePolicy(
-            spec, service=service, event_types=event_types, dead_letter_target=dead_letter_target
-        )
-
-    @property
-    def spec(self) -> ConsumerSpec:
-        return self.policy.spec
-
-    async def process(self, msg: Msg) -> Outcome:
-        """Handle one raw delivery end to end; never raises except on cancellation."""
-        delivery = delivery_of(msg)
-        try:
-            return await self._process(msg, delivery)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # our own failure (e.g. the ack itself): let JetStream redeliver
-            log.exception(
-                "consumer failed to settle a message; it will be redelivered",
-                extra={"consumer": self.spec.durable, "subject": delivery.subject},
-            )
-            return Outcome.RETRY
-
-    async def _process(self, msg: Msg, delivery: Delivery) -> Outcome:
-        policy = self.policy
-        admitted = await policy.admit(msg, delivery)
-        if isinstance(admitted, Outcome):
-            return await self._settle(msg, delivery, admitted)
-        seconds = self.deadline_seconds
-        with policy.span(admitted, delivery):
-            try:
-                async with asyncio.timeout(seconds) as deadline:
-                    await self.handler(admitted, delivery)
-            except Exception as exc:
-                if isinstance(exc, TimeoutError) and deadline.expired():
-                    exc = HandlerDeadlineExceededError(
-                        f"handler overran its {seconds:g} s deadline and was abandoned"
-                    )
-                outcome = await policy.failed(msg, delivery, admitted, exc)
-                return await self._settle(msg, delivery, outcome)
-        await msg.ack()
-        return Outcome.ACKED
-
-    async def _settle(self, msg: Msg, delivery: Delivery, outcome: Outcome) -> Outcome:
-        if outcome is Outcome.SKIPPED:
-            await msg.ack()
-        elif outcome is Outcome.RETRY:
-            await msg.nak(delay=self.policy.retry_delay(delivery))
-        else:
-            await msg.term()
-        return outcome

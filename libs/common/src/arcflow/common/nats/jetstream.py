@@ -30,7 +30,6 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError
 
 from arcflow.common import subjects
-from arcflow.common.naming import fnv_hash_string
 
 log = logging.getLogger(__name__)
 
@@ -250,20 +249,6 @@ KV_BUCKETS: Final[tuple[KvBucketSpec, ...]] = (
     KV_LISTENER_SESSIONS,
     KV_LISTENER_LEASES,
 )
-
-
-def _durable_suffix(*keys: str) -> str:
-    return fnv_hash_string("/".join(keys))
-
-
-def listener_jobs_consumer(namespace: str, ars: str, variant: str = "") -> ConsumerSpec:
-    """The durable consumer a listener worker uses for one scale set's job batches."""
-    return ConsumerSpec(
-        durable=f"listener-jobs-{_durable_suffix(namespace, ars, variant)}",
-        stream=STREAM_JOBS.name,
-        filter_subject=subjects.jobs_subject(namespace, ars, variant),
-        description=f"listener worker for {namespace}/{ars} variant {variant or '(default)'}",
-    )
 
 
 def auditor_consumer(name: str, filter_subject: str, *, max_deliver: int = 3) -> ConsumerSpec:

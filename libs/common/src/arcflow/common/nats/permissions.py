@@ -83,16 +83,6 @@ REGISTRAR_DOCTOR_SUBJECTS: Final[tuple[str, ...]] = (subjects.registrar_rpc_subj
 
 SERVICES: Final[tuple[str, ...]] = ("watcher", "registrar", "reconciler", "listener", "auditor")
 
-#: Streams on which one identity owns every named consumer. The listener's durables are named
-#: ``listener-jobs-<hash>``; NATS permissions match whole tokens, so the listener may name any
-#: consumer, but only on its own stream, where nobody else keeps a durable.
-WHOLE_STREAM_CONSUMER_OWNERS: Final[dict[str, str]] = {STREAM_JOBS.name: "listener"}
-
-
-def consumer_owner(stream: str) -> str | None:
-    """The identity that owns every named consumer on ``stream``, if one does."""
-    return WHOLE_STREAM_CONSUMER_OWNERS.get(stream)
-
 
 @dataclass(frozen=True, slots=True)
 class Permissions:
@@ -365,15 +355,13 @@ def reconciler_permissions() -> Permissions:
 
 
 def listener_permissions() -> Permissions:
-    """Publishes job batches and scale decisions; consumes its own per-scale-set durable."""
+    """Publishes job batches and scale decisions; consumes nothing (ADR 0104)."""
     # ARC_ERRORS: publish only (session.failed/opened, ADR 0064); no declare, no consumer.
-    publish = [*data_subjects(STREAM_JOBS, STREAM_SCALE, STREAM_DLQ, STREAM_ERRORS)]
-    for spec in (STREAM_JOBS, STREAM_SCALE, STREAM_DLQ):
+    publish = [*data_subjects(STREAM_JOBS, STREAM_SCALE, STREAM_ERRORS)]
+    for spec in (STREAM_JOBS, STREAM_SCALE):
         publish += stream_declare(spec.name)
-    publish += consumer_declare(STREAM_JOBS.name, ANY_CONSUMER)
-    publish += consumer_pull(STREAM_JOBS.name, ANY_CONSUMER)
-    publish += stream_msg_get(STREAM_JOBS.name) + stream_msg_get(STREAM_SCALE.name)
-    publish += stream_info(STREAM_JOBS.name)
+    # Its last decision (the watermark) and the jobs stream's end, read at each session start.
+    publish += stream_msg_get(STREAM_SCALE.name) + stream_info(STREAM_JOBS.name)
     sessions = kv_stream(LISTENER_SESSIONS_BUCKET)
     publish += stream_declare(sessions) + kv_read(LISTENER_SESSIONS_BUCKET)
     publish += kv_write(LISTENER_SESSIONS_BUCKET)
@@ -384,9 +372,9 @@ def listener_permissions() -> Permissions:
         "listener",
         publish,
         [inbox_subscription("listener")],
-        why="publishes arc.jobs.> (session pump), arc.scale.> (worker) and arc.errors.> "
-        "(session.failed/session.opened only); creates and consumes "
-        "its listener-jobs-<hash> durable on ARC_JOBS; reads its last decision from ARC_SCALE; "
+        why="publishes arc.jobs.> and arc.scale.> (session pump and its decision) and "
+        "arc.errors.> (session.failed/session.opened only); consumes nothing (ADR 0104); "
+        "reads its last decision from ARC_SCALE and the end of ARC_JOBS; "
         "alone writes arcflow_listener_sessions (open message sessions) and "
         "arcflow_listener_leases (standby mode: which replica serves a scale set)",
     )
@@ -506,7 +494,6 @@ __all__ = [
     "SERVICE_PERMISSIONS",
     "Permissions",
     "build_service_permissions",
-    "consumer_owner",
     "default_users",
     "inbox_subscription",
     "password_placeholder",

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Meter
 
     from arcflow.common.kube import KubeClient
+    from arcflow.common.reconcile.declare import Controllers
     from arcflow.common.service.endpoints import RpcEndpoint
 
 
@@ -23,7 +24,8 @@ class ServiceContext:
     test-only replacements (e.g. an Actions client factory with fast retries); production
     code paths read them with a default. ``fatal(exc)`` stops the process with exit code 1
     (a background loop that must never end has ended). ``rpc`` is the spec's declared RPC
-    endpoints, which the service's RPC component serves (and nothing else).
+    endpoints, which the service's RPC component serves (and nothing else); ``controllers``
+    its declared controllers, which its build hands the controller runtime (ADR 0095).
     """
 
     name: str
@@ -36,6 +38,13 @@ class ServiceContext:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     fatal: Callable[[BaseException], None] = lambda exc: None
     rpc: Sequence[RpcEndpoint] = ()
+    controllers: Controllers | None = None
+
+    def require_controllers(self) -> Controllers:
+        """The declared controllers (the spec declared ``controllers``)."""
+        if self.controllers is None:
+            raise RuntimeError(f"service {self.name} declared no controllers")
+        return self.controllers
 
     def require_kube(self) -> KubeClient:
         """The Kubernetes client (the spec declared ``kube_settings``)."""

@@ -24,6 +24,8 @@ class FlowNode:
     publishes: frozenset[str]
     #: event type -> subject pattern, for the types it publishes
     subjects: tuple[tuple[str, str], ...] = ()
+    #: (event type, controller key kind): the consumed events that wake a declared controller
+    wakes: tuple[tuple[str, str], ...] = ()
 
 
 def node_of(spec: ServiceSpec[Any]) -> FlowNode:
@@ -33,11 +35,27 @@ def node_of(spec: ServiceSpec[Any]) -> FlowNode:
     if spec.subscriptions or spec.pulls:  # the settle policy dead-letters what none can process
         publishes.add("deadletter")
         subjects += (("deadletter", "arc.dlq.<original subject>"),)
-    return FlowNode(spec.name, frozenset(spec.consumed_types), frozenset(publishes), subjects)
+    wakes: tuple[tuple[str, str], ...] = ()
+    if spec.controllers is not None:
+        wakes = tuple(
+            (_type(t), c.kind)
+            for c in spec.controllers.controllers
+            for source in c.events
+            for t in source.event_types
+        )
+    return FlowNode(
+        spec.name, frozenset(spec.consumed_types), frozenset(publishes), subjects, wakes
+    )
 
 
 def _type(event_type: Any) -> str:
     return str(event_type.model_fields["type"].default)
+
+
+def _consumer(node: FlowNode, event_type: str) -> str:
+    """A consumer's name, with the controllers the event wakes (``reconciler (wakes ars)``)."""
+    kinds = [kind for t, kind in node.wakes if t == event_type]
+    return f"{node.name} (wakes {', '.join(kinds)})" if kinds else node.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +78,7 @@ def flow_table(nodes: Iterable[FlowNode]) -> list[FlowRow]:
                 event_type,
                 tuple(subjects),
                 tuple(sorted(n.name for n in nodes if event_type in n.publishes)),
-                tuple(sorted(n.name for n in nodes if event_type in n.consumes)),
+                tuple(sorted(_consumer(n, event_type) for n in nodes if event_type in n.consumes)),
             )
         )
     return rows
@@ -102,5 +120,32 @@ def render_rpc_markdown(specs: Iterable[ServiceSpec[Any]]) -> str:
             lines.append(
                 f"| `{endpoint.subject}` | `{endpoint.request.__name__}` | "
                 f"`{endpoint.reply.__name__}` | {spec.name} | {endpoint.description}.{secret} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def render_controllers_markdown(specs: Iterable[ServiceSpec[Any]]) -> str:
+    """The controllers table of docs/events.md: each declared controller and what wakes it
+    (ADR 0095)."""
+    lines = [
+        "| Service | Key | Reconciles | Owns (by ownerReference) | Also woken by | Events "
+        "| State |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for spec in specs:
+        if spec.controllers is None:
+            continue
+        for c in spec.controllers.controllers:
+            owns = ", ".join(c.owns) or "-"
+            watches = "; ".join(f"{w.kind}: {w.how}" for w in c.watches) or "-"
+            events = ", ".join(
+                f"`{_type(t)}`" + (" (kept)" if source.keep is not None else "")
+                for source in c.events
+                for t in source.event_types
+            )
+            state = ", ".join(cls.__name__ for cls in c.state) or "-"
+            lines.append(
+                f"| {spec.name} | `{c.kind}` | {c.resource.kind} (`{c.model_name}`) | {owns} | "
+                f"{watches} | {events or '-'} | {state} |"
             )
     return "\n".join(lines) + "\n"

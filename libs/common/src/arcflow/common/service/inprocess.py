@@ -23,6 +23,8 @@ from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.common.service.spec import ServiceSpec
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import Meter
+
     from arcflow.common.kube import KubeClient
     from arcflow.common.nats.settings import NatsSettings
 
@@ -38,6 +40,8 @@ class ServiceRun:
     on_nats_error: ErrorHook | None = None
     serve_health: bool = False
     run_periodic: bool = True
+    #: Where its metrics go (a test's in-memory reader); none by default.
+    meter: Meter | None = None
 
 
 @contextlib.asynccontextmanager
@@ -58,6 +62,7 @@ async def running(
                 serve_metrics=False,
                 on_nats_error=run.on_nats_error,
                 run_periodic=run.run_periodic,
+                meter=run.meter,
             )
             await runtime.start()
             started.append(runtime)

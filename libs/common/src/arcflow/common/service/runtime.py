@@ -213,6 +213,7 @@ class ServiceRuntime:
             overrides=self._overrides,
             fatal=self.fatal,
             rpc=spec.rpc,
+            controllers=spec.controllers,
         )
         self.state = await spec.build(self.context)
         components = spec.components(self.context, self.state) if spec.components else ()

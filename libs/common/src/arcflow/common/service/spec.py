@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from arcflow.common.kube.settings import KubeSettings
     from arcflow.common.nats.consume import Delivery
     from arcflow.common.nats.jetstream import ConsumerSpec, KvBucketSpec, StreamSpec
+    from arcflow.common.reconcile.declare import Controllers
     from arcflow.common.service.context import ServiceContext
 
 #: The object a service builds at start (its domain objects); handlers receive it first.
@@ -102,10 +103,9 @@ class Publication:
 
 @dataclass(frozen=True, slots=True)
 class Pull:
-    """Event types the service's own loops pull through :mod:`arcflow.common.service.fetch`
-    rather than through a :class:`Subscription` (the listener's workers: one durable per scale
-    set, known only at run time, on plain nats-py without FastStream, ADR 0016 and ADR 0070).
-    Declared for the flow table; the runtime starts nothing."""
+    """Event types the service's own loops pull rather than through a :class:`Subscription`
+    (one durable per key, known only at run time). Declared for the flow table; the runtime
+    starts nothing. No service declares one since the listener stopped consuming (ADR 0104)."""
 
     subject: str
     event_types: tuple[type[EventBase], ...]
@@ -127,7 +127,10 @@ class ServiceSpec(Generic[StateT]):
       before the subscribers (watch loops, an RPC server, a work queue, a cache);
     * ``kube_settings(settings)`` says the service needs a Kubernetes client and how to build
       it (``None``: no client);
-    * ``ready(state)`` adds a service-specific readiness condition.
+    * ``ready(state)`` adds a service-specific readiness condition;
+    * ``controllers``: what its controllers reconcile, own, watch and keep (ADR 0095); its
+      build hands them (``ctx.controllers``) to :class:`~arcflow.common.reconcile.manager.Manager`,
+      and the flow table shows their triggers.
 
     What the spec declares also picks the light path of the runtime (ADR 0070): a spec with no
     ``subscriptions`` connects with plain nats-py (no FastStream broker); ``streams`` narrows the
@@ -142,6 +145,7 @@ class ServiceSpec(Generic[StateT]):
     subscriptions: Sequence[Subscription] = ()
     periodic: Sequence[PeriodicTask] = ()
     rpc: Sequence[RpcEndpoint] = ()
+    controllers: Controllers | None = None
     publishes: Sequence[Publication] = ()
     components: Callable[[ServiceContext, StateT], Sequence[Component]] | None = None
     kube_settings: Callable[[Any], KubeSettings] | None = None

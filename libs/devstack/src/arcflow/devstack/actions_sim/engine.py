@@ -574,7 +574,7 @@ class ActionsEngine:
         self._emit(
             job.scale_set_id, "JobStarted", job, runner_id=runner.id, runner_name=runner.name
         )
-        if job.duration is not None:
+        if job.duration is not None and runner.session_id is None:
             loop = asyncio.get_running_loop()
             self._timers[job.job_id] = loop.call_later(
                 job.duration, self._auto_complete, job.job_id, runner.id
@@ -734,7 +734,16 @@ class ActionsEngine:
                     "ephemeral": True,
                 }
             ),
-            ".credentials": b64({"scheme": "OAuth", "data": {"clientSecret": runner.secret}}),
+            ".credentials": b64(
+                {
+                    "scheme": "OAuth",
+                    "data": {
+                        "clientId": str(runner.id),
+                        "clientSecret": runner.secret,
+                        "authorizationUrl": f"{self._svc_url()}_apis/oauth2/token",
+                    },
+                }
+            ),
         }
         return b64(files)
 
@@ -761,6 +770,48 @@ class ActionsEngine:
             runner.status = RunnerStatus.IDLE
         self._dispatch()
         return RunnerConnection(runner.id, runner.name, runner.scale_set_id, runner.job_id)
+
+    # --- the runner's own side (runner_routes.py) -----------------------------------------
+    def runner_by_credentials(self, client_id: str, client_secret: str) -> Runner | None:
+        """The registered runner these JIT credentials belong to, else ``None``."""
+        try:
+            runner = self.runners.get(int(client_id))
+        except ValueError:
+            return None
+        if runner is None or not secrets.compare_digest(runner.secret, client_secret):
+            return None
+        return runner
+
+    def open_runner_session(self, runner: Runner) -> str:
+        """The runner listens for its job: online-idle, and it reports the job's end itself."""
+        runner.session_id = str(uuid.uuid4())
+        if runner.status is RunnerStatus.CONFIGURED:
+            runner.status = RunnerStatus.IDLE
+        self._dispatch()
+        return runner.session_id
+
+    def close_runner_session(self, runner: Runner) -> None:
+        """The runner went offline: it takes no job until it opens a session again, and a job
+        started on it that it never reported begun (it left before reading its message) goes
+        back to its scale set, assigned, for another runner."""
+        runner.session_id = None
+        job = self.jobs.get(runner.job_id) if runner.job_id is not None else None
+        if job is not None and job.state is JobState.RUNNING and job.runner_id == runner.id:
+            self._cancel_timer(job.job_id)
+            job.state = JobState.ASSIGNED
+            job.runner_id, job.runner_name, job.runner_assign_time = None, "", None
+        runner.job_id = None
+        runner.status = RunnerStatus.CONFIGURED
+        self._dispatch()
+
+    def finish_runner_job(self, runner: Runner, job_id: str, result: str) -> Job:
+        """The runner reports the end of the job it holds."""
+        job = self.job(job_id)
+        if job.state is not JobState.RUNNING or job.runner_id != runner.id:
+            raise ServiceError(
+                409, TypeNames.ARGUMENT, f"job {job_id} is not running on runner {runner.id}"
+            )
+        return self.complete_job(job_id, result)
 
     async def wait_for_runner_job(self, runner_id: int, within: float) -> str | None:
         deadline = time.monotonic() + within

@@ -247,6 +247,9 @@ class Runner:
     secret: str
     status: RunnerStatus = RunnerStatus.CONFIGURED
     job_id: str | None = None
+    session_id: str | None = None
+    """Its runner-protocol session (docs/actions-simulator.md, "The runner's side"): such a
+    runner reports its job's end itself, so a job's ``duration`` is not timed here."""
 
     def to_wire(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "runnerScaleSetId": self.scale_set_id}

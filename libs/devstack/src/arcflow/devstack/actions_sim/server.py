@@ -24,6 +24,7 @@ from arcflow.devstack.actions_sim.core import (
 )
 from arcflow.devstack.actions_sim.faults import FaultRule
 from arcflow.devstack.actions_sim.model import DROPPED, DroppedConnectionError, ServiceError
+from arcflow.devstack.actions_sim.runner_routes import RunnerRoutes
 from arcflow.devstack.actions_sim.service_routes import SVC_PREFIX, ServiceRoutes
 from arcflow.devstack.actions_sim.wire import github_error_response, service_error_response
 
@@ -60,6 +61,7 @@ class ActionsSimulator(SimulatorCore):
             raise RuntimeError("the simulator is already running")
         app = web.Application(middlewares=[self._middleware])
         ServiceRoutes(self).register(app)
+        RunnerRoutes(self).register(app)
         ControlRoutes(self).register(app)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()

@@ -162,6 +162,10 @@ class TokenAuthority:
     def issue_mq_token(self, session_id: str, scale_set_id: int) -> str:
         return self._issue("mq", self.mq_token_ttl, {"sid": session_id, "ssid": scale_set_id})
 
+    def issue_runner_token(self, runner_id: int) -> str:
+        """What a runner gets for its JIT credentials: good for its own calls only."""
+        return self._issue("runner", self.admin_token_ttl, {"rid": runner_id})
+
     def verify(self, token: str, kind: str) -> dict[str, Any] | None:
         """Claims of a valid, unexpired service JWT of ``kind``; ``None`` otherwise."""
         try:

@@ -53,9 +53,10 @@ from arcflow.common.kube import (
     KubeSettings,
     NotFoundError,
 )
+from arcflow.devstack.child_process import last_log_line
 from arcflow.devstack.factory.proxy import ApiProxy, Upstream
 from arcflow.devstack.nats_server import NatsServer, free_port
-from arcflow.devstack.supervisor import ServiceProcess, Supervisor, last_log_line, service_env
+from arcflow.devstack.supervisor import ServiceProcess, Supervisor, service_env
 
 if TYPE_CHECKING:
     from arcflow.devstack.actions_sim import ActionsSimulator
@@ -423,7 +424,8 @@ class StackFactory:
 
     async def _start_pod_runner(self, parts: StackParts) -> PodRunner:
         from arcflow.devstack.kubelet import DEFAULT_NODE_NAME
-        from arcflow.devstack.pod_runner import PodRunner, SimulatedRunnerBackend
+        from arcflow.devstack.pod_runner import PodRunner
+        from arcflow.devstack.runner_backend import SimulatedRunnerBackend
 
         node = self.node_name
         if node is None and self._shares_cluster(parts.kube_backend):

@@ -30,15 +30,10 @@ from arcflow.common.kube.printer_columns import PRINTER_COLUMNS
 from arcflow.common.kube.resources import CUSTOM_RESOURCE_DEFINITION, Resource
 from arcflow.common.kube.selectors import LabelSelectorError, parse_label_selector
 from arcflow.devstack.kube_emulator import discovery, openapi, tables
-from arcflow.devstack.kube_emulator.store import (
-    ApiStatus,
-    DeleteOptions,
-    InjectedError,
-    ObjectStore,
-    bad_request,
-    check_field_selector,
-    parse_field_selector,
-)
+from arcflow.devstack.kube_emulator.faults import InjectedError
+from arcflow.devstack.kube_emulator.fields import check_field_selector, parse_field_selector
+from arcflow.devstack.kube_emulator.status import ApiStatus, bad_request
+from arcflow.devstack.kube_emulator.store import DeleteOptions, ObjectStore
 
 log = logging.getLogger(__name__)
 

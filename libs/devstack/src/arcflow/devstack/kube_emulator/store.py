@@ -1,23 +1,21 @@
-"""The emulator's state: objects, the resourceVersion counter, watch history, GC.
+"""The emulator's state: objects of every kind, the resourceVersion counter and the writes.
 
-No HTTP here: every operation takes and returns plain dicts and raises :class:`ApiStatus`
-for the error the real API server would answer, so the HTTP layer only translates. The event
-loop is single-threaded and no method awaits, so each operation (including the garbage
-collection it triggers) is atomic, like one etcd transaction per write.
+What each write checks is in ``validation``, the watches it feeds in ``watching``, the garbage
+collection it triggers in ``garbage``, its error answers in ``status``. No HTTP here: every
+operation takes and returns plain dicts and raises :class:`ApiStatus` for the error the real API
+server would answer, so the HTTP layer only translates. The event loop is single-threaded and
+no method awaits, so each operation (including the garbage collection it triggers) is atomic,
+like one etcd transaction per write.
 """
 
 from __future__ import annotations
 
-import asyncio
-import builtins
 import copy
-import re
 import secrets
 import uuid
 from collections import deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Any
 
 from arcflow.common.kube.resources import (
@@ -27,18 +25,32 @@ from arcflow.common.kube.resources import (
     Resource,
 )
 from arcflow.common.kube.selectors import Requirement, selector_matches
+from arcflow.devstack.kube_emulator.fields import FieldRequirement
+from arcflow.devstack.kube_emulator.garbage import FOREGROUND_FINALIZER, GarbageCollector
+from arcflow.devstack.kube_emulator.objects import Obj, ObjectKey, ResourceKey, meta_of, now
 from arcflow.devstack.kube_emulator.patching import (
     PatchError,
     PatchTestFailed,
     json_patch,
     merge_patch,
 )
+from arcflow.devstack.kube_emulator.status import (
+    ApiStatus,
+    bad_request,
+    conflict,
+    expired,
+    invalid,
+    not_found,
+    status_details,
+)
+from arcflow.devstack.kube_emulator.validation import (
+    check_type,
+    established_status,
+    served_resources,
+    validate_object,
+)
+from arcflow.devstack.kube_emulator.watching import HistoryEvent, Watcher
 
-Obj = dict[str, Any]
-ObjectKey = tuple[str, str]  # (namespace or "", name)
-ResourceKey = tuple[str, str]  # (group, plural)
-
-FOREGROUND_FINALIZER = "foregroundDeletion"
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -46,95 +58,6 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_PATH_SEGMENT_FORBIDDEN = re.compile(r"[/%]")
-_RBAC_GROUP = "rbac.authorization.k8s.io"
-
-
-class ApiStatus(Exception):  # noqa: N818 - it is the API's Status object
-    """An error the API server answers with a ``Status`` body."""
-
-    def __init__(
-        self,
-        code: int,
-        reason: str,
-        message: str,
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-        self.message = message
-        self.details = dict(details or {})
-
-    def body(self) -> Obj:
-        body: Obj = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
-        if self.details:
-            body["details"] = self.details
-        return body
-
-
-def _details(resource: Resource, name: str | None) -> dict[str, Any]:
-    details: dict[str, Any] = {"kind": resource.plural}
-    if resource.group:
-        details["group"] = resource.group
-    if name:
-        details["name"] = name
-    return details
-
-
-def not_found(resource: Resource, name: str) -> ApiStatus:
-    return ApiStatus(
-        404,
-        "NotFound",
-        f'{resource.qualified_plural} "{name}" not found',
-        _details(resource, name),
-    )
-
-
-def conflict(resource: Resource, name: str, why: str) -> ApiStatus:
-    return ApiStatus(
-        409,
-        "Conflict",
-        f'Operation cannot be fulfilled on {resource.qualified_plural} "{name}": {why}',
-        _details(resource, name),
-    )
-
-
-def invalid(resource: Resource, name: str, causes: list[tuple[str, str]]) -> ApiStatus:
-    summary = ", ".join(f"{fld}: {msg}" for fld, msg in causes)
-    details = _details(resource, name)
-    details["causes"] = [
-        {"reason": "FieldValueInvalid", "message": msg, "field": fld} for fld, msg in causes
-    ]
-    return ApiStatus(422, "Invalid", f'{resource.kind} "{name}" is invalid: {summary}', details)
-
-
-def bad_request(message: str) -> ApiStatus:
-    return ApiStatus(400, "BadRequest", message)
-
-
-def expired(requested: int, oldest: int) -> ApiStatus:
-    return ApiStatus(410, "Expired", f"too old resource version: {requested} ({oldest})")
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
 
 
 def _body_sans(obj: Mapping[str, Any], *keys: str) -> dict[str, Any]:
@@ -148,141 +71,6 @@ def _parse_rv(value: Any) -> int | None:
         return int(str(value))
     except ValueError:
         return -1
-
-
-@dataclass(frozen=True, slots=True)
-class FieldRequirement:
-    """``path=value`` / ``path!=value`` on a dotted field path (``metadata.name``)."""
-
-    path: tuple[str, ...]
-    value: str
-    negate: bool
-
-    def matches(self, obj: Mapping[str, Any]) -> bool:
-        node: Any = obj
-        for part in self.path:
-            node = node.get(part) if isinstance(node, dict) else None
-        actual = "" if node is None else str(node)
-        return (actual != self.value) if self.negate else (actual == self.value)
-
-
-#: The field selectors a real server accepts beyond ``metadata.name`` and
-#: ``metadata.namespace`` (which every kind has), per built-in kind; custom kinds accept only
-#: those two (unless their CRD declares ``selectableFields``, which arcflow's do not).
-_SELECTABLE_FIELDS: dict[tuple[str, str], frozenset[str]] = {
-    ("", "events"): frozenset(
-        {
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        }
-    ),
-    ("", "pods"): frozenset(
-        {
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        }
-    ),
-    ("", "secrets"): frozenset({"type"}),
-    ("", "namespaces"): frozenset({"status.phase"}),
-}
-_ALWAYS_SELECTABLE = frozenset({"metadata.name", "metadata.namespace"})
-
-
-def check_field_selector(resource: Resource, fields: tuple[FieldRequirement, ...]) -> None:
-    """400 for a field the real server cannot select on (it answers so, it never ignores)."""
-    allowed = _ALWAYS_SELECTABLE | _SELECTABLE_FIELDS.get(
-        (resource.group, resource.plural), frozenset()
-    )
-    for requirement in fields:
-        label = ".".join(requirement.path)
-        if label not in allowed:
-            raise bad_request(
-                f"field label not supported for {resource.qualified_plural}: {label} "
-                f"(selectable: {', '.join(sorted(allowed))})"
-            )
-
-
-def parse_field_selector(selector: str | None) -> tuple[FieldRequirement, ...]:
-    if not selector:
-        return ()
-    result: list[FieldRequirement] = []
-    for part in selector.split(","):
-        part = part.strip()
-        for op, negate in (("!=", True), ("==", False), ("=", False)):
-            if op in part:
-                key, value = part.split(op, 1)
-                result.append(
-                    FieldRequirement(tuple(key.strip().split(".")), value.strip(), negate)
-                )
-                break
-        else:
-            raise bad_request(f"invalid field selector requirement {part!r}")
-    return tuple(result)
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryEvent:
-    """One committed change, kept for resuming watches."""
-
-    rv: int
-    type: str
-    resource: ResourceKey
-    namespace: str
-    obj: Obj
-    old: Obj | None
-
-
-@dataclass(eq=False)
-class Watcher:
-    """One open watch; the HTTP handler drains ``queue`` (``None`` ends the stream)."""
-
-    resource: ResourceKey
-    namespace: str | None
-    labels: tuple[Requirement, ...]
-    fields: tuple[FieldRequirement, ...]
-    queue: asyncio.Queue[Obj | None] = field(default_factory=asyncio.Queue)
-    abort: bool = False
-
-    def _matches(self, obj: Obj | None) -> bool:
-        if obj is None:
-            return False
-        labels = _meta(obj).get("labels")
-        return selector_matches(self.labels, labels) and all(f.matches(obj) for f in self.fields)
-
-    def wants(self, event: HistoryEvent) -> Obj | None:
-        """The watch event this watcher sees for ``event``, or None."""
-        if event.resource != self.resource:
-            return None
-        if self.namespace is not None and event.namespace != self.namespace:
-            return None
-        new_ok = self._matches(event.obj)
-        old_ok = self._matches(event.old)
-        kind = event.type
-        if kind == "MODIFIED":
-            if new_ok and not old_ok:
-                kind = "ADDED"
-            elif old_ok and not new_ok:
-                kind = "DELETED"
-            elif not new_ok:
-                return None
-        elif (kind == "ADDED" and not new_ok) or (kind == "DELETED" and not (new_ok or old_ok)):
-            return None
-        return {"type": kind, "object": copy.deepcopy(event.obj)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +93,7 @@ class ObjectStore:
         self.history: deque[HistoryEvent] = deque()
         self.compacted_rv = 0
         self.watchers: set[Watcher] = set()
+        self._gc = GarbageCollector(self)
         for resource in DEFAULT_RESOURCES:
             self.register(resource)
         self.ensure_namespace("default")
@@ -332,7 +121,7 @@ class ObjectStore:
     def _bucket(self, resource: Resource) -> dict[ObjectKey, Obj]:
         return self.objects.setdefault((resource.group, resource.plural), {})
 
-    def _resource_of_key(self, key: ResourceKey) -> Resource:
+    def resource_of_key(self, key: ResourceKey) -> Resource:
         for (group, _, plural), resource in self.resources.items():
             if (group, plural) == key:
                 return resource
@@ -340,14 +129,14 @@ class ObjectStore:
 
     # --- commit and watch fan-out -----------------------------------------------------
 
-    def _commit(self, resource: Resource, new: Obj | None, old: Obj | None, event_type: str) -> Obj:
+    def commit(self, resource: Resource, new: Obj | None, old: Obj | None, event_type: str) -> Obj:
         """Store ``new`` (or delete ``old`` when ``new`` is None) under a fresh resourceVersion."""
         self.resource_version += 1
         rv = self.resource_version
         subject = new if new is not None else copy.deepcopy(old)
         assert subject is not None
-        _meta(subject)["resourceVersion"] = str(rv)
-        meta = _meta(subject)
+        meta_of(subject)["resourceVersion"] = str(rv)
+        meta = meta_of(subject)
         key = (meta.get("namespace", ""), meta["name"])
         bucket = self._bucket(resource)
         if new is None:
@@ -444,7 +233,7 @@ class ObjectStore:
             obj = bucket[key]
             if namespace is not None and resource.namespaced and key[0] != namespace:
                 continue
-            if not selector_matches(labels, _meta(obj).get("labels")):
+            if not selector_matches(labels, meta_of(obj).get("labels")):
                 continue
             if all(f.matches(obj) for f in fields):
                 yield obj
@@ -484,7 +273,7 @@ class ObjectStore:
         bucket = self._bucket(NAMESPACE)
         existing = bucket.get(("", name))
         if existing is not None:
-            if _meta(existing).get("deletionTimestamp"):
+            if meta_of(existing).get("deletionTimestamp"):
                 raise ApiStatus(
                     403,
                     "Forbidden",
@@ -493,16 +282,14 @@ class ObjectStore:
                     {"name": name, "kind": "namespaces"},
                 )
             return
-        self._commit(
-            NAMESPACE, self._stamp_new(NAMESPACE, _namespace_manifest(name)), None, "ADDED"
-        )
+        self.commit(NAMESPACE, self._stamp_new(NAMESPACE, _namespace_manifest(name)), None, "ADDED")
 
     # --- create -----------------------------------------------------------------------
 
     def _stamp_new(self, resource: Resource, obj: Obj) -> Obj:
         meta = obj.setdefault("metadata", {})
         meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = _now()
+        meta["creationTimestamp"] = now()
         meta["generation"] = 1
         return obj
 
@@ -510,7 +297,7 @@ class ObjectStore:
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
         obj = copy.deepcopy(body)
-        self._check_type(resource, obj)
+        check_type(resource, obj)
         meta = obj.get("metadata")
         if not isinstance(meta, dict):
             meta = obj["metadata"] = {}
@@ -541,13 +328,13 @@ class ObjectStore:
                 if (namespace or "", candidate) not in bucket:
                     break
             name = meta["name"] = candidate
-        self._validate(resource, obj, str(name))
+        validate_object(resource, obj, str(name))
         if (namespace or "", name) in bucket:
             raise ApiStatus(
                 409,
                 "AlreadyExists",
                 f'{resource.qualified_plural} "{name}" already exists',
-                _details(resource, name),
+                status_details(resource, name),
             )
         if resource.namespaced and namespace:
             self.ensure_namespace(namespace)
@@ -560,103 +347,14 @@ class ObjectStore:
         self._stamp_new(resource, obj)
         if resource == CUSTOM_RESOURCE_DEFINITION:
             self._register_crd(obj)
-        created = self._commit(resource, obj, None, "ADDED")
-        self._collect_garbage()
+        created = self.commit(resource, obj, None, "ADDED")
+        self._gc.collect()
         return copy.deepcopy(created)
 
-    def _check_type(self, resource: Resource, obj: Obj) -> None:
-        kind, api_version = obj.get("kind"), obj.get("apiVersion")
-        if kind is not None and kind != resource.kind:
-            raise bad_request(
-                f"the kind in the data ({kind}) does not match the expected kind ({resource.kind})"
-            )
-        if api_version is not None and api_version != resource.api_version:
-            raise bad_request(
-                f"the API version in the data ({api_version}) does not match the expected "
-                f"API version ({resource.api_version})"
-            )
-
-    def _validate(self, resource: Resource, obj: Obj, name: str) -> None:
-        causes: list[tuple[str, str]] = []
-        if resource.group == _RBAC_GROUP:
-            if _PATH_SEGMENT_FORBIDDEN.search(name) or name in (".", ".."):
-                causes.append(("metadata.name", f"invalid name {name!r}"))
-        elif len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-            causes.append(
-                (
-                    "metadata.name",
-                    f"Invalid value: {name!r}: a lowercase RFC 1123 subdomain must consist of "
-                    "lower case alphanumeric characters, '-' or '.'",
-                )
-            )
-        meta = _meta(obj)
-        labels = meta.get("labels") or {}
-        if not isinstance(labels, dict):
-            causes.append(("metadata.labels", "must be a map of strings"))
-            labels = {}
-        for key, value in labels.items():
-            prefix, _, label_name = str(key).rpartition("/")
-            if len(label_name) > 63 or not _LABEL_NAME.match(label_name):
-                causes.append((f"metadata.labels[{key}]", "invalid label key"))
-            elif prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-                causes.append((f"metadata.labels[{key}]", "invalid label key prefix"))
-            if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
-                causes.append(
-                    (
-                        f"metadata.labels[{key}]",
-                        f"Invalid value: {value!r}: must be 63 characters or less and begin and "
-                        "end with an alphanumeric character",
-                    )
-                )
-        annotations = meta.get("annotations") or {}
-        if not isinstance(annotations, dict) or not all(
-            isinstance(v, str) for v in annotations.values()
-        ):
-            causes.append(("metadata.annotations", "must be a map of strings"))
-        finalizers = meta.get("finalizers") or []
-        if not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers):
-            causes.append(("metadata.finalizers", "must be a list of strings"))
-        for index, ref in enumerate(meta.get("ownerReferences") or []):
-            if not isinstance(ref, dict) or not all(
-                ref.get(k) for k in ("apiVersion", "kind", "name", "uid")
-            ):
-                causes.append(
-                    (f"metadata.ownerReferences[{index}]", "apiVersion, kind, name, uid required")
-                )
-        if causes:
-            raise invalid(resource, name, causes)
-
     def _register_crd(self, crd: Obj) -> None:
-        spec = crd.get("spec") or {}
-        names = spec.get("names") or {}
-        group, plural, kind = spec.get("group"), names.get("plural"), names.get("kind")
-        if not (group and plural and kind):
-            raise invalid(
-                CUSTOM_RESOURCE_DEFINITION,
-                _meta(crd).get("name", ""),
-                [("spec", "group, names.plural and names.kind are required")],
-            )
-        for version in spec.get("versions") or []:
-            if not version.get("served", True):
-                continue
-            self.register(
-                Resource(
-                    group,
-                    version["name"],
-                    plural,
-                    kind,
-                    namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-                    has_status="status" in (version.get("subresources") or {}),
-                    singular=names.get("singular", kind.lower()),
-                    short_names=tuple(names.get("shortNames") or ()),
-                )
-            )
-        crd["status"] = {
-            "acceptedNames": names,
-            "conditions": [
-                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}
-            ],
-        }
+        for resource in served_resources(crd):
+            self.register(resource)
+        crd["status"] = established_status(crd)
 
     # --- update (PUT and PATCH) -------------------------------------------------------
 
@@ -670,9 +368,9 @@ class ObjectStore:
     ) -> Obj:
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
-        self._check_type(resource, body)
+        check_type(resource, body)
         old = self._current(resource, namespace, name, subresource)
-        body_meta = _meta(body)
+        body_meta = meta_of(body)
         if body_meta.get("name") not in (None, name):
             raise bad_request(
                 f"the name of the object ({body_meta.get('name')}) does not match the name on "
@@ -687,7 +385,7 @@ class ObjectStore:
                     name,
                     [("metadata.resourceVersion", "must be specified for an update")],
                 )
-            new_meta["resourceVersion"] = _meta(old)["resourceVersion"]
+            new_meta["resourceVersion"] = meta_of(old)["resourceVersion"]
         return self._update(resource, old, new, subresource)
 
     def patch(
@@ -732,8 +430,8 @@ class ObjectStore:
         return self.get(resource, namespace, name)
 
     def _update(self, resource: Resource, old: Obj, new: Obj, subresource: str | None) -> Obj:
-        name = _meta(old)["name"]
-        current_rv = _meta(old)["resourceVersion"]
+        name = meta_of(old)["name"]
+        current_rv = meta_of(old)["resourceVersion"]
         new_meta = new.get("metadata")
         if not isinstance(new_meta, dict):
             raise bad_request("metadata must be a JSON object")
@@ -759,7 +457,7 @@ class ObjectStore:
                 else:
                     result.pop("status", None)
         meta = result.setdefault("metadata", {})
-        old_meta = _meta(old)
+        old_meta = meta_of(old)
         for managed in (
             "name",
             "namespace",
@@ -776,7 +474,7 @@ class ObjectStore:
                 meta.pop(managed, None)
         result["kind"] = resource.kind
         result["apiVersion"] = resource.api_version
-        self._validate(resource, result, name)
+        validate_object(resource, result, name)
         if old_meta.get("deletionTimestamp"):
             added = set(meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
             if added:
@@ -799,14 +497,14 @@ class ObjectStore:
             # as patched, at the version it was stored under (the delete is not an update);
             # the DELETED event carries the stored object under the deletion's new version.
             meta.pop("finalizers", None)
-            self._commit(resource, None, old, "DELETED")
-            self._collect_garbage()
+            self.commit(resource, None, old, "DELETED")
+            self._gc.collect()
             return copy.deepcopy(result)
-        stored = self._commit(resource, result, old, "MODIFIED")
-        self._collect_garbage()
+        stored = self.commit(resource, result, old, "MODIFIED")
+        self._gc.collect()
         return copy.deepcopy(stored)
 
-    # --- delete and garbage collection ------------------------------------------------
+    # --- delete ------------------------------------------------
 
     def delete(
         self,
@@ -816,7 +514,7 @@ class ObjectStore:
         options: DeleteOptions,
     ) -> Obj:
         old = self.get(resource, namespace, name)
-        meta = _meta(old)
+        meta = meta_of(old)
         if options.uid is not None and options.uid != meta.get("uid"):
             raise conflict(
                 resource,
@@ -835,131 +533,33 @@ class ObjectStore:
             )
         if options.propagation not in ("Background", "Foreground", "Orphan"):
             raise bad_request(f"invalid propagationPolicy {options.propagation!r}")
-        result = self._delete(resource, old, options.propagation)
-        self._collect_garbage()
+        result = self.mark_deleted(resource, old, options.propagation)
+        self._gc.collect()
         return copy.deepcopy(result)
 
-    def _delete(self, resource: Resource, old: Obj, propagation: str) -> Obj:
-        meta = _meta(old)
+    def mark_deleted(self, resource: Resource, old: Obj, propagation: str) -> Obj:
+        """Delete ``old`` as the API does: at once, or marked (finalizers, a namespace)."""
+        meta = meta_of(old)
         if propagation == "Orphan":
-            self._orphan_dependents(meta.get("uid", ""))
+            self._gc.orphan_dependents(meta.get("uid", ""))
         if meta.get("deletionTimestamp"):
             return old
         new = copy.deepcopy(old)
-        new_meta = _meta(new)
+        new_meta = meta_of(new)
         finalizers = list(new_meta.get("finalizers") or [])
         if propagation == "Foreground" and FOREGROUND_FINALIZER not in finalizers:
             finalizers.append(FOREGROUND_FINALIZER)
         if resource == NAMESPACE:
             new.setdefault("status", {})["phase"] = "Terminating"
         elif not finalizers:
-            return self._commit(resource, None, old, "DELETED")
+            return self.commit(resource, None, old, "DELETED")
         new_meta["finalizers"] = finalizers
         if not finalizers:
             new_meta.pop("finalizers")
-        new_meta["deletionTimestamp"] = _now()
+        new_meta["deletionTimestamp"] = now()
         new_meta["deletionGracePeriodSeconds"] = 0
         new_meta["generation"] = int(new_meta.get("generation", 1)) + 1
-        return self._commit(resource, new, old, "MODIFIED")
-
-    def _orphan_dependents(self, owner_uid: str) -> None:
-        for resource, obj in list(self._all_objects()):
-            refs = _meta(obj).get("ownerReferences") or []
-            kept = [ref for ref in refs if ref.get("uid") != owner_uid]
-            if len(kept) != len(refs):
-                self._rewrite_owner_refs(resource, obj, kept)
-
-    def _rewrite_owner_refs(self, resource: Resource, obj: Obj, refs: builtins.list[Any]) -> None:
-        new = copy.deepcopy(obj)
-        if refs:
-            _meta(new)["ownerReferences"] = copy.deepcopy(refs)
-        else:
-            _meta(new).pop("ownerReferences", None)
-        self._commit(resource, new, obj, "MODIFIED")
-
-    def _all_objects(self) -> Iterator[tuple[Resource, Obj]]:
-        for key, bucket in self.objects.items():
-            if not bucket:
-                continue
-            resource = self._resource_of_key(key)
-            for obj_key in sorted(bucket):
-                yield resource, bucket[obj_key]
-
-    def _collect_garbage(self) -> None:
-        """Run the garbage collector to a fixpoint (synchronously, unlike a real cluster)."""
-        for _ in range(10_000):
-            if not self._gc_pass():
-                return
-        raise RuntimeError("garbage collection did not converge")
-
-    def _gc_pass(self) -> bool:
-        objects = list(self._all_objects())
-        by_uid = {_meta(obj).get("uid"): obj for _, obj in objects}
-        dependents: dict[str, builtins.list[tuple[Resource, Obj]]] = {}
-
-        def owner_present(ref: Mapping[str, Any], dependent: Obj) -> bool:
-            owner = by_uid.get(ref.get("uid"))
-            if owner is None:
-                return False
-            owner_ns = _meta(owner).get("namespace")
-            return not owner_ns or owner_ns == _meta(dependent).get("namespace")
-
-        for resource, obj in objects:
-            refs = _meta(obj).get("ownerReferences") or []
-            if not refs:
-                continue
-            present = [ref for ref in refs if owner_present(ref, obj)]
-            if not present:
-                if not _meta(obj).get("deletionTimestamp"):
-                    self._delete(resource, obj, "Background")
-                    return True
-                continue
-            if len(present) != len(refs):
-                self._rewrite_owner_refs(resource, obj, present)
-                return True
-            for ref in present:
-                dependents.setdefault(str(ref.get("uid")), []).append((resource, obj))
-
-        for resource, obj in objects:
-            meta = _meta(obj)
-            if not meta.get("deletionTimestamp"):
-                continue
-            if FOREGROUND_FINALIZER in (meta.get("finalizers") or []):
-                children = dependents.get(str(meta.get("uid")), [])
-                pending = [c for c in children if not _meta(c[1]).get("deletionTimestamp")]
-                for child_resource, child in pending:
-                    self._delete(child_resource, child, "Background")
-                if pending:
-                    return True
-                if not children:
-                    new = copy.deepcopy(obj)
-                    remaining = [f for f in meta["finalizers"] if f != FOREGROUND_FINALIZER]
-                    _meta(new)["finalizers"] = remaining
-                    self._finish_update(resource, new, obj)
-                    return True
-            if resource == NAMESPACE:
-                name = meta["name"]
-                contents = [
-                    (res, o)
-                    for res, o in objects
-                    if res.namespaced and _meta(o).get("namespace") == name
-                ]
-                pending = [c for c in contents if not _meta(c[1]).get("deletionTimestamp")]
-                for child_resource, child in pending:
-                    self._delete(child_resource, child, "Background")
-                if pending:
-                    return True
-                if not contents:
-                    self._commit(NAMESPACE, None, obj, "DELETED")
-                    return True
-        return False
-
-    def _finish_update(self, resource: Resource, new: Obj, old: Obj) -> None:
-        meta = _meta(new)
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            self._commit(resource, None, old, "DELETED")
-        else:
-            self._commit(resource, new, old, "MODIFIED")
+        return self.commit(resource, new, old, "MODIFIED")
 
 
 def _namespace_manifest(name: str) -> Obj:
@@ -970,61 +570,3 @@ def _namespace_manifest(name: str) -> Obj:
         "spec": {"finalizers": ["kubernetes"]},
         "status": {"phase": "Active"},
     }
-
-
-# --- fault injection (a scripted admission webhook) ------------------------------------
-
-KUBE_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
-
-
-@dataclass(eq=False)
-class InjectedError:
-    """One scripted refusal: requests matching it get its ``Status`` instead of being served.
-
-    Matching is by Kubernetes verb, ``resource`` (the plural, ``pods``; a subresource as
-    ``pods/status``, as admission rules name it), and optionally namespace and name prefix.
-    ``times`` limits how many requests fail (``None``: until removed); ``hits`` counts them.
-    """
-
-    verb: str
-    resource: str
-    namespace: str | None
-    name_prefix: str | None
-    status: int
-    reason: str
-    message: str
-    times: int | None
-    hits: int = 0
-    removed: bool = False
-
-    def __post_init__(self) -> None:
-        if self.verb not in KUBE_VERBS:
-            raise ValueError(f"verb must be one of {sorted(KUBE_VERBS)}, not {self.verb!r}")
-        if not self.resource or self.resource != self.resource.lower():
-            raise ValueError(f"resource must be a lower-case plural like 'pods': {self.resource!r}")
-        if not 400 <= self.status <= 599:
-            raise ValueError(f"status must be an HTTP error code (400-599), not {self.status}")
-        if not self.reason:
-            raise ValueError("reason is required (e.g. Forbidden, Invalid)")
-        if self.times is not None and self.times < 1:
-            raise ValueError(f"times must be at least 1 (or None for always), not {self.times}")
-
-    def remove(self) -> None:
-        """Stop refusing (idempotent); requests are served normally again."""
-        self.removed = True
-
-    @property
-    def exhausted(self) -> bool:
-        return self.removed or (self.times is not None and self.hits >= self.times)
-
-    def matches(self, verb: str, resource: str, namespace: str | None, name: str | None) -> bool:
-        """Pure: whether a request (``resource`` with ``/subresource`` if any) is refused."""
-        if self.exhausted or verb != self.verb or resource != self.resource:
-            return False
-        if self.namespace is not None and namespace != self.namespace:
-            return False
-        return self.name_prefix is None or (name or "").startswith(self.name_prefix)
-
-    def error(self, resource: Resource, name: str | None) -> ApiStatus:
-        """The ``Status`` a real server answers for an admission refusal of this request."""
-        return ApiStatus(self.status, self.reason, self.message, _details(resource, name))

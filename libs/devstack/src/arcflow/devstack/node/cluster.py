@@ -17,6 +17,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -57,6 +58,9 @@ SERVICE_NAMES = (
     "kubernetes.default.svc.cluster.local",
 )
 #: Host-wide sysctls the kubelet sets at start (it cannot be told not to): put back at stop.
+#: The kubelet's health endpoint inside the node's namespace (KubeletConfiguration healthz*).
+KUBELET_HEALTHZ = "http://127.0.0.1:10248/healthz"
+_PROBE = "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)"
 KUBELET_SYSCTLS = (
     "vm/overcommit_memory",
     "vm/panic_on_oom",
@@ -194,6 +198,28 @@ class Node:
         if self.netns.path.exists():
             found.append(f"network namespace {self.name}")
         return found
+
+    def restart(self, part: str) -> None:
+        """Stop one of the node's processes (``kubelet``, ``containerd``, ``kube-proxy``, ...)
+        and start it again with the same command, as a host's service manager would; waits
+        until it serves again. Containers outlive both the kubelet and containerd (their shims
+        keep them), which is what the faults of docs/node.md exercise."""
+        process = self._processes[part]
+        process.stop(10.0)
+        process.start()
+        if part == "containerd":
+            self._wait("containerd's CRI again", lambda: bool(self.crictl("info")), part)
+        elif part == "kubelet":
+            self._wait("the kubelet serving again", self._kubelet_serving, part)
+
+    def _kubelet_serving(self) -> bool:
+        """The kubelet's own health endpoint, asked inside the node's namespace."""
+        done = subprocess.run(
+            self.netns.command([sys.executable, "-c", _PROBE, KUBELET_HEALTHZ]),
+            capture_output=True,
+            check=False,
+        )
+        return done.returncode == 0
 
     # --- parts --------------------------------------------------------------------------
 

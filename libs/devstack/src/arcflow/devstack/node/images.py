@@ -80,3 +80,13 @@ def import_archive(ctr: Path, socket: Path, archive: Path) -> None:
 
 def buildah_missing() -> bool:
     return shutil.which("buildah") is None
+
+
+#: The runner image ``scripts/build-images.sh`` builds (the Dockerfile's ``runner`` target; ADR
+#: 0091), tagged with the charts' appVersion like the four chart images.
+RUNNER_REPOSITORY = "localhost/arcflow/runner"
+
+
+def runner_image(chart_image: str) -> str:
+    """The runner image of the same build as ``chart_image`` (any of the four, same tag)."""
+    return f"{RUNNER_REPOSITORY}:{chart_image.rpartition(':')[2]}"

@@ -1,7 +1,7 @@
-"""The reconciler's side of the common typed adapter (:mod:`arcflow.common.reconcile.adapter`,
-ADR 0050, ADR 0072): the primary object read with :func:`read_observed` (the watch-fed cache
-first), parsed with its model's ``from_observed``, and the controller's ``reconcile(ctx, obj)``
-called with the typed object.
+"""The reconciler's parts of the common typed adapter (:mod:`arcflow.common.reconcile.adapter`,
+ADR 0050, ADR 0072), which the controller runtime builds from ``declared.py`` (ADR 0095): the
+primary object read with :func:`read_observed` (the watch-fed cache first); the controller's
+model and ``reconcile(ctx, obj)`` are declared.
 
 An object that does not parse cannot be reconciled as it is: a Warning Kubernetes Event on it
 names the problems (field paths and messages, never values), once per resourceVersion, and
@@ -12,9 +12,6 @@ on.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
-
 from arcflow.common.constants import (
     KIND_ARS,
     LABEL_RUNNER_VARIANT,
@@ -22,20 +19,19 @@ from arcflow.common.constants import (
     LABEL_SCALE_SET_NAMESPACE,
 )
 from arcflow.common.kube import Resource, build_event
-from arcflow.common.models import InvalidManifestError, KubeObject
-from arcflow.common.reconcile import adapter as _adapter
+from arcflow.common.models import InvalidManifestError
 from arcflow.common.reconcile.adapter import UnparsableObjectError, problems_text
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context, read_observed
 from arcflow.reconciler.controllers.manifest import Manifest, labels_of, meta
-from arcflow.reconciler.keys import Key, Result
-
-M = TypeVar("M", bound=KubeObject)
+from arcflow.reconciler.keys import Key
 
 REASON_UNPARSABLE = "InvalidObject"
 
 
-OnUnparsable = Callable[[Context, Manifest, InvalidManifestError], Awaitable[None]]
+class UnparsableReports(dict[tuple[str, str, str], str]):
+    """(kind, namespace, name) -> the resourceVersion of an object that does not parse whose
+    Warning Event went out (one Event per version, however often it is looked at)."""
 
 
 def scope_of_manifest(doc: Manifest) -> Scope:
@@ -56,7 +52,7 @@ async def warn_unparsable(ctx: Context, doc: Manifest, error: InvalidManifestErr
     it again and again; only a change deserves a new Event)."""
     ident = (str(doc.get("kind")), str(meta(doc).get("namespace")), str(meta(doc).get("name")))
     version = str(meta(doc).get("resourceVersion") or "")
-    if ctx.unparsable_reported.get(ident) == version:
+    if ctx.state(UnparsableReports).get(ident) == version:
         return
     message = f"cannot reconcile: the object does not match its schema: {problems_text(error)}"
     event = build_event(
@@ -66,7 +62,7 @@ async def warn_unparsable(ctx: Context, doc: Manifest, error: InvalidManifestErr
     await ctx.writer.audit(
         "created", created, scope_of_manifest(doc), "Kubernetes Event: object does not parse"
     )
-    ctx.unparsable_reported[ident] = version
+    ctx.state(UnparsableReports)[ident] = version
 
 
 async def read_primary(ctx: Context, resource: Resource, key: Key) -> Manifest | None:
@@ -74,26 +70,10 @@ async def read_primary(ctx: Context, resource: Resource, key: Key) -> Manifest |
     return await read_observed(ctx, resource, key.name, key.namespace)
 
 
-class TypedReconciler(_adapter.TypedReconciler[Context, M]):
-    """One kind's controller behind the work queue: ``await adapter(ctx, key)``."""
-
-    __slots__ = ()
-
-    def __init__(
-        self,
-        resource: Resource,
-        model: type[M],
-        reconcile: Callable[[Context, M], Awaitable[Result]],
-        # Says why an object that does not parse is left alone (the default: a Warning Event).
-        on_unparsable: OnUnparsable = warn_unparsable,
-    ) -> None:
-        super().__init__(resource, model.from_observed, reconcile, read_primary, on_unparsable)
-
-
 __all__ = [
     "REASON_UNPARSABLE",
-    "TypedReconciler",
     "UnparsableObjectError",
+    "UnparsableReports",
     "problems_text",
     "read_primary",
     "warn_unparsable",

@@ -22,7 +22,8 @@ from arcflow.common.builders import (
 )
 from arcflow.common.constants import FINALIZER_ARS, LABEL_VERSION
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, RESOURCE_QUOTA, NotFoundError
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet, ResourceQuota
+from arcflow.common.models.autoscaling_runner_set import CapacityStatus
 from arcflow.common.validation import summarize, validate_parsed
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_children import (
@@ -57,7 +58,7 @@ from arcflow.reconciler.controllers.controller_namespace import (
     missing_message,
     report_controller_namespace,
 )
-from arcflow.reconciler.controllers.manifest import finalizer_patch, meta
+from arcflow.reconciler.controllers.manifest import finalizer_patch
 from arcflow.reconciler.controllers.quota_condition import report_resource_quota
 from arcflow.reconciler.controllers.quota_rules import uses_resource_quota, with_quota_budget
 from arcflow.reconciler.controllers.registration import check_registration
@@ -144,7 +145,8 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
         tuples = listener_scale_sets(ars, ids)
         budgeted, quotas = ars, None
         if uses_resource_quota(ars):  # ADR 0062: the quotas come from the watch-fed cache
-            quotas = await read_list(ctx, RESOURCE_QUOTA, ars.namespace)
+            listed = await read_list(ctx, RESOURCE_QUOTA, ars.namespace)
+            quotas = [ResourceQuota.from_observed(doc) for doc in listed]
             budgeted = with_quota_budget(ars, quotas)
         ars = await report_resource_quota(
             ctx, ars, scope, found=None if quotas is None else bool(quotas)
@@ -157,7 +159,9 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     if outdated_wait is not None:
         return outdated_wait
 
-    waiting, draining, live = await converge_runner_sets(ctx, ars, desired)
+    waiting, draining, live_docs = await converge_runner_sets(ctx, ars, desired)
+    # The status rules read them through the model (the convergence compared the documents).
+    live = [EphemeralRunnerSet.from_observed(doc) for doc in live_docs]
     settled = not waiting and not draining
     try:
         listener_ready = await converge_listener(ctx, ars, desired_al, draining=draining)
@@ -174,7 +178,7 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     counts = sum_status(live)
     phase = PHASE_RUNNING if settled and listener_ready else PHASE_PENDING
     # Counted from the cache: the sets' status counts are paced and can lag (ADR 0033).
-    runners = {str(meta(ers)["name"]): current_runners(runner_counts(ctx, ers)) for ers in live}
+    runners = {ers.name: current_runners(runner_counts(ctx, ers.manifest)) for ers in live}
     drain = drain_state(ars, live, runners)
     ars = await report_drain(ctx, ars, scope, drain)
     held = await _patch_status(
@@ -196,7 +200,7 @@ async def _patch_status(
     *,
     phase: str,
     counts: dict[str, int] | None,
-    capacity: dict[str, Any] | None = None,
+    capacity: CapacityStatus | None = None,
 ) -> float:
     """Phase and summed counts; a counts-only change waits for ``status_interval`` (the
     seconds left are returned, 0 when written or unchanged)."""
@@ -211,7 +215,12 @@ async def _patch_status(
             failedEphemeralRunners=counts["failed"],
         )
     if capacity is not None or status.get("capacity") is not None:
-        wanted["capacity"] = capacity  # ADR 0062; None removes it
+        # ADR 0062; None removes it. The fields that were set, as the live document holds them.
+        wanted["capacity"] = (
+            capacity.model_dump(by_alias=True, exclude_unset=True, mode="json")
+            if capacity is not None
+            else None
+        )
     if all(status.get(k) == v for k, v in wanted.items()):
         return 0.0
     wait = ctx.status_pacer.wait("ars", scope.namespace, scope.ars)

@@ -32,7 +32,6 @@ from arcflow.reconciler.controllers.runner_spec_drift import (
     runner_spec_drift,
     wanted_annotations,
 )
-from arcflow.reconciler.keys import Key
 
 
 async def listeners_of(ctx: Context, namespace: str, name: str) -> list[AutoscalingListener]:
@@ -58,7 +57,6 @@ async def delete_listeners_first(
         pending = True
         if not al.is_deleting:
             await ctx.writer.delete(al.manifest, scope, why)
-            ctx.enqueue(Key("al", al.namespace, al.name))
     return pending
 
 
@@ -93,15 +91,13 @@ async def converge_runner_sets(
     result: list[Manifest] = []
     # New variants' sets are created together (an ARS of 10 variants: one round trip of
     # latency instead of ten, ADR 0040), bounded like a set's runners.
-    gate = asyncio.Semaphore(ctx.create_concurrency)
+    gate = asyncio.Semaphore(ctx.tuning.create_concurrency)
 
     async def create(want: Manifest) -> Manifest:
-        name = str(meta(want)["name"])
+        str(meta(want)["name"])
         scope = Scope(ars.namespace, ars.name, variant_of(want, ars))
         async with gate:
-            created = await ctx.writer.create(want, scope, "EphemeralRunnerSet of a variant")
-        ctx.enqueue(Key("ers", ars.namespace, name))
-        return created
+            return await ctx.writer.create(want, scope, "EphemeralRunnerSet of a variant")
 
     missing = [d for d in desired if str(meta(d)["name"]) not in by_name]
     outcomes = await asyncio.gather(*(create(d) for d in missing), return_exceptions=True)
@@ -124,7 +120,6 @@ async def converge_runner_sets(
         draining = draining or drains
         if updated is not None:
             result[-1] = updated
-            ctx.enqueue(Key("ers", ars.namespace, name))
     for name, current in by_name.items():
         if name in wanted_names:
             continue
@@ -134,7 +129,6 @@ async def converge_runner_sets(
                 Scope(ars.namespace, ars.name, variant_of(current, ars)),
                 "variant removed from the AutoscalingRunnerSet",
             )
-            ctx.enqueue(Key("ers", ars.namespace, name))
         waiting = True
     return waiting, draining, result
 
@@ -273,7 +267,6 @@ async def converge_listener(
             ready = True
             continue
         await ctx.writer.delete(live.manifest, scope, why)
-        ctx.enqueue(Key("al", live.namespace, name))
     if ready or draining:
         return ready
     if await listeners_of(ctx, ars.namespace, ars.name):
@@ -282,5 +275,4 @@ async def converge_listener(
         # (docs/upstream-behaviour.md#traps).
         return False
     await ctx.writer.create(want, scope, "the AutoscalingListener of the set")
-    ctx.enqueue(Key("al", ctx.controller_namespace, want_name))
     return True

@@ -18,7 +18,7 @@ from arcflow.reconciler.controllers.manifest import (
     finalizer_patch,
     finalizers_of,
 )
-from arcflow.reconciler.keys import Key, Result
+from arcflow.reconciler.keys import Result
 
 WAIT_SECONDS = 1.0
 
@@ -50,7 +50,6 @@ async def clean_up(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope) -> Res
         pending = True
         if not ers.is_deleting:
             await ctx.writer.delete(ers.manifest, scope, "AutoscalingRunnerSet deleted")
-        ctx.enqueue(Key("ers", scope.namespace, ers.name))
     if pending:
         return Result.again(WAIT_SECONDS)
     await _release_helm_dependents(ctx, ars, scope)

@@ -4,20 +4,20 @@ listener, then that set; the normal pass recreates both, behind a per-variant lo
 
 from __future__ import annotations
 
-import json
-
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, build_event
 from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_children import delete_listeners_first, runner_set_models_of
 from arcflow.reconciler.controllers.ars_rules import (
     ANNOTATION_OUTDATED_RECREATIONS,
+    OutdatedRecord,
+    encode_outdated_records,
     outdated_records,
     outdated_recreate_delay,
     variant_of,
 )
 from arcflow.reconciler.controllers.base import Context
-from arcflow.reconciler.keys import Key, Result
+from arcflow.reconciler.keys import Result
 
 REASON_OUTDATED = "RunnerImageOutdated"
 PHASE_OUTDATED = "Outdated"
@@ -39,31 +39,32 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
         return None
     records = outdated_records(ars.annotations)
     current = ars  # as last written: the next conditional patch carries its version
-    now = ctx.clock()
+    now = ctx.tuning.clock()
     acting: list[EphemeralRunnerSet] = []
     wait: float | None = None
     for ers in outdated:
         variant = variant_of(ers, ars) or "_"
-        record = records.get(variant) or {}
+        record = records.get(variant) or OutdatedRecord()
         uid = ers.uid
-        if record.get("uid") == uid:
+        if record.uid == uid:
             acting.append(ers)  # this attempt is already counted: carry on deleting
             continue
-        attempts = int(record.get("count") or 0)
-        last = float(record.get("last") or 0)
-        if now.timestamp() - last > 2 * ctx.outdated_backoff_cap:
+        attempts, last = record.count, record.last
+        if now.timestamp() - last > 2 * ctx.tuning.outdated_backoff_cap:
             attempts = 0  # long healthy since: start over
         remaining = (
             last
-            + outdated_recreate_delay(attempts, ctx.outdated_backoff_base, ctx.outdated_backoff_cap)
+            + outdated_recreate_delay(
+                attempts, ctx.tuning.outdated_backoff_base, ctx.tuning.outdated_backoff_cap
+            )
             - now.timestamp()
         )
         if remaining > 0:
             wait = remaining if wait is None else min(wait, remaining)
             continue
-        records[variant] = {"count": attempts + 1, "last": now.timestamp(), "uid": uid}
+        records[variant] = OutdatedRecord(attempts + 1, now.timestamp(), uid)
         next_delay = outdated_recreate_delay(
-            attempts + 1, ctx.outdated_backoff_base, ctx.outdated_backoff_cap
+            attempts + 1, ctx.tuning.outdated_backoff_base, ctx.tuning.outdated_backoff_cap
         )
         message = (
             f"EphemeralRunnerSet {ers.name} is Outdated (a runner exited with the "
@@ -71,13 +72,14 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
             f"{attempts + 1}; a further recreation waits "
             f"{next_delay:.0f}s"
         )
+        guard = encode_outdated_records(records)
         written = await ctx.writer.patch(
             AUTOSCALING_RUNNER_SET.kind,
             ars.name,
             ars.namespace,
             {
                 "metadata": {
-                    "annotations": {ANNOTATION_OUTDATED_RECREATIONS: json.dumps(records)},
+                    "annotations": {ANNOTATION_OUTDATED_RECREATIONS: guard},
                     "resourceVersion": current.resource_version,
                 }
             },
@@ -100,5 +102,4 @@ async def handle_outdated(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope)
         await ctx.writer.delete(
             ers.manifest, variant_scope, "runners are outdated: recreate the set"
         )
-        ctx.enqueue(Key("ers", ars.namespace, ers.name))
     return Result.again(WAIT_SECONDS)

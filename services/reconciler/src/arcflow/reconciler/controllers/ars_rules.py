@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from arcflow.common.builders import BuildError, encode_scale_set_ids, github_url_labels
 from arcflow.common.constants import (
@@ -19,7 +19,12 @@ from arcflow.common.constants import (
     LABEL_ORGANIZATION,
     LABEL_REPOSITORY,
 )
-from arcflow.common.models import AutoscalingRunnerSet, KubeObject, is_multi_variant
+from arcflow.common.models import (
+    AutoscalingRunnerSet,
+    EphemeralRunnerSet,
+    KubeObject,
+    is_multi_variant,
+)
 from arcflow.reconciler.assignments import ScaleSetAssignment
 from arcflow.reconciler.controllers.manifest import Manifest, meta
 
@@ -52,8 +57,19 @@ def outdated_recreate_delay(attempts: int, base: float, cap: float) -> float:
     return float(min(cap, base * (2 ** min(attempts - 1, 30))))
 
 
-def outdated_records(annotations: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """The loop guard's per-variant records from the ARS annotations (unreadable: none)."""
+@dataclass(frozen=True, slots=True)
+class OutdatedRecord:
+    """One variant's loop-guard record: how many recreations so far, when the last one was
+    (epoch seconds) and which EphemeralRunnerSet (uid) it was about."""
+
+    count: int = 0
+    last: float = 0.0
+    uid: str = ""
+
+
+def outdated_records(annotations: Mapping[str, str]) -> dict[str, OutdatedRecord]:
+    """The loop guard's per-variant records from the ARS annotations (unreadable: none; an
+    unreadable entry: left out)."""
     raw = annotations.get(ANNOTATION_OUTDATED_RECREATIONS)
     if not raw:
         return {}
@@ -61,7 +77,26 @@ def outdated_records(annotations: Mapping[str, str]) -> dict[str, dict[str, Any]
         value = json.loads(raw)
     except ValueError:
         return {}
-    return value if isinstance(value, dict) else {}
+    records: dict[str, OutdatedRecord] = {}
+    for variant, entry in value.items() if isinstance(value, dict) else ():
+        if not isinstance(entry, dict):
+            continue
+        try:
+            records[str(variant)] = OutdatedRecord(
+                int(entry.get("count") or 0),
+                float(entry.get("last") or 0),
+                str(entry.get("uid") or ""),
+            )
+        except (TypeError, ValueError):
+            continue
+    return records
+
+
+def encode_outdated_records(records: Mapping[str, OutdatedRecord]) -> str:
+    """The annotation value of :func:`outdated_records`."""
+    return json.dumps(
+        {v: {"count": r.count, "last": r.last, "uid": r.uid} for v, r in records.items()}
+    )
 
 
 def id_annotations(
@@ -110,15 +145,17 @@ def annotations_need_patch(current: Mapping[str, str], wanted: dict[str, str | N
     return any(current.get(k) != v for k, v in wanted.items())
 
 
-def sum_status(runner_sets: list[Manifest]) -> dict[str, int]:
+def sum_status(runner_sets: Sequence[EphemeralRunnerSet]) -> dict[str, int]:
     """The ARS counts: each EphemeralRunnerSet's status summed over the variants."""
     total = {"current": 0, "pending": 0, "running": 0, "failed": 0}
     for ers in runner_sets:
-        status = ers.get("status") or {}
-        total["current"] += int(status.get("currentReplicas") or 0)
-        total["pending"] += int(status.get("pendingEphemeralRunners") or 0)
-        total["running"] += int(status.get("runningEphemeralRunners") or 0)
-        total["failed"] += int(status.get("failedEphemeralRunners") or 0)
+        status = ers.status
+        if status is None:
+            continue
+        total["current"] += status.current_replicas
+        total["pending"] += status.pending_ephemeral_runners
+        total["running"] += status.running_ephemeral_runners
+        total["failed"] += status.failed_ephemeral_runners
     return total
 
 

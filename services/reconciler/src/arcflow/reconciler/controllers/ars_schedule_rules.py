@@ -5,9 +5,8 @@ the status is level-based and idempotent (it does not come from the listener).""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, EffectiveMinRunners
 from arcflow.common.schedules import (
     ScheduleError,
     effective_minimum,
@@ -22,13 +21,14 @@ BOUNDARY_MARGIN_SECONDS = 0.05
 
 def effective_min_runners(
     ars: AutoscalingRunnerSet, now: datetime
-) -> tuple[list[dict[str, Any]] | None, float | None]:
+) -> tuple[list[EffectiveMinRunners] | None, float | None]:
     """``(status entries, seconds until the next boundary)``; ``(None, None)`` for a set
-    without scheduledOverrides (its status stays as it always was)."""
+    without scheduledOverrides (its status stays as it always was). An entry sets
+    ``override`` and ``nextChange`` only when it has one (its wire form omits them)."""
     resolved = resolved_overrides(ars.manifest.get("spec") or {})
     if not resolved:
         return None, None
-    entries: list[dict[str, Any]] = []
+    entries: list[EffectiveMinRunners] = []
     boundaries: list[datetime] = []
     for variant in ars.spec.effective_variants():
         try:
@@ -36,12 +36,12 @@ def effective_min_runners(
         except ScheduleError:
             return None, None  # validation refuses the spec before this is reached
         found = effective_minimum(variant.min_runners, variant.max_runners, overrides, now)
-        entry: dict[str, Any] = {"variant": variant.name, "minRunners": found.min_runners}
+        entry = EffectiveMinRunners(variant=variant.name, min_runners=found.min_runners)
         if found.override:
-            entry["override"] = found.override
+            entry.override = found.override
         if found.next_change is not None:
             boundaries.append(found.next_change)
-            entry["nextChange"] = format_time(found.next_change.astimezone(UTC))
+            entry.next_change = format_time(found.next_change.astimezone(UTC))
         entries.append(entry)
     wait = (
         max(0.0, (min(boundaries) - now).total_seconds()) + BOUNDARY_MARGIN_SECONDS

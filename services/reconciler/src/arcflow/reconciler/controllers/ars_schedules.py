@@ -17,7 +17,13 @@ async def report_effective_minimums(
 ) -> float | None:
     """The effective minimum per variant in the status; seconds until the next boundary
     (``None``: no scheduled override, nothing to wait for)."""
-    wanted, wait = effective_min_runners(ars, ctx.clock())
+    entries, wait = effective_min_runners(ars, ctx.tuning.clock())
+    # Compared with, and written as, the status's wire form: only the keys an entry sets.
+    wanted = (
+        None
+        if entries is None
+        else [e.model_dump(by_alias=True, exclude_unset=True, mode="json") for e in entries]
+    )
     current = (ars.manifest.get("status") or {}).get(STATUS_KEY)
     key = f"{ars.namespace}/{ars.name}"
     written = ctx.ars_state.effective_minimums_written

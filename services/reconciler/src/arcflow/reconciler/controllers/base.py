@@ -8,15 +8,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from arcflow.common.builders import BuildSettings
 from arcflow.common.builders.proxy import ProxyCredentials
 from arcflow.common.cache import ObjectCache
-from arcflow.common.events import RegistrationFailed, SessionFailed, SessionOpened
 from arcflow.common.kube import SECRET, KubeClient, NotFoundError, Resource, build_event
 from arcflow.common.listener_config import GitHubCredentials
 from arcflow.common.models import ProxyConfig, Secret
+from arcflow.common.reconcile.manager import KeptEvents
 from arcflow.common.rpc.registrar import RegistrarRpcClient
 from arcflow.reconciler.audit import Scope, Writer
 from arcflow.reconciler.controllers.manifest import (
@@ -24,11 +24,12 @@ from arcflow.reconciler.controllers.manifest import (
     Manifest,
 )
 from arcflow.reconciler.controllers.reaper_rules import Deadlines
-from arcflow.reconciler.keys import Key
 from arcflow.reconciler.listener_sessions import ListenerSessions
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.scalesets import ScaleSetIds
 from arcflow.reconciler.stages import StageClock
+
+T = TypeVar("T")
 
 
 def utc_clock() -> datetime:
@@ -87,16 +88,6 @@ class ArsState:
     #: Per ARS (namespace/name): whether the controller namespace was last seen to exist, for
     #: a server whose ARS schema prunes status conditions (the upstream CRDs carry none).
     controller_namespace_seen: dict[str, bool] = dataclass_field(default_factory=dict)
-    #: (namespace, ARS) -> the newest ``registration.failed`` the registrar published for it
-    #: (``errors_changes``); the ARS pass turns it into a condition (ADR 0064).
-    registration_failures: dict[tuple[str, str], RegistrationFailed] = dataclass_field(
-        default_factory=dict
-    )
-    #: (namespace, ARS) -> variant -> the newest ``session.failed``/``session.opened`` the
-    #: listener published (``errors_changes``); the ARS pass turns it into a condition.
-    session_states: dict[tuple[str, str], dict[str, SessionFailed | SessionOpened]] = (
-        dataclass_field(default_factory=dict)
-    )
     #: ARS namespace/name -> the status.effectiveMinRunners last written (ADR 0063).
     effective_minimums_written: dict[str, Any] = dataclass_field(default_factory=dict)
     #: (namespace, ARS) -> the resourceVersion whose unusable deadline annotation was
@@ -108,25 +99,9 @@ class ArsState:
 
 
 @dataclass(frozen=True)
-class Context:
-    """What the controllers share (one per reconciler process, ADR 0071): dependencies and
-    tunables, fixed when the process builds it (``state.py``; tests pass other values to the
-    constructor, never set them later), and the state objects each controller owns (their
-    references are fixed; their memo dicts are the controllers' own)."""
+class Tuning:
+    """The controllers' tunables and test seams, one frozen value of the Context."""
 
-    kube: KubeClient
-    writer: Writer
-    build: BuildSettings
-    ids: ScaleSetIds | None
-    registrar: RegistrarRpcClient | None
-    metrics: ReconcilerMetrics
-    enqueue: Callable[[Key], None]
-    instance: str = "reconciler"
-    # The watch-fed cache (ADR 0010); ``None`` reads everything from the API server.
-    cache: ObjectCache | None = None
-    #: Which listener sessions are open now (the listener's sessions bucket, read-only; ADR
-    #: 0073); ``None``: the sessions condition follows the events alone.
-    listener_sessions: ListenerSessions | None = None
     # Injectable for tests: the wall clock and the pod failure backoff table.
     clock: Callable[[], datetime] = utc_clock
     failure_backoff: tuple[float, ...] = dataclass_field(default=FAILURE_BACKOFF_SECONDS)
@@ -140,21 +115,64 @@ class Context:
     pending_status_delay: float = 5.0
     #: The stuck-pod deadlines when the ARS says nothing (ADR 0065).
     deadlines: Deadlines = dataclass_field(default_factory=Deadlines)
-    # --- state objects, one per owner ---
-    #: Counts-only status writes, paced per object (ARS and ERS controllers).
-    status_pacer: StatusPacer = dataclass_field(default_factory=StatusPacer)
-    runner_set_state: RunnerSetState = dataclass_field(default_factory=RunnerSetState)
-    ars_state: ArsState = dataclass_field(default_factory=ArsState)
-    #: The runner stage breakdown (ADR 0065).
-    stages: StageClock = dataclass_field(default_factory=StageClock)
-    #: The adapter's: (kind, namespace, name) -> the resourceVersion of an object that does
-    #: not parse whose Warning Event went out (one Event per version, however often it is
-    #: looked at).
-    unparsable_reported: dict[tuple[str, str, str], str] = dataclass_field(default_factory=dict)
+    #: A runner whose job GitHub completed and whose pod still runs this long after is
+    #: stopped (ADR 0100; 0: never).
+    job_completed_grace: float = 120.0
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the controllers share (one per reconciler process, ADR 0071): dependencies and
+    tunables, fixed when the process builds it (``state.py``; tests pass other values to the
+    constructor, never set them later). The state each controller keeps between passes is
+    declared with it (``declared.py``, ADR 0095) and made once by the controller runtime:
+    ``states`` holds it, read through :meth:`state` (or the named properties below)."""
+
+    kube: KubeClient
+    writer: Writer
+    build: BuildSettings
+    ids: ScaleSetIds | None
+    registrar: RegistrarRpcClient | None
+    metrics: ReconcilerMetrics
+    instance: str = "reconciler"
+    # The watch-fed cache (ADR 0010); ``None`` reads everything from the API server.
+    cache: ObjectCache | None = None
+    #: Which listener sessions are open now (the listener's sessions bucket, read-only; ADR
+    #: 0073); ``None``: the sessions condition follows the events alone.
+    listener_sessions: ListenerSessions | None = None
+    tuning: Tuning = dataclass_field(default_factory=Tuning)
+    #: The controllers' declared state, one object per class (the runtime's ``states``).
+    states: Mapping[type, Any] = dataclass_field(default_factory=dict)
+    #: The newest registrar and listener events the ARS controller's declaration keeps
+    #: (registration and session failures, ADR 0064), kept by the runtime, read here.
+    kept: KeptEvents = dataclass_field(default_factory=KeptEvents)
 
     @property
     def controller_namespace(self) -> str:
         return self.build.controller_namespace
+
+    def state(self, cls: type[T]) -> T:
+        """The one object of a state class a controller declares."""
+        found: T = self.states[cls]
+        return found
+
+    @property
+    def ars_state(self) -> ArsState:
+        return self.state(ArsState)
+
+    @property
+    def runner_set_state(self) -> RunnerSetState:
+        return self.state(RunnerSetState)
+
+    @property
+    def status_pacer(self) -> StatusPacer:
+        """Counts-only status writes, paced per object (ARS and ERS controllers)."""
+        return self.state(StatusPacer)
+
+    @property
+    def stages(self) -> StageClock:
+        """The runner stage breakdown (ADR 0065)."""
+        return self.state(StageClock)
 
 
 async def warn(

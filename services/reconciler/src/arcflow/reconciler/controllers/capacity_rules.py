@@ -12,17 +12,16 @@ while its runners run jobs. The status is the fallback for a set the caller did 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 from arcflow.common.capacity import ShareReport
 from arcflow.common.constants import ANNOTATION_CAPACITY_SHARE
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet
+from arcflow.common.models.autoscaling_runner_set import CapacityStatus, VariantCapacityStatus
 from arcflow.common.naming import ephemeral_runner_set_name
 from arcflow.common.quantity import QuantityError, non_negative_quantity, pod_request
-from arcflow.reconciler.controllers.manifest import Manifest, annotations_of, meta
 
 CONDITION_DRAINED = "Drained"
 REASON_DRAINING = "Draining"
@@ -41,22 +40,21 @@ class DrainState:
         return self.reason == REASON_DRAINED
 
 
-def _by_name(runner_sets: list[Manifest]) -> dict[str, Manifest]:
-    return {str(meta(ers).get("name")): ers for ers in runner_sets}
+def _by_name(runner_sets: Sequence[EphemeralRunnerSet]) -> dict[str, EphemeralRunnerSet]:
+    return {ers.name: ers for ers in runner_sets}
 
 
-def _report(ers: Manifest | None) -> ShareReport | None:
-    raw = annotations_of(ers).get(ANNOTATION_CAPACITY_SHARE) if ers is not None else None
+def _report(ers: EphemeralRunnerSet | None) -> ShareReport | None:
+    raw = ers.annotations.get(ANNOTATION_CAPACITY_SHARE) if ers is not None else None
     return ShareReport.decode(raw) if raw else None
 
 
-def _runners(ers: Manifest | None, counted: int | None = None) -> int:
+def _runners(ers: EphemeralRunnerSet | None, counted: int | None = None) -> int:
     if ers is None:
         return 0
     if counted is not None:
         return counted
-    status = ers.get("status") or {}
-    return int(status.get("currentReplicas") or 0)
+    return ers.status.current_replicas if ers.status is not None else 0
 
 
 def _label(name: str) -> str:
@@ -65,10 +63,12 @@ def _label(name: str) -> str:
 
 def capacity_status(
     ars: AutoscalingRunnerSet,
-    runner_sets: list[Manifest],
+    runner_sets: Sequence[EphemeralRunnerSet],
     runners: Mapping[str, int] | None = None,
-) -> dict[str, Any] | None:
-    """``status.capacity`` from the listener's reports; ``None`` for a set without capacity."""
+) -> CapacityStatus | None:
+    """``status.capacity`` from the listener's reports; ``None`` for a set without capacity.
+    Only what is known is set (``share``/``advertised`` once a report came; ``total``/``used``
+    when a report has them): the status carries the fields that were set."""
     spec = ars.spec
     uses = (
         spec.capacity is not None
@@ -78,35 +78,35 @@ def capacity_status(
     if not uses:
         return None
     by_name = _by_name(runner_sets)
-    variants: list[dict[str, Any]] = []
+    variants: list[VariantCapacityStatus] = []
     totals: dict[str, str] = {}
     used: dict[str, str] = {}
     for variant in spec.effective_variants():
         name = ephemeral_runner_set_name(ars.name, variant.name)
         ers = by_name.get(name)
         report = _report(ers)
-        entry: dict[str, Any] = {
-            "name": variant.name,
-            "priority": variant.priority,
-            "runners": _runners(ers, (runners or {}).get(name)),
-            "drain": variant.drain,
-        }
+        entry = VariantCapacityStatus(
+            name=variant.name,
+            priority=variant.priority,
+            runners=_runners(ers, (runners or {}).get(name)),
+            drain=variant.drain,
+        )
         if report is not None:
-            entry.update(share=report.share, advertised=report.advertised)
+            entry.share, entry.advertised = report.share, report.advertised
             totals = totals or report.total
             used = used or report.used
         variants.append(entry)
-    out: dict[str, Any] = {"variants": variants}
+    out = CapacityStatus(variants=variants)
     if totals:
-        out["total"] = totals
+        out.total = totals
     if used:
-        out["used"] = used
+        out.used = used
     return out
 
 
 def drain_state(
     ars: AutoscalingRunnerSet,
-    runner_sets: list[Manifest],
+    runner_sets: Sequence[EphemeralRunnerSet],
     runners: Mapping[str, int] | None = None,
 ) -> DrainState | None:
     """The drain of the set, ``None`` when nothing drains."""

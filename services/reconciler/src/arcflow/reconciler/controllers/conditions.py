@@ -24,8 +24,8 @@ def conditions_of(doc: Manifest) -> list[dict[str, Any]]:
 
 
 def condition_of(doc: Manifest, kind: str) -> dict[str, Any] | None:
-    """The condition ``kind`` of an ARS manifest (for an ARS that may not parse, and the
-    rules that take the wire form: ``registration_rules.decide``, ``sessions_rules``)."""
+    """The condition ``kind`` of an ARS manifest, for an ARS that may not parse
+    (``ars_spec``); a parsed one reads :func:`ars_condition`."""
     return next((c for c in conditions_of(doc) if c.get("type") == kind), None)
 
 

@@ -59,7 +59,7 @@ from arcflow.reconciler.controllers.manifest import (
     labels_of,
     meta,
 )
-from arcflow.reconciler.keys import Key, Result
+from arcflow.reconciler.keys import Result
 from arcflow.reconciler.metrics import upstream_labels
 
 WAIT_SECONDS = 1.0
@@ -352,5 +352,4 @@ async def _clean_up(ctx: Context, al: AutoscalingListener, scope: Scope) -> Resu
         scope,
         "listener resources gone: release the AutoscalingListener",
     )
-    ctx.enqueue(Key("ars", scope.namespace, scope.ars))
     return Result.done()

@@ -1,15 +1,17 @@
 """The orphan scan's I/O (ADR 0065; the rules are in :mod:`.orphan_rules`).
 
 Every ``orphan_scan_seconds``, per scale set the cache's EphemeralRunners name: the registrar
-lists GitHub's runners of that set; orphans confirmed over two scans are removed (GitHub
-runners through the registrar, EphemeralRunners with a delete whose finalizer then asks the
-registrar, which answers ``not_found``). Reads only the cache and the one list call per set.
+lists GitHub's runners of that set; orphans confirmed over two scans are removed: GitHub
+runners through the bounded removal pool (ADR 0108; the counts say what was handed in),
+EphemeralRunners with a delete whose finalizer then makes the one removal call. Reads only the
+cache and the one list call per set.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from arcflow.common.constants import (
     LABEL_RUNNER_VARIANT,
@@ -29,7 +31,7 @@ from arcflow.reconciler.controllers.orphan_rules import (
     gone_from_github,
     orphaned_on_github,
 )
-from arcflow.reconciler.keys import Key
+from arcflow.reconciler.controllers.runner_removals import RunnerRemovals
 
 log = logging.getLogger(__name__)
 
@@ -84,21 +86,20 @@ async def scan_orphans(ctx: Context, suspects: Suspects) -> dict[str, int]:
         scope_key = f"{namespace}/{ars}/{scale_set_id}"
         scope = Scope(scope_namespace, ars, variant)
         orphans = {str(g.id): g for g in orphaned_on_github(github, runners)}
+        removals = ctx.state(RunnerRemovals)
         for key in suspects.confirm(f"gh:{scope_key}", orphans, now):
+            # Off the scan, through the bounded pool (ADR 0108); the key cannot name an
+            # EphemeralRunner (a name has no "/").
             orphan = orphans[key]
-            outcome = await ctx.registrar.remove_runner(scope_namespace, ars, orphan.id)
-            log.warning(
-                "GitHub runner %s (id %d) of scale set %d has no EphemeralRunner: remove: %s",
-                orphan.name,
+            removals.submit(
+                ctx.registrar,
+                scope,
+                namespace,
+                f"github-runner/{orphan.id}",
                 orphan.id,
-                scale_set_id,
-                outcome,
+                on_end=_orphan_removed(ctx, suspects, scope_key, orphan, scale_set_id),
             )
-            if outcome != "job_still_running":
-                suspects.forget(f"gh:{scope_key}", key)
-            if outcome == "ok":
-                removed["github_runners"] += 1
-                ctx.metrics.orphans_removed.add(1, {"namespace": namespace, "name": ars})
+            removed["github_runners"] += 1
         by_name = {item.name: item for item in ers}
         gone = {r.name: r for r in gone_from_github(github, runners)}
         for name in suspects.confirm(f"er:{scope_key}", gone, now):
@@ -109,10 +110,32 @@ async def scan_orphans(ctx: Context, suspects: Suspects) -> dict[str, int]:
             )
             log.warning("EphemeralRunner %s/%s: %s", namespace, name, why)
             await ctx.writer.delete(doomed.manifest, scope, why, unchanged=True)
-            ctx.enqueue(Key("er", namespace, name))
             suspects.forget(f"er:{scope_key}", name)
             removed["ephemeral_runners"] += 1
     return removed
+
+
+def _orphan_removed(
+    ctx: Context, suspects: Suspects, scope_key: str, orphan: GitHubRunner, scale_set_id: int
+) -> Callable[[str], None]:
+    """What a GitHub orphan's removal call does when it ends: said, counted; a busy runner
+    stays a suspect (the next scan asks again), any other is looked at afresh."""
+    namespace, ars, _ = scope_key.split("/")
+
+    def ended(outcome: str) -> None:
+        log.warning(
+            "GitHub runner %s (id %d) of scale set %d has no EphemeralRunner: remove: %s",
+            orphan.name,
+            orphan.id,
+            scale_set_id,
+            outcome,
+        )
+        if outcome != "job_still_running":
+            suspects.forget(f"gh:{scope_key}", str(orphan.id))
+        if outcome == "ok":
+            ctx.metrics.orphans_removed.add(1, {"namespace": namespace, "name": ars})
+
+    return ended
 
 
 def _parsed(docs: list[Manifest], memo: dict[int, EphemeralRunner | None]) -> list[EphemeralRunner]:

@@ -11,11 +11,10 @@ set's runners are not subtracted (a documented simplification).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from fractions import Fraction
-from typing import Any
 
-from arcflow.common.models import AutoscalingRunnerSet
+from arcflow.common.models import AutoscalingRunnerSet, ResourceQuota
 from arcflow.common.quantity import QuantityError, format_quantity, non_negative_quantity
 
 _REQUESTS_PREFIX = "requests."
@@ -28,16 +27,13 @@ def uses_resource_quota(ars: AutoscalingRunnerSet) -> bool:
     return capacity is not None and bool(capacity.from_resource_quota)
 
 
-def quota_limits(quotas: Iterable[Mapping[str, Any]]) -> tuple[int | None, dict[str, Fraction]]:
+def quota_limits(quotas: Iterable[ResourceQuota]) -> tuple[int | None, dict[str, Fraction]]:
     """The tightest ``pods`` and per-resource request limit over ``quotas``' ``spec.hard``.
     An unparsable quantity is skipped (the API server validates them anyway)."""
     pods: int | None = None
     resources: dict[str, Fraction] = {}
     for quota in quotas:
-        hard = (quota.get("spec") or {}).get("hard") or {}
-        if not isinstance(hard, Mapping):
-            continue
-        for key, raw in hard.items():
+        for key, raw in (quota.spec.hard or {}).items():
             try:
                 amount = non_negative_quantity(raw)
             except QuantityError:
@@ -56,7 +52,7 @@ def quota_limits(quotas: Iterable[Mapping[str, Any]]) -> tuple[int | None, dict[
 
 
 def with_quota_budget(
-    ars: AutoscalingRunnerSet, quotas: Iterable[Mapping[str, Any]]
+    ars: AutoscalingRunnerSet, quotas: Iterable[ResourceQuota]
 ) -> AutoscalingRunnerSet:
     """``ars`` with its ``capacity`` narrowed by ``quotas``; ``ars`` itself when it does not
     set ``fromResourceQuota``. An explicit ``maxRunners``/``resources`` value and a quota's

@@ -1,10 +1,10 @@
 """The ``ScaleSetsRegistered`` condition of an AutoscalingRunnerSet, decided (pure; ADR 0064).
 
-Inputs are what the reconciler already holds: the condition as the ARS has it, the newest
-``registration.failed`` the registrar published for the ARS, and the registrar's records of its
-wanted variants (when each was last written). A failure stands until a record is written after
-it; the condition's ``lastTransitionTime`` is when the failure happened, so a record written
-between the failure and the reconciler seeing it still clears it.
+Inputs are what the reconciler already holds: the condition as the ARS has it (its model),
+the newest ``registration.failed`` the registrar published for the ARS, and the registrar's
+records of its wanted variants (when each was last written). A failure stands until a record
+is written after it; the condition's ``lastTransitionTime`` is when the failure happened, so a
+record written between the failure and the reconciler seeing it still clears it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
+from arcflow.common.models.autoscaling_runner_set import Condition
 from arcflow.common.timestamps import parse_kube_time
 
 CONDITION_REGISTERED: Final = "ScaleSetsRegistered"
@@ -48,13 +49,13 @@ class Verdict:
     since: datetime
 
 
-def says_false(current: Mapping[str, Any] | None, reason: str, message: str) -> bool:
+def says_false(current: Condition | None, reason: str, message: str) -> bool:
     """The condition the ARS has is already False with this reason and message."""
     return (
         current is not None
-        and current.get("status") == "False"
-        and current.get("reason") == reason
-        and current.get("message") == message
+        and current.status == "False"
+        and current.reason == reason
+        and current.message == message
     )
 
 
@@ -70,7 +71,7 @@ def is_current(failure: Failure, written: Mapping[str, datetime]) -> bool:
 
 
 def decide(
-    current: Mapping[str, Any] | None,
+    current: Condition | None,
     failure: Failure | None,
     wanted: Sequence[str],
     written: Mapping[str, datetime],
@@ -86,11 +87,11 @@ def decide(
         if says_false(current, reason, message):
             return None
         return Verdict(False, reason, message, failure.occurred_at)
-    if current is None or current.get("status") != "False":
+    if current is None or current.status != "False":
         return None
     if not wanted or any(v not in written for v in wanted):
         return None
-    since = parse_kube_time(current.get("lastTransitionTime"))
+    since = parse_kube_time(current.last_transition_time)
     newest = max(written.values())
     if since is not None and newest < since:
         return None

@@ -7,6 +7,7 @@ never logged, audited or put on a stream (audit events carry names only).
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +15,6 @@ from arcflow.common.builders import build_jit_secret, build_runner_pod
 from arcflow.common.constants import (
     FINALIZER_ER,
     FINALIZER_ER_REGISTRATION,
-    KIND_ERS,
     LABEL_RUNNER_POD,
     RUNNER_OUTDATED_EXIT_CODE,
 )
@@ -43,30 +43,37 @@ from arcflow.reconciler.controllers.manifest import (
     Manifest,
     finalizer_patch,
     is_deleting,
-    owner_name,
 )
 from arcflow.reconciler.controllers.pod_refusals import pod_created, report_pod_refused
 from arcflow.reconciler.controllers.runner_claims import ANNOTATION_JIT_CLAIM, jit_claim_holder
 from arcflow.reconciler.controllers.runner_reaper import reap_if_stuck
+from arcflow.reconciler.controllers.runner_removals import FAILED, RunnerRemovals
 from arcflow.reconciler.controllers.runner_rules import (
+    OOM_KILLED,
     FailedInit,
     PodCreateDecision,
     Registration,
     backoff_remaining,
     failed_init_container,
+    hung_after_job,
+    job_completed_at,
+    oom_killed,
     parse_time,
     pod_create_decision,
     registration_status,
     stamp,
 )
 from arcflow.reconciler.controllers.runner_set import scope_of
-from arcflow.reconciler.keys import Key, Result
+from arcflow.reconciler.controllers.runner_slots import reclaim_after_job, report_oom
+from arcflow.reconciler.keys import Result
 
 MAX_FAILURES = 5
 JOB_RUNNING_RECHECK_SECONDS = 30.0
 WAIT_SECONDS = 1.0
 #: A stage deadline due within this long gets a requeue of its own (ADR 0065).
 DEADLINE_RECHECK_WITHIN_SECONDS = 60.0
+#: A removal call that failed is handed in again after this long (ADR 0101).
+REMOVAL_RETRY_SECONDS = 5.0
 DONE_PHASES = ("Succeeded", "Failed", "Outdated")
 POD_FINISHED = ("Succeeded", "Failed")
 #: The Warning Event on a runner whose pod's init container exited non-zero.
@@ -104,10 +111,9 @@ def status_of(er: EphemeralRunner) -> EphemeralRunnerStatus:
 
 
 async def _delete_runner(ctx: Context, er: EphemeralRunner, scope: Scope, why: str) -> None:
-    """Delete the ER and look at it again: its finalizers run on the next pass, without
-    waiting for the watcher's echo."""
+    """Delete the ER: the delete's result, applied to the cache, wakes it again at once (its
+    finalizers run on the next pass, without waiting for the watcher's echo)."""
     await ctx.writer.delete(er.manifest, scope, why)
-    ctx.enqueue(Key("er", er.namespace, er.name))
 
 
 async def set_runner_status(
@@ -144,7 +150,7 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
         return await _clean_up(ctx, er, scope)
     if status.phase in DONE_PHASES:
         await _delete_pod_and_secret(ctx, er, scope, "runner is done")
-        return Result.done()
+        return await _deregistered_while_done(ctx, er, scope)
     finalizers = er.finalizers
     missing = [f for f in (FINALIZER_ER, FINALIZER_ER_REGISTRATION) if f not in finalizers]
     if missing:
@@ -158,6 +164,11 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
         )
         er = EphemeralRunner.from_observed(patched)
 
+    if job_completed_at(er.annotations) is not None and not await _get_pod(ctx, name, namespace):
+        # Its job is done and its pod gone: a new pod (or JIT config) would run no job (ADR
+        # 0100).
+        await _delete_runner(ctx, er, scope, "runner's job completed; its pod is gone")
+        return Result.done()
     secret = await _get_secret(ctx, name, namespace)
     if secret is None and ctx.cache is not None and status.runner_id:
         # Registered already but not in the cache: a Secret made before it carried our
@@ -193,8 +204,8 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
 
     pod = await _get_pod(ctx, name, namespace)
     if pod is None:
-        now = ctx.clock()
-        remaining = backoff_remaining(failures, now, ctx.failure_backoff)
+        now = ctx.tuning.clock()
+        remaining = backoff_remaining(failures, now, ctx.tuning.failure_backoff)
         if remaining > 0:
             return Result.again(remaining)
         try:
@@ -225,11 +236,21 @@ async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
     reaped, recheck = await reap_if_stuck(ctx, er, pod, scope, registration)
     if reaped:
         return Result.again(WAIT_SECONDS)
+    # Alive after its job past the grace period: the slot comes back (ADR 0100).
+    hung = hung_after_job(er.annotations, pod, time.time(), ctx.tuning.job_completed_grace)
+    if hung is not None and hung <= 0:
+        await reclaim_after_job(ctx, er, pod, scope)
+        return Result.done()
     result = await _follow_pod(ctx, er, pod, scope, registration)
     # A deadline due soon is looked at then; a later one by the periodic resync (60 s).
-    due = recheck if recheck is not None else DEADLINE_RECHECK_WITHIN_SECONDS + 1
-    sooner = result.requeue_after is None or due < result.requeue_after
-    if due <= DEADLINE_RECHECK_WITHIN_SECONDS and sooner:
+    if recheck is not None and recheck <= DEADLINE_RECHECK_WITHIN_SECONDS:
+        result = _sooner(result, recheck)
+    return result if hung is None else _sooner(result, hung)
+
+
+def _sooner(result: Result, due: float) -> Result:
+    """``result``, or a look again just after ``due`` seconds when that is sooner."""
+    if result.requeue_after is None or due < result.requeue_after:
         return Result.again(due + WAIT_SECONDS)
     return result
 
@@ -262,7 +283,9 @@ async def _pod_refused(
     )
     runner = _runner_id(er, registration)
     if decision.remove_runner and runner > 0:
-        await _registrar(ctx).remove_runner(scope.namespace, scope.ars, runner)
+        # Off the pass (ADR 0108); the call's end re-queues the runner, whose done pass drops
+        # the registration finalizer once it went through.
+        _removals(ctx).submit(_registrar(ctx), scope, er.namespace, er.name, runner)
     return Result.done()
 
 
@@ -271,7 +294,9 @@ async def _create_jit_secret(ctx: Context, er: EphemeralRunner, scope: Scope) ->
     scale_set_id = er.spec.runner_scale_set_id
     work_folder = er.runner_working_dir()
     registrar = _registrar(ctx)
-    holder = jit_claim_holder(er.annotations, ctx.clock())
+    if (er.namespace, name) in _removals(ctx).pending:
+        return None  # a stale registration of this name is being removed; its end re-queues
+    holder = jit_claim_holder(er.annotations, ctx.tuning.clock())
     if holder is not None and holder != ctx.instance:
         return None  # another replica is asking for it; its Secret shows up shortly
     if holder is None:
@@ -285,7 +310,11 @@ async def _create_jit_secret(ctx: Context, er: EphemeralRunner, scope: Scope) ->
         if existing is None:
             return None
         if existing.runner_scale_set_id in (0, scale_set_id):
-            await registrar.remove_runner(scope.namespace, scope.ars, existing.id)
+            # A stale registration of this name: removed off the pass (ADR 0108); the call's
+            # end re-queues the runner, which asks for its JIT config again.
+            removals = _removals(ctx)
+            removals.take(er.namespace, name, existing.id)
+            removals.submit(registrar, scope, er.namespace, name, existing.id)
             return None
         await _delete_runner(ctx, er, scope, "runner name registered in another scale set")
         return None
@@ -308,7 +337,9 @@ async def _claim_jit(ctx: Context, er: EphemeralRunner, scope: Scope, name: str)
         scope.namespace,
         {
             "metadata": {
-                "annotations": {ANNOTATION_JIT_CLAIM: f"{ctx.instance}@{ctx.clock().timestamp()}"},
+                "annotations": {
+                    ANNOTATION_JIT_CLAIM: f"{ctx.instance}@{ctx.tuning.clock().timestamp()}"
+                },
                 "resourceVersion": er.resource_version,
             }
         },
@@ -345,8 +376,14 @@ async def _follow_pod(
     if terminated is not None:
         exit_code = terminated.exit_code
         if exit_code == 0:
+            # Released in this pass, judged on the pod this pass saw exit 0: a pod gone
+            # before a later finalizer pass would look like a runner GitHub still holds.
             await _delete_runner(ctx, er, scope, "runner finished its job")
-            return Result.done()
+            doc = await _read(ctx, EPHEMERAL_RUNNER, er.name, er.namespace)
+            deleting = None if doc is None else EphemeralRunner.from_observed(doc)
+            if deleting is None or not deleting.is_deleting:
+                return Result.done()  # its own pass releases it
+            return await _clean_up(ctx, deleting, scope, pod)
         if exit_code == RUNNER_OUTDATED_EXIT_CODE:
             await set_runner_status(
                 ctx,
@@ -360,13 +397,14 @@ async def _follow_pod(
                 },
                 "runner image is outdated",
             )
-            runner = _runner_id(er, registration)
-            if runner > 0:  # markAsOutdated also removes it from the service
-                await _registrar(ctx).remove_runner(scope.namespace, scope.ars, runner)
-            owner = owner_name(er, KIND_ERS)
-            if owner:
-                ctx.enqueue(Key("ers", namespace, owner))
+            # Its set, Outdated now, deletes it; the finalizer makes the one removal call
+            # (ADR 0108: no call here, which made it twice).
             return Result.done()
+        if oom_killed(pod):  # said, counted; with a job the runner ends Failed (ADR 0100)
+            message = await report_oom(ctx, er, pod, scope, registration)
+            return await _pod_failed(
+                ctx, er, pod, scope, registration, reason=OOM_KILLED, message=message
+            )
         return await _pod_failed(ctx, er, pod, scope, registration)
     phase = pod_status.phase or "Pending"
     live_phase = status_of(er).phase
@@ -377,7 +415,7 @@ async def _follow_pod(
         # Real time against the API server's timestamp (not the injectable clock); bounded by
         # the delay whatever the clocks' skew.
         age = max(0.0, _age_seconds(pod, utc_clock()))
-        wait = ctx.pending_status_delay - age
+        wait = ctx.tuning.pending_status_delay - age
         if wait > 0:
             return Result.again(wait)
     if state is None:
@@ -401,9 +439,6 @@ async def _follow_pod(
     live = er.manifest.get("status") or {}
     if any(live.get(k) != v for k, v in wanted.items()):
         await set_runner_status(ctx, er, scope, wanted, f"runner pod is {phase}")
-        owner = owner_name(er, KIND_ERS)
-        if owner:
-            ctx.enqueue(Key("ers", namespace, owner))
     return Result.done()
 
 
@@ -442,7 +477,7 @@ async def _pod_failed(
         return Result.done()
     await ctx.writer.delete(pod.manifest, scope, "runner pod failed: retry with backoff")
     failures = dict(status_of(er).failures or {})
-    failures[pod.uid] = stamp(ctx.clock())
+    failures[pod.uid] = stamp(ctx.tuning.clock())
     await ctx.writer.patch_status(
         EPHEMERAL_RUNNER.kind,
         name,
@@ -493,32 +528,94 @@ async def _delete_container_hook_objects(ctx: Context, er: EphemeralRunner, scop
                 await ctx.writer.delete(obj, scope, "container hook object of a deleted runner")
 
 
-def _exited_zero(pod: Pod | None) -> bool:
-    """The runner container ended with exit code 0: the runner finished and GitHub removed the
-    ephemeral (JIT) runner with its job, so no removal call is needed (as upstream 0.15)."""
+def _exited(pod: Pod | None, *, zero: bool) -> bool:
+    """The runner container ended (with exit code 0 when ``zero``)."""
     state = pod.runner_state if pod is not None else None
     terminated = state.terminated if state is not None else None
-    return terminated is not None and terminated.exit_code == 0
+    return terminated is not None and (terminated.exit_code == 0 or not zero)
 
 
-async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
+def _removed_with_job(er: EphemeralRunner, pod: Pod | None) -> bool:
+    """GitHub removed the ephemeral (JIT) runner with its job, so no removal call is needed:
+    its container exited 0 (as upstream 0.15), or GitHub reported its job completed (ADR
+    0100)."""
+    return _exited(pod, zero=True) or job_completed_at(er.annotations) is not None
+
+
+async def _registered_id(ctx: Context, er: EphemeralRunner) -> int:
+    registered = status_of(er).runner_id
+    if registered == 0:
+        secret = await _get_secret(ctx, er.name, er.namespace)
+        if secret is not None:
+            try:
+                registered = int(secret.decoded_data().get("runnerId", "0"))
+            except ValueError:
+                registered = 0
+    return registered
+
+
+def _removals(ctx: Context) -> RunnerRemovals:
+    return ctx.state(RunnerRemovals)
+
+
+def _removal_pending(ctx: Context, er: EphemeralRunner, scope: Scope, runner: int) -> Result | None:
+    """``None`` once GitHub no longer holds ``runner`` (the call answered ``ok`` or
+    ``not_found``); else what the pass returns: the call handed to the pool (its end re-queues
+    the runner), or a look again later."""
+    removals = _removals(ctx)
+    outcome = removals.take(er.namespace, er.name, runner)
+    if outcome is None:
+        removals.submit(_registrar(ctx), scope, er.namespace, er.name, runner)
+        return Result.done()
+    if outcome == "job_still_running":
+        return Result.again(ctx.tuning.job_running_recheck)
+    if outcome == FAILED:
+        return Result.again(REMOVAL_RETRY_SECONDS)
+    return None
+
+
+async def _deregistered_while_done(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
+    """A done runner not deleted yet whose removal was handed in (``Failed/InvalidPod``): once
+    it went through, the registration finalizer goes, so its later delete makes no second
+    call (ADR 0108). A call that failed, or one a restart lost, is the finalizer's to make."""
+    runner = status_of(er).runner_id
+    removals = _removals(ctx)
+    if FINALIZER_ER_REGISTRATION not in er.finalizers or runner <= 0:
+        return Result.done()
+    if removals.take(er.namespace, er.name, runner) not in ("ok", "not_found"):
+        return Result.done()
+    await ctx.writer.patch(
+        EPHEMERAL_RUNNER.kind,
+        er.name,
+        er.namespace,
+        finalizer_patch(er, [f for f in er.finalizers if f != FINALIZER_ER_REGISTRATION]),
+        scope,
+        "runner removed from the service while done",
+    )
+    return Result.done()
+
+
+async def _clean_up(
+    ctx: Context, er: EphemeralRunner, scope: Scope, seen: Pod | None = None
+) -> Result:
+    """The finalizers of a deleted runner; ``seen`` is the pod the pass that deleted it saw
+    (a runner that exited 0 is released in that pass, judged on it)."""
     finalizers = er.finalizers
     if FINALIZER_ER not in finalizers:
         return Result.done()
-    pod = await _get_pod(ctx, er.name, er.namespace)
-    if FINALIZER_ER_REGISTRATION in finalizers and not _exited_zero(pod):
-        registered = status_of(er).runner_id
-        if registered == 0:
-            secret = await _get_secret(ctx, er.name, er.namespace)
-            if secret is not None:
-                try:
-                    registered = int(secret.decoded_data().get("runnerId", "0"))
-                except ValueError:
-                    registered = 0
+    pod = seen if seen is not None else await _get_pod(ctx, er.name, er.namespace)
+    if FINALIZER_ER_REGISTRATION in finalizers and not _removed_with_job(er, pod):
+        if _exited(pod, zero=False):
+            # The runner process ended (killed for memory, crashed): its pod, which a sidecar
+            # may keep up, goes now, whatever GitHub still says about the runner (ADR 0100).
+            await _delete_running_pod_and_secret(ctx, er, pod, scope)
+            pod = await _get_pod(ctx, er.name, er.namespace)  # deleting now: no second delete
+        registered = await _registered_id(ctx, er)
         if registered > 0:
-            outcome = await _registrar(ctx).remove_runner(scope.namespace, scope.ars, registered)
-            if outcome == "job_still_running":
-                return Result.again(ctx.job_running_recheck)
+            # Off the reconcile path, bounded (ADR 0101): the call's end re-queues this runner.
+            waiting = _removal_pending(ctx, er, scope, registered)
+            if waiting is not None:
+                return waiting
             # Read again: the removal may have ended an idle runner's pod meanwhile.
             pod = await _get_pod(ctx, er.name, er.namespace)
     # A pod that still runs (an idle runner scaled down, a set deleted) holds a node's
@@ -539,7 +636,5 @@ async def _clean_up(ctx: Context, er: EphemeralRunner, scope: Scope) -> Result:
     )
     ctx.stages.runner_gone(er.namespace, er.name)
     ctx.runner_set_state.pod_refusals_reported.pop((er.namespace, er.name), None)
-    owner = owner_name(er, KIND_ERS)
-    if owner:
-        ctx.enqueue(Key("ers", er.namespace, owner))
+    _removals(ctx).forget(er.namespace, er.name)
     return Result.done()

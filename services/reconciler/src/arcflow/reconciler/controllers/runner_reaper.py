@@ -42,7 +42,7 @@ REASON_BAD_DEADLINES = "InvalidRunnerDeadlines"
 async def set_deadlines(ctx: Context, er: EphemeralRunner, scope: Scope) -> Deadlines:
     ars = await read_observed(ctx, AUTOSCALING_RUNNER_SET, scope.ars, er.namespace)
     annotations = annotations_of(ars) if ars is not None else {}
-    deadlines, error = deadlines_for(annotations, scope.variant, ctx.deadlines)
+    deadlines, error = deadlines_for(annotations, scope.variant, ctx.tuning.deadlines)
     if error is not None and ars is not None:
         key = (er.namespace, scope.ars, resource_version(ars) or "")
         if ctx.ars_state.deadline_errors_reported.get(key[:2]) != key[2]:
@@ -94,7 +94,7 @@ async def _reap(
         return
     await ctx.writer.delete(pod.manifest, scope, message, grace_period_seconds=grace)
     failures = dict((er.status.failures if er.status else None) or {})
-    failures[pod.uid] = stamp(ctx.clock())
+    failures[pod.uid] = stamp(ctx.tuning.clock())
     await ctx.writer.patch_status(
         EPHEMERAL_RUNNER.kind,
         er.name,

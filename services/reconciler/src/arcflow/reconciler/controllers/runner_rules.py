@@ -1,13 +1,16 @@
 """Pure decisions of the EphemeralRunner controller (docs/upstream-behaviour.md#runner-controller):
-what a refused pod create means, the pod failure backoff, the runner container's state."""
+what a refused pod create means, the pod failure backoff, the runner container's state, a
+runner alive after its job or killed for memory (ADR 0100)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from arcflow.common.constants import ANNOTATION_JOB_COMPLETED
 from arcflow.common.kube.errors import ConflictError, ForbiddenError, InvalidError, KubeApiError
 from arcflow.common.models import Pod
 from arcflow.reconciler.controllers.manifest import FAILURE_BACKOFF_SECONDS
@@ -133,3 +136,50 @@ def failed_init_container(pod: Pod) -> FailedInit | None:
             if ended is not None and ended.exit_code != 0:
                 return FailedInit(status.name, ended.exit_code, ended.reason)
     return None
+
+
+# --- slots that are finished but alive (ADR 0100) ---------------------------------------------
+
+#: The runner container's terminated reason when the kernel killed it for memory.
+OOM_KILLED = "OOMKilled"
+
+
+def job_completed_at(annotations: Mapping[str, str]) -> float | None:
+    """When GitHub completed the runner's job (epoch seconds), from the annotation its listener
+    writes (ADR 0100); ``None`` when absent or unusable (a hand-written bad value is ignored:
+    the runner is then treated as one whose job is not known to be done)."""
+    raw = annotations.get(ANNOTATION_JOB_COMPLETED, "")
+    if not raw:
+        return None
+    try:
+        return parse_time(raw).timestamp()
+    except ValueError:
+        return None
+
+
+def runner_alive(pod: Pod) -> bool:
+    """The runner container has not ended and the pod is neither finished nor going."""
+    state = pod.runner_state
+    if pod.is_deleting or pod.status.phase in ("Succeeded", "Failed"):
+        return False
+    return state is None or state.terminated is None
+
+
+def hung_after_job(
+    annotations: Mapping[str, str], pod: Pod | None, now: float, grace: float
+) -> float | None:
+    """Seconds until a runner whose job GitHub completed, and whose runner container still
+    runs, is stopped (0 or less: now); ``None`` when that is not the case or ``grace`` is 0
+    (the check is off)."""
+    completed = job_completed_at(annotations)
+    if completed is None or grace <= 0 or pod is None or not runner_alive(pod):
+        return None
+    return completed + grace - now
+
+
+def oom_killed(pod: Pod) -> bool:
+    """The runner container was killed for memory (the pod itself may still run: a sidecar, or
+    ``restartPolicy: Never`` with other containers up)."""
+    state = pod.runner_state
+    terminated = state.terminated if state is not None else None
+    return terminated is not None and terminated.reason == OOM_KILLED

@@ -3,8 +3,8 @@ of EphemeralRunners.
 
 Scale only when ``spec.patchID`` is 0 (forced) or differs from the newest runner's
 ``patch-id`` (a new request): a stale or duplicate listener patch changes nothing. Busy runners
-are never removed; idle ones only on a forced (``patchID == 0``) scale-down, and only after the
-registrar removed them from the service.
+are never removed; idle ones only on a forced (``patchID == 0``) scale-down: their finalizer
+removes them from the service before their pod stops (ADR 0101).
 """
 
 from __future__ import annotations
@@ -67,10 +67,9 @@ from arcflow.reconciler.controllers.runner_set_rules import (
     has_job,
     idle_removal_candidates,
     latest_patch_id,
-    runner_id,
     should_scale,
 )
-from arcflow.reconciler.keys import Key, Result
+from arcflow.reconciler.keys import Result
 
 WAIT_SECONDS = 1.0
 BUSY_RECHECK_SECONDS = 5.0
@@ -165,8 +164,7 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
     if should_scale(patch_id, latest_patch_id(runners)) and not served:
         for er in buckets["finished"]:
             await ctx.writer.delete(er, scope, "finished runner cleared on a new scale request")
-            ctx.enqueue(Key("er", namespace, str(meta(er)["name"])))
-        now = ctx.clock().timestamp()
+        now = ctx.tuning.clock().timestamp()
         in_flight = in_flight_runners(claim, live_names, ctx.instance, now) + len(owed)
         if total + in_flight < replicas and claim.leased_to_another(ctx.instance, now):
             # The lease holder creates this set's runners; look again when its lease ends (a
@@ -219,7 +217,7 @@ async def _replace_for_new_spec(
     left = bucket_runners(await runners_of(ctx, ers))
     replicas = ers.spec.replicas
     claim = parse_runner_claim(ers.annotations)
-    now = ctx.clock().timestamp()
+    now = ctx.tuning.clock().timestamp()
     live_names = {str(meta(er).get("name")) for er in runners}
     in_flight = in_flight_runners(claim, live_names, ctx.instance, now)
     live = len(left["pending"]) + len(left["running"]) + len(left["failed"])
@@ -271,7 +269,7 @@ async def _create_runners(
     generate_name = str(template["metadata"].pop("generateName"))
     uid = ers.uid
     namespace = ers.namespace
-    now = ctx.clock().timestamp()
+    now = ctx.tuning.clock().timestamp()
     block = ctx.runner_set_state.name_blocks.get(uid)
     if (
         block is not None
@@ -326,13 +324,12 @@ async def _create_named(
     if template is None:
         template = build_ephemeral_runner(ers.manifest, ctx.build)
         template["metadata"].pop("generateName", None)
-    namespace = ers.namespace
     # Created with their finalizers and this replica's JIT claim (no patch for either
     # afterwards).
     template["metadata"]["finalizers"] = [FINALIZER_ER, FINALIZER_ER_REGISTRATION]
     annotations = template["metadata"].setdefault("annotations", {})
-    annotations[ANNOTATION_JIT_CLAIM] = f"{ctx.instance}@{ctx.clock().timestamp()}"
-    slots = asyncio.Semaphore(max(1, ctx.create_concurrency))
+    annotations[ANNOTATION_JIT_CLAIM] = f"{ctx.instance}@{ctx.tuning.clock().timestamp()}"
+    slots = asyncio.Semaphore(max(1, ctx.tuning.create_concurrency))
 
     async def create(name: str) -> None:
         manifest = copy.deepcopy(template)
@@ -345,7 +342,6 @@ async def _create_named(
                     return
                 raise
         ctx.stages.runner_created(created, ers.uid, labels_of(created), ers.name)
-        ctx.enqueue(Key("er", namespace, str(meta(created)["name"])))
 
     results = await asyncio.gather(*(create(n) for n in names), return_exceptions=True)
     failed = [
@@ -361,18 +357,12 @@ async def _create_named(
 async def _remove_idle(
     ctx: Context, scope: Scope, buckets: dict[str, list[Manifest]], count: int
 ) -> None:
-    removed = 0
-    for er in idle_removal_candidates(buckets):
-        if removed >= count:
-            return
-        if ctx.registrar is None:
-            raise RuntimeError("no registrar client: cannot remove idle runners")
-        outcome = await ctx.registrar.remove_runner(scope.namespace, scope.ars, runner_id(er))
-        if outcome == "job_still_running":
-            continue
-        await ctx.writer.delete(er, scope, "scale down: idle runner removed from the service")
-        ctx.enqueue(Key("er", str(meta(er)["namespace"]), str(meta(er)["name"])))
-        removed += 1
+    """Delete ``count`` idle runners, only as they were judged idle (a runner whose status
+    changed since gets a 409 and the pass runs again). Each one's finalizer removes it from
+    the service, once and off the reconcile path (ADR 0101), before its pod is stopped: a
+    runner GitHub handed a job meanwhile is refused removal and finishes its job first."""
+    for er in idle_removal_candidates(buckets)[:count]:
+        await ctx.writer.delete(er, scope, "scale down: idle runner", unchanged=True)
 
 
 async def _update_status(
@@ -403,7 +393,6 @@ async def _update_status(
         EPHEMERAL_RUNNER_SET.kind, name, namespace, wanted, scope, "runner counts changed"
     )
     ctx.status_pacer.sent("ers", namespace, name)
-    ctx.enqueue(Key("ars", scope.namespace, scope.ars))
     return 0.0
 
 
@@ -443,7 +432,6 @@ async def _remove_runners(ctx: Context, scope: Scope, runners: list[Manifest]) -
             continue  # never kill a busy runner; the ER finalizer handles deregistration
         # Only the version judged idle: if it changed since (a job started), 409 and re-read.
         await ctx.writer.delete(er, scope, "EphemeralRunnerSet cleanup", unchanged=True)
-        ctx.enqueue(Key("er", str(meta(er)["namespace"]), str(meta(er)["name"])))
     return not runners
 
 
@@ -466,7 +454,6 @@ async def _clean_up(ctx: Context, ers: EphemeralRunnerSet, scope: Scope) -> Resu
         scope,
         "runners gone: release the EphemeralRunnerSet",
     )
-    ctx.enqueue(Key("ars", scope.namespace, scope.ars))
     return Result.done()
 
 

@@ -20,7 +20,12 @@ from arcflow.common.kube import (
     EPHEMERAL_RUNNER_SET,
     RESOURCE_QUOTA,
 )
-from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet, InvalidManifestError
+from arcflow.common.models import (
+    AutoscalingRunnerSet,
+    EphemeralRunnerSet,
+    InvalidManifestError,
+    ResourceQuota,
+)
 from arcflow.reconciler.controllers.base import Context, read_list, read_observed
 from arcflow.reconciler.controllers.capacity_rules import runners_creatable
 from arcflow.reconciler.controllers.manifest import meta
@@ -49,7 +54,8 @@ async def budgeted(ctx: Context, ers: EphemeralRunnerSet) -> AutoscalingRunnerSe
     except InvalidManifestError:
         return None
     if uses_resource_quota(ars):
-        ars = with_quota_budget(ars, await read_list(ctx, RESOURCE_QUOTA, namespace))
+        listed = await read_list(ctx, RESOURCE_QUOTA, namespace)
+        ars = with_quota_budget(ars, [ResourceQuota.from_observed(doc) for doc in listed])
     return ars
 
 

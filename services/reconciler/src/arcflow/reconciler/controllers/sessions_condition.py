@@ -15,13 +15,14 @@ from arcflow.common.events import SessionFailed, utc_now
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context
-from arcflow.reconciler.controllers.conditions import condition_of, turn_ars_condition
+from arcflow.reconciler.controllers.conditions import ars_condition, turn_ars_condition
 from arcflow.reconciler.controllers.sessions_rules import (
     CONDITION_SESSIONS,
     SessionState,
     decide,
     needs_open_sessions,
 )
+from arcflow.reconciler.routing import sessions_of
 
 
 async def check_sessions(
@@ -30,7 +31,7 @@ async def check_sessions(
     """Keep the condition current (``ids``: each wanted variant's scale set id); a status
     write and an Event only when it turns or its reason or message changes. Returns the ARS
     as written (itself when nothing was)."""
-    events = ctx.ars_state.session_states.get((scope.namespace, scope.ars), {})
+    events = ctx.kept.group(sessions_of(scope.namespace, scope.ars))
     states = {
         variant: SessionState(
             variant,
@@ -42,7 +43,7 @@ async def check_sessions(
         )
         for variant, event in events.items()
     }
-    current = condition_of(ars.manifest, CONDITION_SESSIONS)
+    current = ars_condition(ars, CONDITION_SESSIONS)
     open_now: set[str] | None = None
     if ctx.listener_sessions is not None and needs_open_sessions(current, states, ids):
         open_ids = await ctx.listener_sessions.open_among(ids.values())

@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
+from arcflow.common.models.autoscaling_runner_set import Condition
 from arcflow.common.timestamps import parse_kube_time
 from arcflow.reconciler.controllers.registration_rules import Verdict, says_false
 
@@ -66,8 +67,8 @@ def failure_message(failing: Sequence[SessionState]) -> str:
     return text + _also([s.variant for s in failing[1:]])
 
 
-def is_false(current: Mapping[str, Any] | None) -> bool:
-    return current is not None and current.get("status") == "False"
+def is_false(current: Condition | None) -> bool:
+    return current is not None and current.status == "False"
 
 
 def current_states(
@@ -82,7 +83,7 @@ def current_states(
 
 
 def needs_open_sessions(
-    current: Mapping[str, Any] | None,
+    current: Condition | None,
     states: Mapping[str, SessionState],
     wanted: Mapping[str, int],
 ) -> bool:
@@ -91,15 +92,15 @@ def needs_open_sessions(
     return is_false(current) or any(s.failed for s in current_states(states, wanted).values())
 
 
-def still_closed(current: Mapping[str, Any], closed: Sequence[str]) -> tuple[str, str]:
+def still_closed(current: Condition, closed: Sequence[str]) -> tuple[str, str]:
     """Reason and message of a False condition whose variants ``closed`` have no session and
     no failure this reconciler saw (it restarted since): the condition's own text for the
     variant it names first when that one is still closed, else a plain "no session open"."""
-    text = str(current.get("message") or "")
+    text = current.message
     named = [v for v in closed if text.startswith(f"{variant_name(v)}: ")]
     if named:
         first = named[0]
-        reason, why = str(current.get("reason") or REASON_OTHER), text.split(ALSO, 1)[0]
+        reason, why = current.reason or REASON_OTHER, text.split(ALSO, 1)[0]
     else:
         first = closed[0]
         reason = REASON_OTHER
@@ -108,7 +109,7 @@ def still_closed(current: Mapping[str, Any], closed: Sequence[str]) -> tuple[str
 
 
 def decide(
-    current: Mapping[str, Any] | None,
+    current: Condition | None,
     states: Mapping[str, SessionState],
     wanted: Mapping[str, int],
     now: datetime,
@@ -129,14 +130,14 @@ def decide(
             return None
         since = min(s.occurred_at for s in failing)
         if current is not None and is_false(current):
-            since = parse_kube_time(current.get("lastTransitionTime")) or since  # still failing
+            since = parse_kube_time(current.last_transition_time) or since  # still failing
         return Verdict(False, reason, message, min(since, now))
     if current is None or not is_false(current):
         return None
     said = [s.occurred_at for s in known.values() if not s.failed]
     newest = min(now, max(said)) if said else now
     if open_now is None:  # events alone: True once the listener said anything newer
-        turned = parse_kube_time(current.get("lastTransitionTime"))
+        turned = parse_kube_time(current.last_transition_time)
         if not said or (turned is not None and newest < turned):
             return None
     else:
@@ -145,7 +146,7 @@ def decide(
             reason, message = still_closed(current, closed)
             if says_false(current, reason, message):
                 return None
-            turned = parse_kube_time(current.get("lastTransitionTime")) or now
+            turned = parse_kube_time(current.last_transition_time) or now
             return Verdict(False, reason, message, min(turned, now))
     return Verdict(
         True, REASON_OPEN, f"every variant's listener session is open ({len(wanted)})", newest

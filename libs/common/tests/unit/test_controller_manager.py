@@ -1,0 +1,147 @@
+"""The controller runtime builds routing, queue, adapters and state from a declaration
+(ADR 0095): a change wakes its own key, its owner's and a watch's targets; an own write routes
+like a watch event; a declared event wakes its targets and is kept; bad declarations fail at
+construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from arcflow.common.cache import CachedKind, Change
+from arcflow.common.kube.resources import (
+    AUTOSCALING_RUNNER_SET,
+    EPHEMERAL_RUNNER,
+    EPHEMERAL_RUNNER_SET,
+    POD,
+)
+from arcflow.common.reconcile.declare import Controller, Controllers, OnEvent, Watch
+from arcflow.common.reconcile.keys import Key, Result
+from arcflow.common.reconcile.manager import Manager
+
+
+@dataclass
+class Memo:
+    seen: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Said:
+    at: datetime
+    ars: str
+    variant: str = ""
+
+    @property
+    def occurred_at(self) -> datetime:
+        return self.at
+
+
+async def _reconcile(ctx: Any, obj: Any) -> Result:
+    return Result.done()
+
+
+async def _read(ctx: Any, resource: Any, key: Any) -> dict[str, Any] | None:
+    return None
+
+
+async def _unparsable(ctx: Any, doc: Any, error: Any) -> None:
+    return None
+
+
+def _label(obj: Any, _lookup: Any) -> list[tuple[str, str]]:
+    labels = obj["metadata"].get("labels", {})
+    return [(obj["metadata"]["namespace"], labels["ars"])] if "ars" in labels else []
+
+
+def _said_targets(event: Said) -> list[tuple[str, str]]:
+    return [("ns", event.ars)]
+
+
+def _said_group(event: Said) -> tuple[str, str]:
+    return event.ars, event.variant
+
+
+DECLARED = Controllers(
+    (
+        Controller(
+            "ars",
+            AUTOSCALING_RUNNER_SET,
+            dict,
+            _reconcile,
+            watches=(Watch(EPHEMERAL_RUNNER_SET.kind, _label, "label"),),
+            events=(
+                OnEvent((Said,), lambda e: [("ns", e.ars)], keep=lambda e: (e.ars, e.variant)),
+            ),
+            state=(Memo,),
+            priority=1,
+        ),
+        Controller(
+            "er",
+            EPHEMERAL_RUNNER,
+            dict,
+            _reconcile,
+            owns=(POD.kind,),
+            state=(Memo,),
+            priority=0,
+        ),
+    ),
+    read=_read,
+    on_unparsable=_unparsable,
+)
+
+
+def _obj(kind: str, name: str, **meta: Any) -> dict[str, Any]:
+    return {"kind": kind, "metadata": {"namespace": "ns", "name": name, **meta}}
+
+
+def test_a_change_wakes_its_own_key_its_owner_and_a_watchs_targets() -> None:
+    manager = Manager(DECLARED, lambda _m: None)
+    pod = _obj("Pod", "p", ownerReferences=[{"kind": "EphemeralRunner", "name": "r"}])
+    assert manager.keys_for("Pod", pod) == [Key("er", "ns", "r")]
+    other = _obj("Pod", "q", ownerReferences=[{"kind": "ReplicaSet", "name": "rs"}])
+    assert manager.keys_for("Pod", other) == []
+    ers = _obj("EphemeralRunnerSet", "s", labels={"ars": "a"})
+    assert manager.keys_for("EphemeralRunnerSet", ers) == [Key("ars", "ns", "a")]
+    assert manager.keys_for("EphemeralRunner", _obj("EphemeralRunner", "r")) == [
+        Key("er", "ns", "r")
+    ]
+    assert manager.keys_for("ConfigMap", _obj("ConfigMap", "c")) == []
+
+
+def test_an_own_write_applied_to_the_cache_queues_what_it_concerns() -> None:
+    kinds = [
+        CachedKind(k) for k in (AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER_SET, EPHEMERAL_RUNNER, POD)
+    ]
+    manager = Manager(DECLARED, lambda _m: None, kube=object(), cached=kinds)  # type: ignore[arg-type]
+    assert manager.cache is not None
+    runner = _obj("EphemeralRunner", "r", resourceVersion="5")
+    manager.cache.observe_write(runner)
+    assert manager.queue.is_waiting(Key("er", "ns", "r"))
+    manager._changed(Change("Pod", "DELETED", _obj("Pod", "p")))  # no owner: nothing
+
+
+def test_a_declared_event_wakes_its_targets_and_the_newest_is_kept() -> None:
+    manager = Manager(DECLARED, lambda _m: None)
+    now = datetime.now(UTC)
+    new, old = Said(now, "a", "gpu"), Said(now - timedelta(seconds=1), "a", "gpu")
+    assert manager.keys_for_event(new) == [Key("ars", "ns", "a")]
+    manager.keys_for_event(old)
+    assert manager.kept.group("a") == {"gpu": new}
+    assert manager.keys_for_event("not declared") == []
+
+
+def test_state_is_one_object_per_class_and_undeclared_state_is_refused() -> None:
+    memo = Memo()
+    manager = Manager(DECLARED, lambda m: m.state(Memo), states={Memo: memo})
+    assert manager.context is memo
+    assert manager.state(Memo) is memo
+    with pytest.raises(ValueError, match="no controller declares"):
+        Manager(DECLARED, lambda _m: None, states={int: 1})
+
+
+def test_a_routed_kind_the_cache_does_not_watch_is_refused() -> None:
+    with pytest.raises(ValueError, match="routed but never watched"):
+        Manager(DECLARED, lambda _m: None, kube=object(), cached=[CachedKind(POD)])  # type: ignore[arg-type]
