@@ -101,3 +101,30 @@ async def test_a_missing_service_is_reported_not_started(tmp_path: Path) -> None
     await Supervisor(service, on_status=lambda s: None).start()
     assert service.status.startswith("missing: arcflow.no_such_service has no __main__")
     assert service.process is None
+
+
+SLOW_TO_ANSWER = "import time\ntime.sleep(1.5)\n" + HEALTHY
+
+
+async def test_a_service_that_answers_after_the_health_deadline_turns_healthy(
+    tmp_path: Path,
+) -> None:
+    """The probe goes on after its first deadline, as a kubelet's does: a service that starts
+    slowly (a loaded machine) is shown healthy once it answers, not 'no health answer' for good."""
+    service = _service(tmp_path, "slow_service", SLOW_TO_ANSWER)
+    supervisor = Supervisor(service, on_status=lambda s: None, health_wait=0.3)
+    await supervisor.start()
+    try:
+        assert service.process is not None
+        pid = service.process.pid
+        assert service.status == f"running (pid {pid}, no health answer)"
+
+        async def answered() -> bool:
+            assert service.status == f"running (pid {pid}, healthy)", service.status
+            return True
+
+        await eventually(answered, within=20, what="the slow service shown healthy")
+        assert service.healthy
+    finally:
+        await supervisor.stop()
+    assert service.status == "stopped (killed by SIGTERM)"
