@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -26,11 +25,6 @@ from tests.chaos.secret_scan import scan
 #: deletion are asynchronous there); the bound leaves room for a loaded CI machine (11-13 s
 #: seen at load 6 on 2 cores) and still fails a scenario that does not settle.
 CONVERGE_SECONDS = 20.0
-#: Jobs in a chaos burst. The suite runs 120 (a fault still lands with runners at work: a burst
-#: on three variants keeps about 40 runners busy), which keeps the chaos files inside the
-#: suite's 20-minute budget; ``ARCFLOW_CHAOS_JOBS=300`` runs them at the size the figures in
-#: docs/reliability.md were taken at.
-BURST_JOBS = int(os.environ.get("ARCFLOW_CHAOS_JOBS", "120"))
 
 
 @dataclass
@@ -309,7 +303,7 @@ async def run_burst(
     stack: ChaosStack,
     faults: list[tuple[str, Callable[[], Awaitable[object]]]],
     *,
-    jobs: int = BURST_JOBS,
+    jobs: int = 300,
     within: float = 150.0,
     burst: Burst | None = None,
 ) -> tuple[Burst, dict[str, float], float]:

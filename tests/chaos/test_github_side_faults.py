@@ -17,13 +17,13 @@ from arcflow.common.constants import ANNOTATION_SCALE_SET_IDS
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET
 from arcflow.devstack.control_plane import ControlPlane
 from tests.chaos.harness import ARS_NAME, ChaosStack
-from tests.chaos.outcome import BURST_JOBS, Burst, figures_after, report
+from tests.chaos.outcome import Burst, figures_after, report
 from tests.polling import eventually
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(300)]
 
 DELETED = "gpu"
-JOBS = BURST_JOBS // 2
+JOBS = 150
 
 
 async def test_scale_set_deleted_on_github_mid_burst_is_registered_again(
