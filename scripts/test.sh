@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # The test command: installs everything from the lock file, then runs the linters and the suite.
 # Extra arguments go to pytest (e.g. scripts/test.sh -m "not integration", the fast loop).
+# The chaos tests (tests/chaos and the other faults injected into whole stacks, marker `chaos`)
+# are a run of their own, `scripts/test.sh --chaos` (ADR 0109): the suite leaves them out so that
+# it stays under its 20-minute budget on 2 cores. A `-m` among the arguments replaces the default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+select=(-m "not chaos")
+if [ "${1:-}" = "--chaos" ]; then
+  shift
+  select=(-m chaos)
+fi
 source scripts/ensure-uv.sh
 uv sync --frozen --all-packages
 uv run --frozen ruff check .
@@ -40,7 +48,7 @@ set +e
 # so two workers on two cores halve the wall time. ARCFLOW_TEST_WORKERS=0 runs them in this process.
 # Files go out longest kinds first (tests/file_order.py), not xdist's most-tests-first.
 # The 30 slowest tests are listed at the end: the suite must stay under 20 minutes on 2 cores.
-uv run --frozen pytest -n "${ARCFLOW_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=30 "$@"
+uv run --frozen pytest -n "${ARCFLOW_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=30 "${select[@]}" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -1,8 +1,12 @@
 """Deleting an AutoscalingRunnerSet (docs/upstream-behaviour.md#deletion-order): the listener,
-then every variant's EphemeralRunnerSet, then the Helm dependents' cleanup finalizers, then
-ours. Scale sets are the registrar's to delete."""
+then every variant's EphemeralRunnerSet, then (once the registrar has deleted every scale set of
+it) the Helm dependents' cleanup finalizers, then ours. Scale sets are the registrar's to
+delete, with the credentials in the githubConfigSecret: that Secret keeps its cleanup finalizer
+until the last scale set is gone, or ``helm uninstall`` would take the credentials away first."""
 
 from __future__ import annotations
+
+import logging
 
 from arcflow.common.constants import (
     ANNOTATION_CLEANUP_PREFIX,
@@ -21,6 +25,10 @@ from arcflow.reconciler.controllers.manifest import (
 from arcflow.reconciler.keys import Result
 
 WAIT_SECONDS = 1.0
+#: How often a deleted set waiting on the registrar looks again (its records, one KV read each).
+REGISTRAR_WAIT_SECONDS = 2.0
+
+log = logging.getLogger(__name__)
 
 # cleanup-* annotation suffix -> kind of the Helm-created object it names
 # (docs/upstream-behaviour.md#deletion-order order).
@@ -52,6 +60,17 @@ async def clean_up(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope) -> Res
             await ctx.writer.delete(ers.manifest, scope, "AutoscalingRunnerSet deleted")
     if pending:
         return Result.again(WAIT_SECONDS)
+    registered = await _still_registered(ctx, ars)
+    if registered:
+        log.info(
+            "AutoscalingRunnerSet %s/%s deleted: waiting for the registrar to delete the scale "
+            "sets of %s before releasing the credentials Secret",
+            scope.namespace,
+            scope.ars,
+            ", ".join(registered),
+            extra={"ars": scope.ars, "namespace": scope.namespace},
+        )
+        return Result.again(REGISTRAR_WAIT_SECONDS)
     await _release_helm_dependents(ctx, ars, scope)
     await ctx.writer.patch(
         AUTOSCALING_RUNNER_SET.kind,
@@ -62,6 +81,14 @@ async def clean_up(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope) -> Res
         "children gone: release the AutoscalingRunnerSet",
     )
     return Result.done()
+
+
+async def _still_registered(ctx: Context, ars: AutoscalingRunnerSet) -> list[str]:
+    """Variants whose scale set the registrar has not deleted yet (its records still exist)."""
+    if ctx.ids is None:
+        return []
+    variants = [v.name for v in ars.spec.effective_variants()]
+    return sorted(await ctx.ids.assignments(ars.namespace, ars.name, variants))
 
 
 async def _release_helm_dependents(ctx: Context, ars: AutoscalingRunnerSet, scope: Scope) -> None:
