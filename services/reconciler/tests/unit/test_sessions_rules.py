@@ -57,6 +57,7 @@ def test_a_set_that_never_failed_gets_no_condition() -> None:
     [
         ("conflict", "SessionConflict"),
         ("nil_session_id", "SessionRefused"),
+        ("not_found", "ScaleSetNotFound"),
         ("error", "SessionError"),
         ("something new", "SessionError"),
     ],

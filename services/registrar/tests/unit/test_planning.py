@@ -23,6 +23,7 @@ from arcflow.registrar.planning import (
     plan_scale_sets,
     registration_of,
     scale_set_labels,
+    sessions_say_not_found,
 )
 
 URL = "https://github.com/my-org"
@@ -321,3 +322,34 @@ def test_an_ars_that_does_not_parse_is_a_lookup_error_naming_the_field_not_the_v
     with pytest.raises(LookupError, match=r"ns/arc: .*spec.githubConfigUrl") as refused:
         ars_of({"spec": {"githubConfigUrl": ["ghp_not_a_url"]}}, "ns", "arc")
     assert "ghp_not_a_url" not in str(refused.value)
+
+
+def _with_sessions_condition(status: str, reason: str) -> AutoscalingRunnerSet:
+    doc = make_ars().manifest
+    doc["status"] = {
+        "conditions": [
+            {"type": "SpecValid", "status": "True", "reason": "Valid"},
+            {"type": "ListenerSessionsOpen", "status": status, "reason": reason},
+        ]
+    }
+    return AutoscalingRunnerSet.from_manifest(doc)
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "cue"),
+    [
+        ("False", "ScaleSetNotFound", True),
+        ("False", "SessionConflict", False),
+        ("True", "ScaleSetNotFound", False),
+        ("True", "SessionsOpen", False),
+    ],
+)
+def test_the_sessions_condition_cues_a_check_only_for_a_scale_set_not_found(
+    status: str, reason: str, cue: bool
+) -> None:
+    assert sessions_say_not_found(_with_sessions_condition(status, reason)) is cue
+
+
+def test_no_condition_or_no_set_is_no_cue() -> None:
+    assert sessions_say_not_found(make_ars()) is False
+    assert sessions_say_not_found(None) is False

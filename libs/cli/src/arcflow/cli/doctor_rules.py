@@ -48,6 +48,8 @@ FIXES: Final[Mapping[str, str]] = {
     "listener (a second installation, an old pod); the session idles out on GitHub otherwise",
     "SessionRefused": "the service answered without a usable session; the listener retries on "
     "its own: if it stays, kubectl logs the listener pod of {ns}/{ars}",
+    "ScaleSetNotFound": "GitHub no longer has the scale set: the registrar checks and registers "
+    "it again under the same name; if it stays, arcflow audit --domain errors --ars {ars}",
     "SessionError": "the listener cannot open a message session (the message says why); "
     "kubectl logs the listener pod of {ns}/{ars}",
     "InvalidSpec": "fix the fields the message names (arcflow validate FILE)",

@@ -106,3 +106,9 @@ ENV_RETURN_VERSION_DEPRECATED_EXIT_CODE: Final = (
 ENV_CONTAINER_HOOKS: Final = "ACTIONS_RUNNER_CONTAINER_HOOKS"
 JIT_SECRET_TOKEN_KEY: Final = "jitToken"
 RUNNER_OUTDATED_EXIT_CODE: Final = 7
+
+#: The ARS condition the reconciler keeps from the listener's session events (ADR 0064), and its
+#: reason when GitHub answered 404 for a scale set's session: the registrar reads it as a cue to
+#: check its scale sets on GitHub (a cue only: what it does follows GitHub's answer).
+CONDITION_LISTENER_SESSIONS: Final = "ListenerSessionsOpen"
+REASON_SCALE_SET_NOT_FOUND: Final = "ScaleSetNotFound"

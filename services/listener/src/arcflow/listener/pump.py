@@ -44,6 +44,7 @@ from arcflow.common.actions import (
     NilSessionError,
     RunnerScaleSetMessage,
     RunnerScaleSetStatistic,
+    ScaleSetNotFoundError,
     SessionConflictError,
 )
 from arcflow.common.events import (
@@ -144,6 +145,9 @@ def jobs_batch(
 SESSION_FAILURE_NIL_ID = "nil_session_id"
 SESSION_FAILURE_CONFLICT = "conflict"
 SESSION_FAILURE_ERROR = "error"
+#: 404 on the create: GitHub no longer has the scale set (the registrar checks and registers it
+#: again, ADR 0064 amendment "Scale sets GitHub lost while idle").
+SESSION_FAILURE_NOT_FOUND = "not_found"
 
 
 def session_failure_reason(exc: BaseException) -> str:
@@ -151,6 +155,8 @@ def session_failure_reason(exc: BaseException) -> str:
         return SESSION_FAILURE_NIL_ID
     if isinstance(exc, SessionConflictError):
         return SESSION_FAILURE_CONFLICT
+    if isinstance(exc, ScaleSetNotFoundError):
+        return SESSION_FAILURE_NOT_FOUND
     return SESSION_FAILURE_ERROR
 
 

@@ -46,6 +46,7 @@ from arcflow.registrar.planning import (
     is_deleting,
     plan_scale_sets,
     registration_of,
+    sessions_say_not_found,
 )
 
 
@@ -99,7 +100,11 @@ async def converge(p: ArsPass, registration: Registration) -> Result:
         if ars is not None and not is_deleting(ars)
         else set()
     )
-    if ars is not None and wanted and p.hint.verify and ctx.gone.verify_due(namespace, name):
+    # Ask GitHub whether the scale sets still exist: on the sweep's schedule, or sooner when a
+    # listener got 404 for a session (an idle variant makes no JIT request that would see it).
+    swept = p.hint.verify and ctx.gone.verify_due(namespace, name)
+    cued = sessions_say_not_found(ars) and ctx.gone.cue_due(namespace, name)
+    if ars is not None and wanted and (swept or cued):
         await ctx.gone.verify(ctx.clients, namespace, name, ars, records)
     for record in ctx.gone.drop(namespace, name, records, wanted):
         await ctx.reporter.failure(

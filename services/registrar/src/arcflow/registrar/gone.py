@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 #: How often the sweep asks GitHub whether each registered scale set still exists (one GET
 #: per scale set). 0 turns it off.
 VERIFY_INTERVAL_SECONDS: Final = 300.0
+#: Least time between two checks that the ARS's sessions condition asks for (a listener got 404
+#: for a scale set's session; ``planning.sessions_say_not_found``).
+SESSION_CUE_SECONDS: Final = 30.0
 
 
 class GoneScaleSets:
@@ -58,6 +61,11 @@ class GoneScaleSets:
     def forget(self, namespace: str, ars: str, variant: str) -> None:
         """The variant's scale set was deleted on purpose."""
         self.gone.pop((namespace, ars, variant), None)
+
+    def cue_due(self, namespace: str, name: str) -> bool:
+        """A check asked for by the sessions condition: at most every ``SESSION_CUE_SECONDS``."""
+        last = self._verified.get((namespace, name))
+        return last is None or time.monotonic() - last >= SESSION_CUE_SECONDS
 
     def verify_due(self, namespace: str, name: str) -> bool:
         if self.verify_interval <= 0:

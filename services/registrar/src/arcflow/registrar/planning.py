@@ -14,10 +14,12 @@ from enum import StrEnum
 from typing import Any
 
 from arcflow.common.constants import (
+    CONDITION_LISTENER_SESSIONS,
     DEFAULT_RUNNER_GROUP_ID,
     DEFAULT_VARIANT,
     KIND_ARS,
     LABEL_RUNNER_VARIANT,
+    REASON_SCALE_SET_NOT_FOUND,
 )
 from arcflow.common.models import (
     AutoscalingRunnerSet,
@@ -135,6 +137,21 @@ def registration_of(doc: dict[str, Any]) -> Registration:
 def is_deleting(ars: AutoscalingRunnerSet | None) -> bool:
     """Gone from the API, or marked for deletion: no scale set is wanted any more."""
     return ars is None or bool(ars.metadata.deletion_timestamp)
+
+
+def sessions_say_not_found(ars: AutoscalingRunnerSet | None) -> bool:
+    """The listener could not open a session because GitHub answered 404 for its scale set
+    (the ARS's ``ListenerSessionsOpen`` condition, kept by the reconciler from the listener's
+    ``session.failed``). A cue to ask GitHub, never a verdict: a variant that is idle makes no
+    JIT request that would meet the missing scale set."""
+    if ars is None or ars.status is None:
+        return False
+    found = [c for c in ars.status.conditions or () if c.type == CONDITION_LISTENER_SESSIONS]
+    return (
+        bool(found)
+        and found[0].status == "False"
+        and (found[0].reason == REASON_SCALE_SET_NOT_FOUND)
+    )
 
 
 def desired_scale_sets(ars: AutoscalingRunnerSet) -> list[DesiredScaleSet]:

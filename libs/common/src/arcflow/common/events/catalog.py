@@ -199,7 +199,8 @@ class SessionFailed(EventBase):
     variant: str = ""
     scale_set_id: int = 0
     #: ``nil_session_id`` (200 with the nil session id), ``conflict`` (409: another session
-    #: holds the scale set) or ``error`` (anything else); the listener's metric label.
+    #: holds the scale set), ``not_found`` (404: GitHub no longer has the scale set) or
+    #: ``error`` (anything else); the listener's metric label.
     reason: str
     message: str = ""
 

@@ -23,16 +23,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
+from arcflow.common.constants import CONDITION_LISTENER_SESSIONS, REASON_SCALE_SET_NOT_FOUND
 from arcflow.common.models.autoscaling_runner_set import Condition
 from arcflow.common.timestamps import parse_kube_time
 from arcflow.reconciler.controllers.registration_rules import Verdict, says_false
 
-CONDITION_SESSIONS: Final = "ListenerSessionsOpen"
+CONDITION_SESSIONS: Final = CONDITION_LISTENER_SESSIONS
 REASON_OPEN: Final = "SessionsOpen"
 #: ``session.failed`` reason (the listener's metric label) -> condition reason.
 REASONS: Final[Mapping[str, str]] = {
     "conflict": "SessionConflict",
     "nil_session_id": "SessionRefused",
+    "not_found": REASON_SCALE_SET_NOT_FOUND,
     "error": "SessionError",
 }
 REASON_OTHER: Final = "SessionError"
