@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Final
 
-from arcflow.common.actions.errors import ActionsClientError
+from arcflow.common.actions.errors import ActionsClientError, ScaleSetNotFoundError
 from arcflow.common.actions.retry import retry_deadline
 from arcflow.common.models import AutoscalingRunnerSet
 from arcflow.common.scaleset_records import ScaleSetRecord
@@ -92,7 +92,10 @@ class GoneScaleSets:
                 if record.github_config_url != ars.spec.github_config_url:
                     continue  # the plan registers it at the new URL anyway
                 with retry_deadline(asyncio.get_running_loop().time() + 10.0):
-                    found = await client.get_runner_scale_set_by_id(record.scale_set_id)
+                    try:
+                        found = await client.get_runner_scale_set_by_id(record.scale_set_id)
+                    except ScaleSetNotFoundError:  # GitHub's 404 (a null body is None)
+                        found = None
                 if found is None:
                     self.mark(namespace, name, variant, record.scale_set_id)
         except (CredentialsUnavailableError, ActionsClientError) as exc:
