@@ -8,8 +8,9 @@ shows the replica count the job asks for. Per job (wall clock, one machine):
 
 * ``github``: enqueue -> the ``jobs.batch`` carrying it stored in JetStream (the simulator's
   answer to the long poll, the pump's publish and PubAck; JetStream's own timestamp);
-* ``listener``: stored -> the ERS change seen on the watch (worker fetch, scaler, merge patch,
-  the API server's watch delivery);
+* ``listener``: stored -> the ERS change seen on the watch (the pump's decision in its own task
+  since ADR 0104, the merge patch, the API server's watch delivery; before it, a worker fetched
+  the batch back from JetStream first);
 * ``total``: enqueue -> visible.
 
 ``--pythonpath`` puts other source trees first, to measure an older version.
