@@ -230,6 +230,11 @@ class Stack:
         }
         await kv.put(record_key(self.namespace, ars, variant), json.dumps(record).encode())
 
+    async def unregister(self, ars: str, variant: str) -> None:
+        """Delete the KV record, as the registrar does once it deleted the scale set."""
+        kv = await self.js.key_value(KV_SCALESETS.bucket)
+        await kv.delete(record_key(self.namespace, ars, variant))
+
     async def apply_ars(self, manifest: dict[str, Any]) -> None:
         name = manifest["metadata"]["name"]
         for attempt in range(5):

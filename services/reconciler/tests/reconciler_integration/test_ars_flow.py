@@ -232,9 +232,33 @@ async def test_single_variant_objects_equal_the_builders_plan(stack: Stack) -> N
     assert listener["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
 
 
-async def test_deleting_the_ars_removes_every_child(stack: Stack) -> None:
+async def test_deleting_the_ars_removes_every_child(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Listener and runner sets first; the set itself only once the registrar deleted its
+    scale sets (here: the KV records the stand-in registrar wrote are deleted)."""
     await _two_variant_set(stack)
     await stack.kube.delete("AutoscalingRunnerSet", "big", namespace=stack.namespace)
+
+    async def children_gone() -> bool:
+        leftovers = await stack.list("EphemeralRunnerSet")
+        assert not leftovers, [o["metadata"]["name"] for o in leftovers]
+        return True
+
+    await eventually(children_gone)
+
+    # The registrar has not deleted the scale sets yet (their KV records are there): the set
+    # keeps its finalizer (and the credentials Secret its cleanup finalizer), since deleting a
+    # scale set needs those credentials.
+    async def waiting_for_the_registrar() -> bool:
+        assert "waiting for the registrar to delete the scale sets of cpu, gpu" in caplog.text
+        return True
+
+    await eventually(waiting_for_the_registrar, what="the reconciler waiting for the registrar")
+    ars = await stack.kube.get("AutoscalingRunnerSet", "big", stack.namespace)
+    assert ars["metadata"].get("finalizers"), ars["metadata"]
+    await stack.unregister("big", "cpu")
+    await stack.unregister("big", "gpu")
 
     async def all_gone() -> bool:
         leftovers = [

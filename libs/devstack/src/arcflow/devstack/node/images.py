@@ -7,6 +7,7 @@ The sandbox (pause) image is Debian's static ``catatonit`` in an image of its ow
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -67,10 +68,12 @@ def export(image: str, cache: Path) -> Path:
         cache.mkdir(parents=True, exist_ok=True)
         for stale in cache.glob(f"*-{tag}.tar"):
             stale.unlink(missing_ok=True)
-        partial = archive.with_suffix(".partial")
+        # Two test workers may export the same image at once: each writes its own partial
+        # file and moves it into place atomically; whichever lands last wins, same content.
+        partial = archive.with_suffix(f".{os.getpid()}.partial")
         partial.unlink(missing_ok=True)
         _run(["buildah", "push", "--quiet", image, f"docker-archive:{partial}:{image}"])
-        partial.rename(archive)
+        os.replace(partial, archive)
     return archive
 
 
