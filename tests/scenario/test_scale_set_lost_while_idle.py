@@ -22,7 +22,6 @@ from arcflow.common.kube import AUTOSCALING_RUNNER_SET
 from arcflow.devstack.control_plane import ControlPlane
 from tests.chaos.harness import ARS_NAME, ChaosStack
 from tests.chaos.outcome import Burst
-from tests.fixtures.kube import APISERVER, backend, real_kubeconfig
 from tests.polling import eventually
 
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
@@ -30,18 +29,10 @@ pytestmark = [pytest.mark.scenario, pytest.mark.timeout(300)]
 LOST = "gpu"
 
 
-@pytest.fixture
-def stack_kube(request: pytest.FixtureRequest) -> ControlPlane | str:
-    if backend() == APISERVER and not real_kubeconfig():
-        plane: ControlPlane = request.getfixturevalue("control_plane")
-        return plane
-    return "emulator"
-
-
 async def test_a_scale_set_lost_while_idle_is_registered_again_and_runs_jobs(
-    tmp_path: Path, stack_kube: ControlPlane | str
+    tmp_path: Path, chaos_kube: ControlPlane | str
 ) -> None:
-    async with ChaosStack(tmp_path, stack_kube) as stack:
+    async with ChaosStack(tmp_path, chaos_kube) as stack:
         sim, kube = stack.sim, stack.kube
         assert sim is not None
         assert kube is not None
