@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -31,7 +32,8 @@ from arcflow.common.actions.auth import (
     KEY_PRIVATE_KEY,
     KEY_TOKEN,
 )
-from arcflow.common.kube import KubeClient
+from arcflow.common.constants import ANNOTATION_SCALE_SET_IDS
+from arcflow.common.kube import AUTOSCALING_RUNNER_SET, KubeClient
 from arcflow.devstack.actions_sim import ActionsSimulator
 from arcflow.devstack.control_plane import ControlPlane
 from arcflow.devstack.demo import VariantTarget, variant_targets
@@ -42,6 +44,7 @@ from arcflow.devstack.nats_server import NatsServer
 from arcflow.devstack.pod_runner import PodRunner
 from arcflow.devstack.supervisor import ServiceProcess, last_log_line
 from tests.chaos.secret_scan import SecretRecorder
+from tests.polling import eventually
 
 NAMESPACE = "chaos"
 ARS_NAME = "burst"
@@ -274,6 +277,33 @@ class ChaosStack:
         """The simulator's id of ``target``'s scale set (exactly one must exist)."""
         (found,) = [s["id"] for s in self.scale_sets() if s["name"] == target.scale_set_name]
         return int(found)
+
+    async def registered_again(self, target: VariantTarget, old_id: int, within: float) -> int:
+        """The id of ``target``'s scale set once it exists again under its name, after GitHub
+        deleted ``old_id``."""
+
+        async def found() -> int:
+            ids = [s["id"] for s in self.scale_sets() if s["name"] == target.scale_set_name]
+            assert ids, f"no scale set named {target.scale_set_name}"
+            assert ids != [old_id], f"scale sets named {target.scale_set_name}: {ids}"
+            return int(ids[0])
+
+        return int(await eventually(found, within=within, what="the scale set again"))
+
+    async def wait_id_mirrored(self, variant: str, scale_set_id: int, within: float) -> None:
+        """The ARS's scale set ids annotation gives ``variant`` the id ``scale_set_id``."""
+        assert self.kube is not None
+
+        async def mirrored() -> bool:
+            assert self.kube is not None
+            ars = await self.kube.get(AUTOSCALING_RUNNER_SET, ARS_NAME, self.namespace)
+            annotations = ars["metadata"].get("annotations") or {}
+            ids = json.loads(annotations.get(ANNOTATION_SCALE_SET_IDS) or "{}")
+            wanted = f"{ANNOTATION_SCALE_SET_IDS}: {ids} (want {scale_set_id})"
+            assert ids.get(variant) == scale_set_id, wanted
+            return True
+
+        await eventually(mirrored, within=within, what="the new id in the ARS annotations")
 
     async def wait_sessions(self, within: float = 60.0) -> None:
         """Every variant has its scale set and a live listener session."""

@@ -13,12 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from arcflow.common.constants import ANNOTATION_SCALE_SET_IDS
-from arcflow.common.kube import AUTOSCALING_RUNNER_SET
 from arcflow.devstack.control_plane import ControlPlane
-from tests.chaos.harness import ARS_NAME, ChaosStack
+from tests.chaos.harness import ChaosStack
 from tests.chaos.outcome import Burst, figures_after, report
-from tests.polling import eventually
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(300)]
 
@@ -30,9 +27,8 @@ async def test_scale_set_deleted_on_github_mid_burst_is_registered_again(
     tmp_path: Path, chaos_kube: ControlPlane | str
 ) -> None:
     async with ChaosStack(tmp_path, chaos_kube) as stack:
-        sim, kube = stack.sim, stack.kube
+        sim = stack.sim
         assert sim is not None
-        assert kube is not None
         target = next(t for t in stack.targets if t.variant == DELETED)
         old_id = stack.scale_set_id(target)
         burst = Burst(stack)
@@ -42,23 +38,9 @@ async def test_scale_set_deleted_on_github_mid_burst_is_registered_again(
         sim.delete_scale_set_behind(old_id)
         deleted_at = time.monotonic()
 
-        async def registered_again() -> int:
-            ids = [s["id"] for s in stack.scale_sets() if s["name"] == target.scale_set_name]
-            assert ids != [old_id], f"scale sets named {target.scale_set_name}: {ids}"
-            assert ids, f"no scale set named {target.scale_set_name}"
-            return int(ids[0])
-
-        new_id = await eventually(registered_again, within=60, what="the scale set again")
+        new_id = await stack.registered_again(target, old_id, within=60)
         reregistered_after = time.monotonic() - deleted_at
-
-        async def mirrored() -> bool:
-            ars = await kube.get(AUTOSCALING_RUNNER_SET, ARS_NAME, stack.namespace)
-            annotations = ars["metadata"].get("annotations") or {}
-            ids = json.loads(annotations.get(ANNOTATION_SCALE_SET_IDS) or "{}")
-            assert ids.get(DELETED) == new_id, f"{ANNOTATION_SCALE_SET_IDS}: {ids} (want {new_id})"
-            return True
-
-        await eventually(mirrored, within=60, what="the new id in the ARS annotations")
+        await stack.wait_id_mirrored(DELETED, new_id, within=60)
         await stack.wait_sessions(within=60)
         session_after = time.monotonic() - deleted_at
         await burst.wait_completed(JOBS, within=180)
