@@ -162,7 +162,6 @@ class Supervisor:
         self._health_wait = health_wait
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._probe: asyncio.Task[None] | None = None
 
     def _set(self, status: str) -> None:
         self.service.status = status
@@ -183,7 +182,7 @@ class Supervisor:
     async def _launch(self) -> None:
         service = self.service
         with service.log_path.open("ab") as log_file:
-            process = service.process = await asyncio.create_subprocess_exec(
+            service.process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 *service.python_args,
                 "-m",
@@ -198,42 +197,43 @@ class Supervisor:
         service.started_at = time.monotonic()
         service.healthy = False
         self._set("starting" + _restarts_suffix(service.restarts))
-        # Probed until it answers, as a kubelet's probe goes on after its first deadline: a run
-        # that starts slowly (a loaded machine) turns healthy when it answers, not never.
-        self._probe = asyncio.create_task(self._probe_health(), name=f"probe-{service.name}")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._probe), self._health_wait)
-        if service.alive and not service.healthy and not self._stopping.is_set():
-            restarts = _restarts_suffix(service.restarts)
-            self._set(f"running (pid {process.pid}, no health answer{restarts})")
+        await self._wait_healthy()
 
-    async def _probe_health(self) -> None:
+    async def _wait_healthy(self) -> None:
+        """Probe until the run answers, it ends, or the stack stops. Past the first deadline
+        the status says "no health answer" and the probe goes on (every second), as a
+        kubelet's does: a run that starts slowly on a loaded machine turns healthy when it
+        answers. Only :meth:`start` returns at that deadline; a restart (awaited inside
+        :meth:`_supervise`, whose next step is waiting for the run to end) keeps probing."""
         service = self.service
         assert service.process is not None
         pid = service.process.pid
         health = f"http://127.0.0.1:{service.health_port}/healthz"
-        started = time.monotonic()
+        deadline = time.monotonic() + self._health_wait
+        said_no_answer = False
         while service.alive and not self._stopping.is_set():
             if await asyncio.to_thread(_http_ok, health):
                 service.healthy = True
                 self._set(f"running (pid {pid}, healthy{_restarts_suffix(service.restarts)})")
                 return
-            # Every 0.2 s while the first deadline runs, then every second.
-            await asyncio.sleep(0.2 if time.monotonic() - started < self._health_wait else 1.0)
-
-    async def _stop_probe(self) -> None:
-        probe, self._probe = self._probe, None
-        if probe is not None and not probe.done():
-            probe.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await probe
+            if time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+                continue
+            if not said_no_answer:
+                said_no_answer = True
+                restarts = _restarts_suffix(service.restarts)
+                self._set(f"running (pid {pid}, no health answer{restarts})")
+            if self._task is None:  # start(): supervision takes over from here
+                return
+            await asyncio.sleep(1.0)
 
     async def _supervise(self) -> None:
         service = self.service
         while True:
             assert service.process is not None
+            if not service.healthy:  # a first run that had not answered by start()'s deadline
+                await self._wait_healthy()
             code = await service.process.wait()
-            await self._stop_probe()
             service.last_exit = code
             ended = exit_text(code)
             last = last_log_line(service.log_path)
@@ -263,7 +263,6 @@ class Supervisor:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await self._stop_probe()
         process = self.service.process
         if process is None:
             return
