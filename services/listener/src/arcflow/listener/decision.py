@@ -90,19 +90,13 @@ class ScaleDecider:
 
     async def statistics(self, stats: JobStatistics, reason: str) -> Decision:
         """Statistics seen without a message: the session's are always published, the rest
-        when they change something or the heartbeat is due (ADR 0061). A session's patch is
-        always written; an empty poll's, which completes no job, is skipped like such a batch
-        when it leaves the count as written within the window (ADR 0043, amendment in ADR
-        0104): a new patchID for an unchanged count is a new scale request, and the runner
-        set would top up runners whose jobs finished while GitHub still counts them."""
+        when they change something or the heartbeat is due (ADR 0061); never skipped (they
+        are upstream's self-correction)."""
         with _tracer.start_as_current_span(
             "scale.decision",
             attributes={"scale_set.id": self.target.scale_set_id, "reason": reason},
         ):
-            session = reason == "session"
-            return await self._decide(
-                stats, reason=reason, always_publish=session, may_skip=not session
-            )
+            return await self._decide(stats, reason=reason, always_publish=reason == "session")
 
     async def batch(self, batch: JobsBatch, stream_seq: int = 0) -> Decision | None:
         """One GitHub message, stored at ``stream_seq``: ERS patch first, then the runner
