@@ -55,8 +55,6 @@ class PodWatch:
     live: dict[str, tuple[str, Fraction]] = field(default_factory=dict)
     peak_pods: int = 0
     peak_cpu: Fraction = Fraction(0)
-    #: variant -> pods ADDED, with the monotonic time of each
-    added: dict[str, list[float]] = field(default_factory=dict)
     #: variant -> the resourceVersion each pod was ADDED with (its creation's, for a pod created
     #: while the watch ran): ordered against a LIST's version, unlike the watch's arrival time
     created_versions: dict[str, list[int]] = field(default_factory=dict)
@@ -107,7 +105,6 @@ class PodWatch:
         variant = next((v for v in self.variants if name.startswith(f"{self.ars}-{v}-")), "")
         cpu = pod_request({"spec": pod.get("spec") or {}}).get("cpu", Fraction(0))
         self.live[meta["name"]] = (variant, cpu)
-        self.added.setdefault(variant, []).append(time.monotonic())
         self.created_versions.setdefault(variant, []).append(int(meta.get("resourceVersion") or 0))
         self.peak_pods = max(self.peak_pods, len(self.live))
         self.peak_cpu = max(self.peak_cpu, sum((c for _, c in self.live.values()), Fraction(0)))

@@ -62,16 +62,18 @@ class GoneScaleSets:
         """The variant's scale set was deleted on purpose."""
         self.gone.pop((namespace, ars, variant), None)
 
+    def _checked_within(self, namespace: str, name: str, seconds: float) -> bool:
+        last = self._verified.get((namespace, name))
+        return last is not None and time.monotonic() - last < seconds
+
     def cue_due(self, namespace: str, name: str) -> bool:
         """A check asked for by the sessions condition: at most every ``SESSION_CUE_SECONDS``."""
-        last = self._verified.get((namespace, name))
-        return last is None or time.monotonic() - last >= SESSION_CUE_SECONDS
+        return not self._checked_within(namespace, name, SESSION_CUE_SECONDS)
 
     def verify_due(self, namespace: str, name: str) -> bool:
         if self.verify_interval <= 0:
             return False
-        last = self._verified.get((namespace, name))
-        return last is None or time.monotonic() - last >= self.verify_interval
+        return not self._checked_within(namespace, name, self.verify_interval)
 
     async def verify(
         self,

@@ -144,13 +144,10 @@ def sessions_say_not_found(ars: AutoscalingRunnerSet | None) -> bool:
     (the ARS's ``ListenerSessionsOpen`` condition, kept by the reconciler from the listener's
     ``session.failed``). A cue to ask GitHub, never a verdict: a variant that is idle makes no
     JIT request that would meet the missing scale set."""
-    if ars is None or ars.status is None:
-        return False
-    found = [c for c in ars.status.conditions or () if c.type == CONDITION_LISTENER_SESSIONS]
-    return (
-        bool(found)
-        and found[0].status == "False"
-        and (found[0].reason == REASON_SCALE_SET_NOT_FOUND)
+    found = None if ars is None else ars.condition(CONDITION_LISTENER_SESSIONS)
+    return found is not None and (found.status, found.reason) == (
+        "False",
+        REASON_SCALE_SET_NOT_FOUND,
     )
 
 

@@ -349,3 +349,8 @@ class AutoscalingRunnerSet(KubeObject):
     def scale_set_base_name(self) -> str:
         """GitHub scale set name of the default variant: runnerScaleSetName or the ARS name."""
         return self.spec.runner_scale_set_name or self.name
+
+    def condition(self, kind: str) -> Condition | None:
+        """arcflow's condition of type ``kind`` on the set, or ``None``."""
+        conditions = (self.status.conditions if self.status else None) or []
+        return next((c for c in conditions if c.type == kind), None)

@@ -31,8 +31,7 @@ def condition_of(doc: Manifest, kind: str) -> dict[str, Any] | None:
 
 def ars_condition(ars: AutoscalingRunnerSet, kind: str) -> Condition | None:
     """The condition ``kind`` of a parsed ARS (ADR 0071: read through the model)."""
-    conditions = (ars.status.conditions if ars.status else None) or []
-    return next((c for c in conditions if c.type == kind), None)
+    return ars.condition(kind)
 
 
 def other_conditions(ars: AutoscalingRunnerSet, kind: str) -> list[dict[str, Any]]:
