@@ -217,7 +217,8 @@ async def test_drain_mid_burst(tmp_path: Path, plane: ControlPlane) -> None:
             assert early.get("drain") != "Drained", early
         # Siblings finish all their jobs; gamma's running jobs finish too.
         await finish_times(stack, {"alpha": jobs["alpha"], "beta": jobs["beta"]}, within=300)
-        await finish_times(stack, {"gamma": sorted(held)}, within=120)
+        if held:  # on a loaded machine gamma's running job may have finished before the drain
+            await finish_times(stack, {"gamma": sorted(held)}, within=120)
         last_gamma_done = time.monotonic()
         created = stack.pods.created_versions.get("gamma", [])
         created_after = [v for v in created if v > drain_version]
