@@ -15,7 +15,6 @@ from arcflow.common.service.spec import (
     Part,
     PeriodicTask,
     Publication,
-    Pull,
     ServiceSpec,
     Subscription,
 )
@@ -28,7 +27,6 @@ __all__ = [
     "Part",
     "PeriodicTask",
     "Publication",
-    "Pull",
     "RpcEndpoint",
     "ServiceContext",
     "ServiceSpec",

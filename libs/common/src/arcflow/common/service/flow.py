@@ -32,7 +32,7 @@ def node_of(spec: ServiceSpec[Any]) -> FlowNode:
     """The flow node a service spec declares (every consumer also publishes dead letters)."""
     subjects = tuple((_type(t), p.subject) for p in spec.publishes for t in p.event_types)
     publishes = set(spec.published_types)
-    if spec.subscriptions or spec.pulls:  # the settle policy dead-letters what none can process
+    if spec.subscriptions:  # the settle policy dead-letters what none can process
         publishes.add("deadletter")
         subjects += (("deadletter", "arc.dlq.<original subject>"),)
     wakes: tuple[tuple[str, str], ...] = ()

@@ -101,16 +101,6 @@ class Publication:
     event_types: tuple[type[EventBase], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Pull:
-    """Event types the service's own loops pull rather than through a :class:`Subscription`
-    (one durable per key, known only at run time). Declared for the flow table; the runtime
-    starts nothing. No service declares one since the listener stopped consuming (ADR 0104)."""
-
-    subject: str
-    event_types: tuple[type[EventBase], ...]
-
-
 class InvalidSettingsError(ValueError):
     """Raised by a settings loader (``ServiceSpec.settings`` that is not a settings class):
     ``main`` prints ``str(exc)`` as it is on stderr and exits 2, so the loader owns the wording
@@ -152,7 +142,6 @@ class ServiceSpec(Generic[StateT]):
     buckets: Sequence[KvBucketSpec] = ()
     #: ``None``: the whole JetStream layout; else only these streams (left at their replicas).
     streams: Sequence[StreamSpec] | None = None
-    pulls: Sequence[Pull] = ()
     #: ``False``: no runtime metrics or health server (a component serves its own endpoint).
     runtime_servers: bool = True
     ready: Callable[[StateT], bool] | None = None
@@ -162,8 +151,7 @@ class ServiceSpec(Generic[StateT]):
     @property
     def consumed_types(self) -> set[str]:
         """The event ``type`` strings this service consumes."""
-        subscribed = {_type_of(t) for s in self.subscriptions for t in s.event_types}
-        return subscribed | {_type_of(t) for p in self.pulls for t in p.event_types}
+        return {_type_of(t) for s in self.subscriptions for t in s.event_types}
 
     @property
     def published_types(self) -> set[str]:
