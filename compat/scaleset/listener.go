@@ -123,7 +123,9 @@ func drainBacklog(ctx context.Context, r *run, s *sim, jobs, maxRunners int) err
 	done := make(chan error, 1)
 	go func() { done <- l.Run(runCtx, x) }()
 
-	waitErr := waitFor(ctx, 40*time.Second, fmt.Sprintf("%d jobs to complete with at most %d runners", jobs, maxRunners), func() (bool, error) {
+	// Until every job is completed and the listener has been told of each: the last
+	// JobCompleted message reaches it a poll after the job's state changes.
+	waitErr := waitFor(ctx, 40*time.Second, fmt.Sprintf("%d jobs to complete with at most %d runners, each JobCompleted delivered", jobs, maxRunners), func() (bool, error) {
 		select {
 		case err := <-done:
 			return false, fmt.Errorf("listener stopped: %w", err)
@@ -135,7 +137,10 @@ func drainBacklog(ctx context.Context, r *run, s *sim, jobs, maxRunners int) err
 				return false, err
 			}
 		}
-		return true, nil
+		x.mu.Lock()
+		delivered := x.completed >= jobs
+		x.mu.Unlock()
+		return delivered, nil
 	})
 	stop()
 	var runErr error
@@ -159,5 +164,7 @@ func drainBacklog(ctx context.Context, r *run, s *sim, jobs, maxRunners int) err
 	if x.err != nil {
 		return fmt.Errorf("scaler: %w", x.err)
 	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	return check(x.completed == jobs, "JobCompleted messages %d, want %d", x.completed, jobs)
 }
