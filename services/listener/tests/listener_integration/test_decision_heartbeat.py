@@ -12,6 +12,7 @@ from arcflow.common.events import JobInfo, JobStatistics, ScaleDecision, parse_e
 from arcflow.common.nats import STREAM_JOBS, STREAM_SCALE, ensure_stream, publish_event
 from arcflow.listener.config import ScaleSetTarget
 from arcflow.listener.decision import ScaleDecider, decider_for
+from arcflow.listener.ers_writer import UNCHANGED_BATCH_WINDOW
 
 from .helpers import ARS, ListenerRig, Variant, create_runner_sets, jobs_batch
 from .helpers import stream_events as stored
@@ -77,11 +78,15 @@ async def test_idle_decisions_wait_for_the_heartbeat(rig: ListenerRig) -> None:
             await first.statistics(_stats(0), "idle")
         assert [d.reason for d in await _decisions(rig)] == ["session"]
         assert first.publisher.unpublished == 5
+        # An empty poll completes no job: the unchanged count is not patched again within the
+        # window either (ADR 0043 and its amendment in ADR 0104).
+        assert first.unchanged_batches == 5
 
         clock.now += HEARTBEAT  # the heartbeat is due: the same decision once more
         await first.statistics(_stats(0), "idle")
         await first.statistics(_stats(0), "idle")
-        assert [d.reason for d in await _decisions(rig)] == ["session", "idle"]
+        reasons = [d.reason.split(";")[0] for d in await _decisions(rig)]
+        assert reasons == ["session", "idle"]
 
         await first.statistics(_stats(2), "idle")  # a change is published at once
         decisions = await _decisions(rig)
@@ -98,7 +103,14 @@ async def test_idle_decisions_wait_for_the_heartbeat(rig: ListenerRig) -> None:
         assert decisions[-1].reason.startswith("message 1")
         published = len(decisions)
         clock.now += 1
-        # A new patchID at 2 runners (upstream numbers every call off minRunners): a patch.
+        # The same count with no job completed, within the window: no patch (upstream skips
+        # it too: "Skipping patch" when the count is its last patch and no job completed).
+        skipped = first.unchanged_batches
+        await first.statistics(_stats(2), "idle")
+        assert first.unchanged_batches == skipped + 1
+        assert len(await _decisions(rig)) == published
+        # Past the window the unchanged count is patched again, with a new patchID.
+        clock.now += UNCHANGED_BATCH_WINDOW
         await first.statistics(_stats(2), "idle")
         assert len(await _decisions(rig)) == published + 1
 

@@ -7,7 +7,12 @@ import json
 
 import pytest
 
-from arcflow.common.constants import ANNOTATION_PATCH_ID, ENV_JIT_CONFIG, FINALIZER_ER
+from arcflow.common.constants import (
+    ANNOTATION_JOB_COMPLETED,
+    ANNOTATION_PATCH_ID,
+    ENV_JIT_CONFIG,
+    FINALIZER_ER,
+)
 from tests.polling import eventually
 
 from .harness import JIT_PREFIX, Stack, ars_manifest
@@ -104,3 +109,35 @@ async def test_patch_id_semantics(stack: Stack) -> None:
     # (that they are gone from the service is checked on the real registrar and simulator:
     # test_end_to_end.py, step 2b)
     assert len(stack.rpc.removed) >= 3
+
+
+async def test_a_runner_whose_job_completed_does_not_count_against_a_new_request(
+    stack: Stack,
+) -> None:
+    """The listener writes a completed job on its runner before its next patch (ADR 0110):
+    the still-running runner serves no other job, so a new request for one runner creates one
+    (it took the listener's next unchanged-count patch, up to 30 s later, before)."""
+    await _ready_set(stack)
+    await _scale(stack, 1, 1)
+
+    async def runners() -> list[str]:
+        return sorted(r["metadata"]["name"] for r in await stack.list("EphemeralRunner"))
+
+    async def count(n: int) -> list[str] | None:
+        names = await runners()
+        return names if len(names) == n else None
+
+    [first] = await eventually(lambda: count(1), what="the first runner")
+    await stack.set_runner_status(first, {"phase": "Running", "jobId": "job-1"})
+    # GitHub completed job-1 and assigned job-2: the listener writes the completion on the
+    # runner, then asks for one runner again (a new patchID, the same count).
+    now = stack.clock().strftime("%Y-%m-%dT%H:%M:%SZ")  # just now: not a slot held past grace
+    await stack.kube.patch_merge(
+        "EphemeralRunner",
+        first,
+        {"metadata": {"annotations": {ANNOTATION_JOB_COMPLETED: now}}},
+        namespace=stack.namespace,
+    )
+    await _scale(stack, 1, 2)
+    both = await eventually(lambda: count(2), what="a second runner for the new job")
+    assert first in both

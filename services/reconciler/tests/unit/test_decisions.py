@@ -17,10 +17,13 @@ from arcflow.common.kube import (
 )
 from arcflow.reconciler.controllers.runner_claims import (
     ANNOTATION_JIT_CLAIM,
+    ANNOTATION_REQUEST_OWED,
     ANNOTATION_RUNNER_CLAIM,
+    OwedRunners,
     RunnerClaim,
     in_flight_runners,
     jit_claim_holder,
+    parse_owed_runners,
     parse_runner_claim,
     runner_name,
 )
@@ -96,6 +99,19 @@ def test_runner_names_come_from_a_counter_and_claims_count_in_flight_runners() -
     assert in_flight_runners(claim, {names[0]}, "r-b", 102.0) == 2
     assert in_flight_runners(claim, {names[0]}, "r-a", 102.0) == 0  # my own finished pass
     assert in_flight_runners(claim, set(), "r-b", 111.0) == 0  # stale claim
+
+
+def test_what_a_short_request_owes_belongs_to_that_request_only() -> None:
+    owed = OwedRunners(patch_id=5, replicas=4, owed=2)
+    assert parse_owed_runners({ANNOTATION_REQUEST_OWED: owed.encode()}) == owed
+    assert owed.of(5, 4) == 2
+    assert owed.of(6, 4) is None  # a new request replaces it
+    assert owed.of(5, 3) is None  # the same patchID with another count is not that request
+    assert owed.of(0, 4) is None  # a forced request is evaluated afresh every pass
+    assert OwedRunners(5, 4, 0).of(5, 4) is None  # nothing left: served
+    for raw in ("{", "[]", '{"patch": 5}', '{"patch": "x", "replicas": 4, "owed": 1}', ""):
+        assert parse_owed_runners({ANNOTATION_REQUEST_OWED: raw}) is None
+    assert parse_owed_runners({}) is None
 
 
 def test_reconciler_kube_rate_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -90,17 +90,24 @@ class ScaleDecider:
 
     async def statistics(self, stats: JobStatistics, reason: str) -> Decision:
         """Statistics seen without a message: the session's are always published, the rest
-        when they change something or the heartbeat is due (ADR 0061); never skipped (they
-        are upstream's self-correction)."""
+        when they change something or the heartbeat is due (ADR 0061). A session's patch is
+        always written; an empty poll's, which completes no job, is skipped like such a batch
+        when it leaves the count as written within the window (ADR 0043, amendment in ADR
+        0104): a new patchID for an unchanged count is a new scale request, and the runner
+        set would top up runners whose jobs finished while GitHub still counts them."""
         with _tracer.start_as_current_span(
             "scale.decision",
             attributes={"scale_set.id": self.target.scale_set_id, "reason": reason},
         ):
-            return await self._decide(stats, reason=reason, always_publish=reason == "session")
+            session = reason == "session"
+            return await self._decide(
+                stats, reason=reason, always_publish=session, may_skip=not session
+            )
 
     async def batch(self, batch: JobsBatch, stream_seq: int = 0) -> Decision | None:
-        """One GitHub message, stored at ``stream_seq``: ERS patch first, then the runner
-        status patches and the decision; ``None`` when it was decided before."""
+        """One GitHub message, stored at ``stream_seq``: the completed jobs' runners, the ERS
+        patch, the started jobs' runners and the decision; ``None`` when it was decided
+        before."""
         _check_plausible(batch)
         started = [j for j in batch.jobs if j.message_type == "JobStarted"]
         completed = [j for j in batch.jobs if j.message_type == "JobCompleted"]
@@ -166,9 +173,13 @@ class ScaleDecider:
         may_skip: bool = False,
         always_publish: bool = True,
     ) -> Decision:
-        """Scaler, then the ERS patch (the first write), then the runner patches and the
-        decision event. ``may_skip``: a batch that completed no job sends no ERS patch when
-        its count is the one written within the window (ADR 0043)."""
+        """Scaler; the completed jobs on their runners, then the ERS patch, then the started
+        jobs' runner status and the decision event. ``may_skip``: a batch that completed no
+        job sends no ERS patch when its count is the one written within the window (ADR 0043).
+
+        A completed job is written first: the runner set does not count a runner whose job is
+        done (ADR 0110), and this patch's count no longer includes that job; written after,
+        the set could count the finishing runner against the new count and create nothing."""
         if self._recorder is not None:
             self._recorder.record_statistics(stats)
         standing = self.ers.standing() if may_skip else None
@@ -178,6 +189,8 @@ class ScaleDecider:
         decision = self.scaler.decide(
             stats.total_assigned_jobs, unchanged_since=standing, capacity=cap
         )
+        done = [job for job in runners if job.message_type == "JobCompleted"]
+        await self._runners.write(done)
         if decision.skipped:
             self.unchanged_batches += 1
             reason = f"{reason}; count unchanged, no job completed: ERS not patched"
@@ -185,7 +198,7 @@ class ScaleDecider:
         else:
             await self.ers.write(decision)
         self._record_decision(decision)
-        await self._runners.write(runners)
+        await self._runners.write([job for job in runners if job.message_type != "JobCompleted"])
         minimum = self.scaler.min_runners
         if not always_publish and not self.publisher.due(decision, minimum):
             self.publisher.unpublished += 1

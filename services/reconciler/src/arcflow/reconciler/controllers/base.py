@@ -24,6 +24,7 @@ from arcflow.reconciler.controllers.manifest import (
     Manifest,
 )
 from arcflow.reconciler.controllers.reaper_rules import Deadlines
+from arcflow.reconciler.controllers.runner_claims import OwedRunners
 from arcflow.reconciler.listener_sessions import ListenerSessions
 from arcflow.reconciler.metrics import ReconcilerMetrics
 from arcflow.reconciler.scalesets import ScaleSetIds
@@ -63,6 +64,9 @@ class RunnerSetState:
 
     #: ERS uid -> the last (patchID, replicas) this replica evaluated a scale request for.
     scaled_for: dict[str, tuple[int, int]] = dataclass_field(default_factory=dict)
+    #: ERS uid -> what its capacity-short scale request still owes (ADR 0110); the set's
+    #: ``arcflow.io/request-owed`` annotation carries it for a restarted or second replica.
+    owed: dict[str, OwedRunners] = dataclass_field(default_factory=dict)
     #: ERS uid -> (next name index, end of the block) of this replica's creation lease
     #: (ADR 0033).
     name_blocks: dict[str, tuple[int, int]] = dataclass_field(default_factory=dict)

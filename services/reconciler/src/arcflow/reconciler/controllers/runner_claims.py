@@ -88,6 +88,44 @@ def parse_runner_claim(annotations: Mapping[str, str]) -> RunnerClaim:
         return RunnerClaim()
 
 
+# A scale request the set's shared capacity held back (ADR 0110): the runners it still owes,
+# created as room frees up without a new patchID. Kept with the set so that a restarted or
+# second replica goes on with the same count instead of topping up finished runners.
+ANNOTATION_REQUEST_OWED = "arcflow.io/request-owed"
+
+
+@dataclass(frozen=True, slots=True)
+class OwedRunners:
+    """The runners a capacity-short scale request (``patch_id``, ``replicas``) still owes."""
+
+    patch_id: int
+    replicas: int
+    owed: int
+
+    def encode(self) -> str:
+        return json.dumps({"patch": self.patch_id, "replicas": self.replicas, "owed": self.owed})
+
+    def of(self, patch_id: int, replicas: int) -> int | None:
+        """The runners still owed when this is the request (``patch_id``, ``replicas``), else
+        ``None`` (pure): a new request replaces what an old one owed."""
+        if patch_id == 0 or (self.patch_id, self.replicas) != (patch_id, replicas):
+            return None
+        return self.owed if self.owed > 0 else None
+
+
+def parse_owed_runners(annotations: Mapping[str, str]) -> OwedRunners | None:
+    """What a set's ``annotations`` say its current short request owes (pure); an unreadable
+    value owes nothing."""
+    raw = annotations.get(ANNOTATION_REQUEST_OWED)
+    try:
+        value = json.loads(raw) if raw else None
+        if not isinstance(value, dict):
+            return None
+        return OwedRunners(int(value["patch"]), int(value["replicas"]), int(value["owed"]))
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
 def in_flight_runners(claim: RunnerClaim, live_names: set[str], me: str, now: float) -> int:
     """Runners another replica claimed moments ago and is still creating (pure)."""
     if claim.by == me or now - claim.at >= RUNNER_CLAIM_TTL_SECONDS:

@@ -48,12 +48,15 @@ from arcflow.reconciler.controllers.manifest import (
 )
 from arcflow.reconciler.controllers.runner_claims import (
     ANNOTATION_JIT_CLAIM,
+    ANNOTATION_REQUEST_OWED,
     ANNOTATION_RUNNER_CLAIM,
     RUNNER_LEASE_RENEW_SECONDS,
     RUNNER_LEASE_SECONDS,
     RUNNER_NAME_BLOCK,
+    OwedRunners,
     RunnerClaim,
     in_flight_runners,
+    parse_owed_runners,
     parse_runner_claim,
     runner_name,
 )
@@ -67,6 +70,7 @@ from arcflow.reconciler.controllers.runner_set_rules import (
     has_job,
     idle_removal_candidates,
     latest_patch_id,
+    serving_runners,
     should_scale,
 )
 from arcflow.reconciler.keys import Result
@@ -142,7 +146,7 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
     buckets = bucket_runners(runners)
     patch_id = ers.spec.patch_id
     replicas = ers.spec.replicas
-    total = len(buckets["pending"]) + len(buckets["running"]) + len(buckets["failed"])
+    total = serving_runners(buckets)
     claim = parse_runner_claim(ers.annotations)
     ers_uid = ers.uid
     ctx.stages.request_seen(ers_uid, patch_id)
@@ -155,13 +159,18 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
     served = patch_id != 0 and (
         patch_id == claim.patch_id or memo.scaled_for.get(ers_uid) == (patch_id, replicas)
     )
+    # A request the shared capacity held back is not served until it has created what it
+    # asked for: it goes on as room frees up, with no new patchID, and never past that count
+    # (ADR 0110). This replica's memory first; the set's annotation after a restart.
+    short_of = memo.owed.get(ers_uid) or parse_owed_runners(ers.annotations)
+    still_owed = short_of.of(patch_id, replicas) if short_of is not None else None
     live_names = {str(meta(er).get("name")) for er in runners}
     # Runners claimed by an earlier pass whose create failed are owed whatever the request's
     # state: without this, a served request would never get them and their jobs would wait.
     owed = sorted(ctx.runner_set_state.uncreated.pop(ers_uid, set()) - live_names)
     if owed:
         await _create_named(ctx, ers, scope, owed, f"retry runner creation (patchID {patch_id})")
-    if should_scale(patch_id, latest_patch_id(runners)) and not served:
+    if still_owed is not None or (should_scale(patch_id, latest_patch_id(runners)) and not served):
         for er in buckets["finished"]:
             await ctx.writer.delete(er, scope, "finished runner cleared on a new scale request")
         now = ctx.tuning.clock().timestamp()
@@ -175,6 +184,8 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
         if total + in_flight < replicas:
             # The set's shared capacity (ADR 0062) bounds the pods of all variants together.
             missing = replicas - total - in_flight
+            if still_owed is not None:
+                missing = min(missing, still_owed)
             ars = await budgeted(ctx, ers)
             if ars is None:
                 await _create_runners(ctx, ers, scope, claim, missing, replicas, patch_id)
@@ -184,15 +195,41 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
                     short = count < missing
                     if count:
                         await _create_runners(ctx, ers, scope, claim, count, replicas, patch_id)
+                if short and patch_id != 0:
+                    await _owe(ctx, ers, scope, OwedRunners(patch_id, replicas, missing - count))
         elif patch_id == 0 and total > replicas:
             await _remove_idle(ctx, scope, buckets, total - replicas)
         if short:  # not served: the rest is created once finished runners are gone
             wait = await _update_status(ctx, ers, scope, bucket_runners(await runners_of(ctx, ers)))
             return Result.again(max(wait, CAPACITY_RECHECK_SECONDS))
         # Remembered only once the request's writes went through: a failed pass retries it.
+        await _owe(ctx, ers, scope, None)
         ctx.runner_set_state.scaled_for[ers_uid] = (patch_id, replicas)
     wait = await _update_status(ctx, ers, scope, bucket_runners(await runners_of(ctx, ers)))
     return Result.again(wait) if wait else Result.done()
+
+
+async def _owe(
+    ctx: Context, ers: EphemeralRunnerSet, scope: Scope, owed: OwedRunners | None
+) -> None:
+    """Remember what the set's short request still owes (``None``: nothing), in this replica
+    and, when it changed, on the set (ADR 0110)."""
+    if owed is None:
+        ctx.runner_set_state.owed.pop(ers.uid, None)
+    else:
+        ctx.runner_set_state.owed[ers.uid] = owed
+    value = owed.encode() if owed is not None else None
+    if ers.annotations.get(ANNOTATION_REQUEST_OWED) == value:
+        return
+    why = "runners the capacity still holds back" if owed else "the short request is served"
+    await ctx.writer.patch(
+        EPHEMERAL_RUNNER_SET.kind,
+        ers.name,
+        ers.namespace,
+        {"metadata": {"annotations": {ANNOTATION_REQUEST_OWED: value}}},
+        scope,
+        why,
+    )
 
 
 def runner_template_hash(er: Manifest) -> str:
