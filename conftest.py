@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.markers import COLLECTED_MARKERS, marker_names
+
 pytest_plugins = [
     "tests.fixtures.nats",
     "tests.fixtures.kube",
@@ -38,7 +40,7 @@ REAL_SERVER_FIXTURES = frozenset(
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects, so the added markers count
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every ``chaos`` test (whole stacks of real processes, minutes each) is a ``scenario``
     test too: ``-m "not scenario"`` skips both, ``-m chaos`` still picks the chaos ones. Every
     ``scenario`` test and every test on a real server is ``integration``."""
@@ -50,3 +52,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             "integration"
         ):
             item.add_marker(pytest.mark.integration)
+    config.stash[COLLECTED_MARKERS] = marker_names(items)
