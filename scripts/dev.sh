@@ -18,5 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-uv.sh
 echo "dev.sh: installing the dev stack's dependencies (uv sync --no-dev --group stack) ..." >&2
-uv sync --frozen --all-packages --no-dev --group stack --inexact --quiet
+# Bytecode compiled once (ADR 0111): the stack starts five Python processes, each of which
+# would otherwise compile its imports again where PYTHONDONTWRITEBYTECODE is set.
+uv sync --frozen --all-packages --no-dev --group stack --inexact --quiet --compile-bytecode
+uv run --frozen --no-sync python -m compileall -q -j 0 libs services
 exec uv run --frozen --no-sync arcflow dev "$@"
