@@ -60,6 +60,7 @@ from arcflow.reconciler.controllers.runner_claims import (
     parse_runner_claim,
     runner_name,
 )
+from arcflow.reconciler.controllers.runner_rules import job_completed_at
 from arcflow.reconciler.controllers.runner_set_capacity import (
     budget_lock,
     budgeted,
@@ -70,7 +71,6 @@ from arcflow.reconciler.controllers.runner_set_rules import (
     has_job,
     idle_removal_candidates,
     latest_patch_id,
-    serving_runners,
     should_scale,
 )
 from arcflow.reconciler.keys import Result
@@ -146,7 +146,16 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
     buckets = bucket_runners(runners)
     patch_id = ers.spec.patch_id
     replicas = ers.spec.replicas
-    total = serving_runners(buckets)
+    # The runners that count against a scale request: pending, running and failed ones, but
+    # not those whose job GitHub completed (their listener wrote it on them, ADR 0100): such a
+    # runner serves no other job, and the listener's count after the completion no longer
+    # includes it; counted, it would stand in for the runner a new job needs (ADR 0110).
+    total = sum(
+        1
+        for bucket in ("pending", "running", "failed")
+        for er in buckets[bucket]
+        if job_completed_at(annotations_of(er)) is None
+    )
     claim = parse_runner_claim(ers.annotations)
     ers_uid = ers.uid
     ctx.stages.request_seen(ers_uid, patch_id)

@@ -3,7 +3,7 @@ manifests, as the cache lists them): upstream's buckets, the patchID gate, idle 
 
 from __future__ import annotations
 
-from arcflow.common.constants import ANNOTATION_JOB_COMPLETED, ANNOTATION_PATCH_ID
+from arcflow.common.constants import ANNOTATION_PATCH_ID
 from arcflow.reconciler.controllers.manifest import Manifest, annotations_of, is_deleting, meta
 
 
@@ -27,20 +27,6 @@ def bucket_runners(runners: list[Manifest]) -> dict[str, list[Manifest]]:
         else:
             buckets["pending"].append(er)
     return buckets
-
-
-def serving_runners(buckets: dict[str, list[Manifest]]) -> int:
-    """The runners that count against a scale request: pending, running and failed ones,
-    minus those whose job GitHub completed (their listener wrote it on them, ADR 0100). A
-    runner whose job is done serves no other, and the listener's count after the completion
-    no longer includes it; counted, it would stand in for a runner a new job needs (ADR
-    0110)."""
-    return sum(
-        1
-        for bucket in ("pending", "running", "failed")
-        for er in buckets[bucket]
-        if not annotations_of(er).get(ANNOTATION_JOB_COMPLETED)
-    )
 
 
 def latest_patch_id(runners: list[Manifest]) -> int:
