@@ -1,6 +1,8 @@
 """Faults only a real node gives, beyond the three of tests/scenario/test_helm_on_node.py
 (docs/node.md, "Faults"; issue #30 item 5): containerd restarted, and runner pods evicted by a
-node drain, each with jobs flowing, 0 lost and 0 run twice.
+node drain, each with jobs flowing, 0 lost and 0 run twice; then the runner slots of ADR 0100
+on real containers (issue #33 item 1): a runner process that keeps running after its job, and
+a runner container the kernel kills for memory in the middle of its job.
 
 A node of this module's own with arcflow installed by helm as in the scenario
 (tests/fixtures/helm_node.py). Root only, like every node test.
@@ -11,22 +13,32 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from arcflow.common.constants import LABEL_EPHEMERAL_RUNNER
+from arcflow.devstack.identities import UMBRELLA_CHART
 from arcflow.devstack.node import Node
 from tests.fixtures.helm_node import (
+    CHARTS,
+    NAMESPACE,
+    RELEASE,
     RUNNERS,
     SERVICES,
     VARIANTS,
     all_ready,
     diagnosis,
     enqueue_everywhere,
+    get,
+    helm,
     jobs_done,
     pods,
+    runner_template,
     scale_set_name,
     sim,
+    user_values,
 )
 from tests.polling import eventually
 
@@ -108,3 +120,167 @@ async def test_a_drain_evicting_runner_pods_loses_no_job(
     finally:
         _kubectl(helm_node, "uncordon", helm_node.name)
     await jobs_done(helm_node, helm_simulator, job_ids, within=JOBS_WITHIN)
+
+
+# --- runner slots on real containers (ADR 0100), last: they shorten the reconciler's grace ----
+
+SLOTS = "arc-slots"  # the second runner-set release, its namespace and its scale sets' prefix
+#: How long a runner may run after GitHub completed its job (the chart's knob, set short here).
+GRACE_SECONDS = 5
+
+
+def _faulty(image: str, fault: str) -> dict[str, Any]:
+    """The runner image with one of its test-only faults (``ARCFLOW_RUNNER_FAULT``)."""
+    template = runner_template(image)
+    template["spec"]["containers"][0]["env"] = [{"name": "ARCFLOW_RUNNER_FAULT", "value": fault}]
+    return template
+
+
+@pytest.fixture(scope="module")
+def slot_runner_set(
+    helm_node: Node,
+    helm_release: str,
+    helm_images: dict[str, str],
+    helm_simulator: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
+    """The reconciler's ``jobCompletedGraceSeconds`` set to a few seconds by ``helm upgrade``
+    (a user's knob), and a runner set with two one-runner variants whose runners misbehave:
+    ``hang`` keeps running after its job, ``oom`` allocates memory during its job until the
+    container's 64Mi limit kills it."""
+    folder = tmp_path_factory.mktemp("slots")
+    values = user_values(helm_images)
+    values["reconciler"]["jobCompletedGraceSeconds"] = GRACE_SECONDS
+    (folder / "arcflow.yaml").write_text(yaml.safe_dump(values))
+    chart = CHARTS.parents[1] / UMBRELLA_CHART
+    helm(helm_node, "upgrade", RELEASE, str(chart), "-n", NAMESPACE, "-f",
+         str(folder / "arcflow.yaml"))  # fmt: skip
+    token = sim(f"{helm_simulator}/_sim/pats", "POST", {})["token"]
+    node_url = helm_simulator.replace("127.0.0.1", helm_node.netns.node_ip)
+    runners = {
+        "githubConfigUrl": f"{node_url}/example-org",
+        "githubConfigSecret": {"github_token": token},
+        "minRunners": 0,
+        "maxRunners": 1,
+        "template": runner_template(helm_images["runner"]),
+        "runnerVariants": [
+            {"name": "hang", "template": _faulty(helm_images["runner"], "hang-after-job")},
+            {"name": "oom", "template": _faulty(helm_images["runner"], "oom-during-job")},
+        ],
+    }
+    (folder / "runners.yaml").write_text(yaml.safe_dump(runners))
+    helm(helm_node, "install", SLOTS, str(CHARTS / "arcflow-runner-set"), "-n", SLOTS,
+         "--create-namespace", "-f", str(folder / "runners.yaml"))  # fmt: skip
+    return SLOTS
+
+
+def _enqueue(sim_url: str, variant: str, count: int, duration: float) -> list[str]:
+    body = {"labels": [f"{SLOTS}-{variant}"], "count": count, "duration": duration}
+    return list(sim(f"{sim_url}/_sim/jobs", "POST", body)["job_ids"])
+
+
+def _events(node: Node, reason: str) -> list[dict[str, Any]]:
+    found = get(node, f"/api/v1/namespaces/{SLOTS}/events").get("items", [])
+    return [e for e in found if e.get("reason") == reason]
+
+
+def _runner_pods(node: Node, variant: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in pods(node, SLOTS)
+        if LABEL_EPHEMERAL_RUNNER in p["metadata"].get("labels", {})
+        and p["metadata"]["name"].startswith(f"{SLOTS}-{variant}-")
+    ]
+
+
+async def _sessions(node: Node, sim_url: str) -> None:
+    await all_ready(node, SERVICES, within=180)
+
+    async def open_() -> bool:
+        scale_sets = sim(f"{sim_url}/_sim/snapshot").get("scaleSets") or []
+        names = sorted(s["name"] for s in scale_sets if s.get("session"))
+        assert {f"{SLOTS}-hang", f"{SLOTS}-oom"} <= set(names), f"sessions open: {names}"
+        return True
+
+    try:
+        await eventually(open_, within=180, interval=1, what="the slot variants' sessions")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{diagnosis(node, (NAMESPACE, SLOTS))}") from None
+
+
+async def test_a_runner_alive_after_its_job_gives_its_slot_back(
+    helm_node: Node, helm_simulator: str, slot_runner_set: str
+) -> None:
+    """Upstream #4603 on a real container: the runner process reports its job complete and
+    keeps running. With one runner allowed, the second job still gets a runner of its own at
+    once (a runner whose job completed serves no other, ADR 0110), and each hanging runner is
+    stopped and its runner removed a few seconds (the grace) after its job completed."""
+    await _sessions(helm_node, helm_simulator)
+    job_ids = _enqueue(helm_simulator, "hang", 2, 1.0)
+
+    async def both_done_and_no_runner_left() -> bool:
+        jobs = [j for j in sim(f"{helm_simulator}/_sim/jobs")["jobs"] if j["jobId"] in job_ids]
+        states = sorted(j["state"] for j in jobs)
+        assert states == ["completed", "completed"], f"job states {states}"
+        left = [p["metadata"]["name"] for p in _runner_pods(helm_node, "hang")]
+        assert not left, f"runner pods still there: {left}"
+        return True
+
+    try:
+        await eventually(both_done_and_no_runner_left, within=JOBS_WITHIN, interval=1,
+                         what="both jobs completed and the hanging runners stopped")  # fmt: skip
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{diagnosis(helm_node, (NAMESPACE, SLOTS))}") from None
+    jobs = [j for j in sim(f"{helm_simulator}/_sim/jobs")["jobs"] if j["jobId"] in job_ids]
+    assert {(j["result"], j["attempt"]) for j in jobs} == {("succeeded", 1)}, jobs
+    assert len({j["runnerName"] for j in jobs}) == 2, "each job on a runner of its own"
+    reclaimed = _events(helm_node, "RunnerAliveAfterJob")
+    named = {e["involvedObject"]["name"] for e in reclaimed}
+    assert {j["runnerName"] for j in jobs} <= named, (named, jobs)
+
+
+async def test_a_runner_killed_for_memory_mid_job_is_stopped_and_its_slot_comes_back(
+    helm_node: Node, helm_simulator: str, slot_runner_set: str
+) -> None:
+    """Upstream #4155 on a real container: the kernel kills the runner for memory while it
+    holds its job. The runner is said killed (a Warning Event naming it), its pod is stopped at
+    once, and when GitHub fails the job of the dead runner (here the simulator's control API
+    plays GitHub's timeout) the slot comes back: the variant's next job gets a runner pod."""
+    await _sessions(helm_node, helm_simulator)
+    [first] = _enqueue(helm_simulator, "oom", 1, 60.0)
+
+    async def killed() -> list[dict[str, Any]]:
+        found = _events(helm_node, "RunnerOOMKilled")
+        assert found, "no RunnerOOMKilled Event yet"
+        return found
+
+    try:
+        events = await eventually(killed, within=JOBS_WITHIN, interval=1, what="an OOM kill")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{diagnosis(helm_node, (NAMESPACE, SLOTS))}") from None
+    runner = events[0]["involvedObject"]["name"]
+    job = sim(f"{helm_simulator}/_sim/jobs/{first}")
+    assert (job["state"], job["runnerName"]) == ("running", runner), job
+
+    async def pod_stopped() -> bool:
+        left = [p["metadata"]["name"] for p in _runner_pods(helm_node, "oom")]
+        assert runner not in left, f"the killed runner's pod is still there: {left}"
+        return True
+
+    await eventually(pod_stopped, within=60, interval=1, what="the killed runner's pod stopped")
+    sim(f"{helm_simulator}/_sim/jobs/{first}/complete", "POST", {"result": "failed"})
+    [second] = _enqueue(helm_simulator, "oom", 1, 60.0)
+
+    async def next_runner_took_it() -> str:
+        job = sim(f"{helm_simulator}/_sim/jobs/{second}")
+        assert job["state"] == "running", job
+        assert job["runnerName"], job
+        return str(job["runnerName"])
+
+    try:
+        taker = await eventually(next_runner_took_it, within=JOBS_WITHIN, interval=1,
+                                 what="the next job on a new runner")  # fmt: skip
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{diagnosis(helm_node, (NAMESPACE, SLOTS))}") from None
+    assert taker != runner
+    sim(f"{helm_simulator}/_sim/jobs/{second}/complete", "POST", {"result": "failed"})

@@ -5,8 +5,8 @@ One node for the module (tests/fixtures/helm_node.py): NATS as a pod, the umbrel
 Actions simulator on the node's address, the runner-set chart with the three variants of
 examples/02-runner-variants.yaml and the runner image of ADR 0091. The tests run in order: the
 install, jobs on runner pods, ``arcflow audit``/``doctor``, three faults with jobs flowing (a
-killed listener container, a service pod deleted mid-burst, a kubelet restart: marked ``chaos``,
-so they run in ``scripts/test.sh --chaos``, not in the suite, ADR 0109), ``helm upgrade`` to a
+killed listener container, a service pod deleted mid-burst, a kubelet restart: in the suite
+again since the bytecode of ADR 0111 gave it room, ADR 0109's amendment), ``helm upgrade`` to a
 changed chart, and last the uninstall that must leave nothing of arcflow behind.
 """
 
@@ -229,7 +229,6 @@ def _container_pid(node: Node, pod: dict[str, Any]) -> int:
     return int(json.loads(node.crictl("inspect", container_id))["info"]["pid"])
 
 
-@pytest.mark.chaos  # a fault: the chaos run (ADR 0109), not the suite
 async def test_a_killed_listener_container_is_replaced_and_jobs_flow(
     helm_node: Node, helm_images: dict[str, str], helm_simulator: str, helm_runner_set: str
 ) -> None:
@@ -259,7 +258,6 @@ async def test_a_killed_listener_container_is_replaced_and_jobs_flow(
     await jobs_done(helm_node, helm_simulator, job_ids, within=JOBS_WITHIN)
 
 
-@pytest.mark.chaos  # a fault: the chaos run (ADR 0109), not the suite
 async def test_a_service_pod_deleted_mid_burst_comes_back_and_jobs_flow(
     helm_node: Node, helm_images: dict[str, str], helm_simulator: str, helm_runner_set: str
 ) -> None:
@@ -277,7 +275,6 @@ async def test_a_service_pod_deleted_mid_burst_comes_back_and_jobs_flow(
     await jobs_done(helm_node, helm_simulator, job_ids, within=JOBS_WITHIN)
 
 
-@pytest.mark.chaos  # a fault: the chaos run (ADR 0109), not the suite
 async def test_a_kubelet_restart_keeps_jobs_flowing(
     helm_node: Node, helm_images: dict[str, str], helm_simulator: str, helm_runner_set: str
 ) -> None:
