@@ -33,6 +33,7 @@ from tests.fixtures.helm_node import (
     enqueue_everywhere,
     get,
     helm,
+    install_runner_set,
     jobs_done,
     pods,
     runner_template,
@@ -155,23 +156,22 @@ def slot_runner_set(
     chart = CHARTS.parents[1] / UMBRELLA_CHART
     helm(helm_node, "upgrade", RELEASE, str(chart), "-n", NAMESPACE, "-f",
          str(folder / "arcflow.yaml"))  # fmt: skip
-    token = sim(f"{helm_simulator}/_sim/pats", "POST", {})["token"]
-    node_url = helm_simulator.replace("127.0.0.1", helm_node.netns.node_ip)
-    runners = {
-        "githubConfigUrl": f"{node_url}/example-org",
+    return install_runner_set(helm_node, helm_simulator, SLOTS, folder,
+                              lambda url, token: _slot_values(helm_images, url, token))  # fmt: skip
+
+
+def _slot_values(images: dict[str, str], config_url: str, token: str) -> dict[str, Any]:
+    return {
+        "githubConfigUrl": config_url,
         "githubConfigSecret": {"github_token": token},
         "minRunners": 0,
         "maxRunners": 1,
-        "template": runner_template(helm_images["runner"]),
+        "template": runner_template(images["runner"]),
         "runnerVariants": [
-            {"name": "hang", "template": _faulty(helm_images["runner"], "hang-after-job")},
-            {"name": "oom", "template": _faulty(helm_images["runner"], "oom-during-job")},
+            {"name": "hang", "template": _faulty(images["runner"], "hang-after-job")},
+            {"name": "oom", "template": _faulty(images["runner"], "oom-during-job")},
         ],
     }
-    (folder / "runners.yaml").write_text(yaml.safe_dump(runners))
-    helm(helm_node, "install", SLOTS, str(CHARTS / "arcflow-runner-set"), "-n", SLOTS,
-         "--create-namespace", "-f", str(folder / "runners.yaml"))  # fmt: skip
-    return SLOTS
 
 
 def _enqueue(sim_url: str, variant: str, count: int, duration: float) -> list[str]:

@@ -139,7 +139,8 @@ class ScaleDecider:
                     batch.statistics,
                     reason=f"message {batch.message_id}",
                     mark=mark,
-                    runners=[*started, *completed],
+                    started=started,
+                    completed=completed,
                     may_skip=not completed,
                 )
             except BaseException:
@@ -169,7 +170,8 @@ class ScaleDecider:
         *,
         reason: str,
         mark: Watermark | None = None,
-        runners: Sequence[JobInfo] = (),
+        started: Sequence[JobInfo] = (),
+        completed: Sequence[JobInfo] = (),
         may_skip: bool = False,
         always_publish: bool = True,
     ) -> Decision:
@@ -189,8 +191,7 @@ class ScaleDecider:
         decision = self.scaler.decide(
             stats.total_assigned_jobs, unchanged_since=standing, capacity=cap
         )
-        done = [job for job in runners if job.message_type == "JobCompleted"]
-        await self._runners.write(done)
+        await self._runners.write(completed)
         if decision.skipped:
             self.unchanged_batches += 1
             reason = f"{reason}; count unchanged, no job completed: ERS not patched"
@@ -198,7 +199,7 @@ class ScaleDecider:
         else:
             await self.ers.write(decision)
         self._record_decision(decision)
-        await self._runners.write([job for job in runners if job.message_type != "JobCompleted"])
+        await self._runners.write(started)
         minimum = self.scaler.min_runners
         if not always_publish and not self.publisher.due(decision, minimum):
             self.publisher.unpublished += 1
