@@ -8,6 +8,7 @@ import asyncio
 from arcflow.common.kube import InvalidError
 from arcflow.common.reconcile.keys import Key, Result
 from arcflow.common.reconcile.workqueue import WorkQueue, backoff_delay
+from tests.polling import eventually
 
 
 def test_backoff_doubles_and_caps() -> None:
@@ -193,3 +194,46 @@ async def test_a_kind_at_its_cap_waits_while_other_kinds_take_the_workers() -> N
     assert peak["er"] == 2
     assert sorted(order) == ["r0", "r1", "r2", "r3", "r4", "set"]
     assert [name for name in order if name.startswith("r")] == ["r0", "r1", "r2", "r3", "r4"]
+
+
+async def test_a_key_is_busy_until_the_pass_after_its_last_add_ended() -> None:
+    """``is_busy``: queued, in flight or due again after the pass in flight; the look again
+    later a pass returns (a timer) is not busy, though the key is still waiting."""
+    key = Key("ers", "ns", "a")
+    started = [asyncio.Event(), asyncio.Event()]
+    release = [asyncio.Event(), asyncio.Event()]
+    ended = asyncio.Event()
+    passes = 0
+
+    async def reconcile(_key: Key[str]) -> Result:
+        nonlocal passes
+        passes += 1
+        started[passes - 1].set()
+        await release[passes - 1].wait()
+        if passes == 2:
+            ended.set()
+        return Result.again(60)
+
+    queue: WorkQueue[Key[str]] = WorkQueue(reconcile, workers=1)
+    assert not queue.is_busy(key)
+    queue.add(key)
+    assert queue.is_busy(key)  # queued
+    queue.start()
+    try:
+        await asyncio.wait_for(started[0].wait(), 5)
+        assert queue.is_busy(key)  # in flight
+        queue.add(key)  # a change while in flight: due again after this pass
+        release[0].set()
+        await asyncio.wait_for(started[1].wait(), 5)
+        assert queue.is_busy(key)
+        release[1].set()
+        await asyncio.wait_for(ended.wait(), 5)
+
+        async def settled() -> bool:  # the worker ends a pass a moment after its reconcile
+            return not queue.is_busy(key)
+
+        await eventually(settled, within=5, interval=0.01, what="the key not busy")
+        assert queue.is_waiting(key)  # on its 60 s timer
+        assert passes == 2
+    finally:
+        await queue.stop()

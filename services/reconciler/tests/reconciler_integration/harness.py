@@ -1,7 +1,10 @@
 """A real nats-server, the Kubernetes emulator and one reconciler, wired for tests.
 
 The registrar is stood in for by (a) KV records written the way it writes them and (b) a tiny
-RPC responder on the registrar subjects that hands out fake JIT configs and records calls.
+RPC responder on the registrar subjects that hands out fake JIT configs and records calls. It
+is the reconciler's boundary here: what the reconciler asked of the registrar is the
+responder's call log (the tests of the real registrar and the Actions simulator, which check
+removal on the simulator, are ``test_end_to_end.py`` and ``test_slots.py``).
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -29,6 +32,9 @@ from arcflow.common.nats import KV_SCALESETS, NatsSettings, ensure_jetstream
 from arcflow.common.scaleset_records import record_key
 from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.devstack.actions_sim import ActionsSimulator
+from arcflow.reconciler.controllers.declared import DECLARED
+from arcflow.reconciler.controllers.runner_removals import RunnerRemovals
+from arcflow.reconciler.keys import Key
 from arcflow.reconciler.service import SERVICE
 from arcflow.reconciler.settings import ReconcilerSettings
 from arcflow.reconciler.state import ReconcilerState
@@ -72,6 +78,8 @@ class FakeRegistrarRpc:
     next_id: int = 1000
     jit_requests: list[dict[str, Any]] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)
+    #: Every remove-runner request, whatever it was answered (``removed``: those answered ok).
+    remove_requests: list[int] = field(default_factory=list)
     jit_unavailable: bool = False  # answer jitconfig with an upstream error
     busy_runner_ids: set[int] = field(default_factory=set)  # remove-runner: job_still_running
     # jitconfig answers runner_exists while the name is registered here (name -> info)
@@ -110,6 +118,7 @@ class FakeRegistrarRpc:
 
     async def _remove(self, msg: Msg) -> None:
         runner_id = json.loads(msg.data)["runner_id"]
+        self.remove_requests.append(runner_id)
         if runner_id in self.busy_runner_ids:
             outcome = "job_still_running"
         else:
@@ -157,6 +166,35 @@ class Stack:
     async def wait_idle(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
         for app in self.apps or [self.app]:
             await app.queue.wait_idle(timeout)
+
+    async def handled(
+        self,
+        kind: str,
+        name: str,
+        seen: Callable[[dict[str, Any] | None], bool],
+        *,
+        within: float = 10.0,
+    ) -> None:
+        """Wait until the reconciler handled a change of ``kind/name`` in the stack's
+        namespace: every replica's cache holds it (``seen`` says so of the cached object, or of
+        ``None`` once it is gone), then that object's pass after it has ended, with the removal
+        calls it handed in (ADR 0101). A check that nothing happened looks only after this (a
+        fixed wait passes whether or not the pass ran). The cache queues the key as it stores
+        the change (``cache.py``), so a key neither queued, in flight nor due again after that
+        moment has had its pass; its look again later (a timer) is not waited for."""
+        controller = next(c for c in DECLARED.controllers if c.resource.kind == kind)
+        key = Key(controller.kind, self.namespace, name)
+
+        async def done() -> bool:
+            for app in self.apps or [self.app]:
+                cached = app.cache.get(kind, name, self.namespace)
+                assert seen(cached), f"{kind} {name} as cached: {cached}"
+                assert not app.queue.is_busy(key), f"{key}: queued or in flight"
+                removals = app.context.state(RunnerRemovals).pending
+                assert not removals, f"removal calls in flight: {removals}"
+            return True
+
+        await eventually(done, within=within, what=f"the reconciler's pass over {kind} {name}")
 
     async def set_pod_status(
         self, name: str, status: dict[str, Any], namespace: str | None = None

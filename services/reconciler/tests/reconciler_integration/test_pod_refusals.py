@@ -2,11 +2,16 @@
 admission refusals: a ResourceQuota refusal is retried, and after 10 minutes (of ER age) the
 runner is replaced; PodSecurity (plain Forbidden) and 422 Invalid mark the runner
 ``Failed/InvalidPod`` (Invalid also removes it from the service). On the real server, a pod
-refused because its service account does not exist yet is retried until it does."""
+refused because its service account does not exist yet is retried until it does.
+
+The registrar is the harness's responder (the refusals are the API server's, the registrar
+only answers), so a removal is checked on its call log, the reconciler's boundary; removal on
+the Actions simulator is ``test_end_to_end.py``'s and ``test_slots.py``'s. "Not removed" is
+checked once the pass that refused the pod was seen to end (``Stack.handled``, ADR 0083)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -91,6 +96,11 @@ async def _one_runner(stack: Stack) -> dict[str, Any]:
     return runner
 
 
+def _phase(phase: str) -> Callable[[dict[str, Any] | None], bool]:
+    """A runner's cached document is in ``phase``."""
+    return lambda er: er is not None and (er.get("status") or {}).get("phase") == phase
+
+
 async def _pods(stack: Stack) -> list[str]:
     return [p["metadata"]["name"] for p in await stack.list("Pod")]
 
@@ -117,7 +127,7 @@ async def test_quota_refusal_keeps_the_runner_and_retries_until_the_pod_is_creat
     status = await _status(stack, name)
     assert status.get("phase") != "Failed"
     assert [r["metadata"]["name"] for r in await stack.list("EphemeralRunner")] == [name]
-    assert stack.rpc.removed == []
+    assert stack.rpc.remove_requests == []
 
     quota.remove()  # the quota has room again
 
@@ -189,10 +199,11 @@ async def test_pod_security_refusal_marks_the_runner_failed_invalid_pod(
     status = await eventually(failed)
     assert status["reason"] == "InvalidPod"
     assert status["message"] == f"Failed to create the pod: {POD_SECURITY}"
-    await stack.wait_idle()
+    await stack.handled("EphemeralRunner", name, _phase("Failed"))  # its removal calls too
+    await stack.wait_idle()  # and no retry on a timer
     assert refusal.hits == 1  # not retried
     assert await _pods(stack) == []
-    assert stack.rpc.removed == []  # §3.6: only Invalid also removes the runner
+    assert stack.rpc.remove_requests == []  # §3.6: only Invalid also removes the runner
     lifecycle = [
         e
         for e in await stack.all_events()
@@ -216,10 +227,11 @@ async def test_invalid_pod_marks_the_runner_failed_and_removes_it_from_the_servi
     status = await _status(stack, name)
     assert (status["phase"], status["reason"]) == ("Failed", "InvalidPod")
     assert status["message"] == f"Failed to create the pod: {INVALID}"
+    await stack.handled("EphemeralRunner", name, _phase("Failed"))
     await stack.wait_idle()
     assert refusal.hits == 1
     assert await _pods(stack) == []
-    assert stack.rpc.removed.count(runner_id) == 1
+    assert stack.rpc.remove_requests == [runner_id]  # once
 
 
 async def _one_runner_as(stack: Stack, ars: str, service_account: str) -> None:

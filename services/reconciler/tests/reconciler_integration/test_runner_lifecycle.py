@@ -1,10 +1,17 @@
 """EphemeralRunner life: busy and unregistered runners survive scale-down, deletion waits for
 a running job, pod failure backoff (fake clock), exit 7 -> Outdated, container-hook cleanup,
-``runner.lifecycle`` events."""
+``runner.lifecycle`` events.
+
+The registrar is the harness's responder on purpose (these tests choose its answers: an
+upstream error, a job still running, a name registered in this or another scale set), so a
+removal is checked on its call log, the reconciler's boundary; the real registrar and the
+Actions simulator are ``test_end_to_end.py``'s and ``test_slots.py``'s. A check that nothing
+happened looks only once the change was handled (``Stack.handled``, or the responder's answer
+seen taken), never after a fixed wait (ADR 0083)."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -44,6 +51,18 @@ async def _solo(stack: Stack, **spec: Any) -> None:
     await eventually(has_ers)
 
 
+def _replicas(count: int) -> Callable[[dict[str, Any] | None], bool]:
+    """A runner set's cached document asks for ``count`` runners."""
+    return lambda ers: ers is not None and (ers["spec"].get("replicas") or 0) == count
+
+
+def _failures(count: int) -> Callable[[dict[str, Any] | None], bool]:
+    """A runner's cached document records ``count`` pod failures."""
+    return lambda er: (
+        er is not None and len((er.get("status") or {}).get("failures") or {}) == count
+    )
+
+
 async def _runners(stack: Stack) -> list[dict[str, Any]]:
     return await stack.list("EphemeralRunner")
 
@@ -68,9 +87,11 @@ async def test_scale_down_never_removes_busy_or_unregistered_runners(stack: Stac
 
     await eventually(two)
     await stack.scale("solo", 0, 0)
-    await asyncio.sleep(0.5)
-    assert len(await _runners(stack)) == 2  # unregistered: never removed
-    assert stack.rpc.removed == []
+    await stack.handled("EphemeralRunnerSet", "solo", _replicas(0))  # the forced scale-down
+    runners = await _runners(stack)
+    assert len(runners) == 2  # unregistered: never removed
+    assert not any(r["metadata"].get("deletionTimestamp") for r in runners)
+    assert stack.rpc.remove_requests == []
 
     stack.rpc.jit_unavailable = False
     await stack.app.resync()  # the periodic resync: the runners ask for their JIT configs again
@@ -85,7 +106,7 @@ async def test_scale_down_never_removes_busy_or_unregistered_runners(stack: Stac
         return [r["metadata"]["name"] for r in await _runners(stack)] == [busy]
 
     await eventually(only_busy_left)
-    assert runners[0]["status"]["runnerId"] not in stack.rpc.removed
+    assert runners[0]["status"]["runnerId"] not in stack.rpc.remove_requests
     assert runners[1]["status"]["runnerId"] in stack.rpc.removed
 
 
@@ -97,10 +118,19 @@ async def test_deletion_removes_the_runner_first_and_waits_for_its_job(stack: St
     stack.rpc.busy_runner_ids.add(runner_id)
 
     await stack.kube.delete("EphemeralRunner", name, namespace=stack.namespace)
-    await asyncio.sleep(0.6)  # several 0.2 s rechecks: still there, pod still there
+
+    async def asked_again() -> bool:
+        # Each answer "job still running" is taken by a pass that keeps the runner and its
+        # pod and looks again 0.2 s later, which asks again: a third request, two such passes.
+        asked = stack.rpc.remove_requests.count(runner_id)
+        assert asked >= 3, f"{asked} removal request(s) of {runner_id}"
+        return True
+
+    await eventually(asked_again, what="the removal asked again while the job runs")
     live = await stack.kube.get("EphemeralRunner", name, stack.namespace)
     assert live["metadata"]["deletionTimestamp"]
-    assert await stack.kube.get("Pod", name, stack.namespace)
+    pod = await stack.kube.get("Pod", name, stack.namespace)
+    assert not pod["metadata"].get("deletionTimestamp")
     assert runner_id not in stack.rpc.removed
 
     stack.rpc.busy_runner_ids.clear()  # the job finished
@@ -137,7 +167,7 @@ async def test_pod_failures_back_off_by_the_table_then_the_runner_goes(stack: St
         return len((live.get("status") or {}).get("failures") or {}) == 1
 
     await eventually(one_failure)
-    await asyncio.sleep(0.5)
+    await stack.handled("EphemeralRunner", name, _failures(1))  # the pass that saw it ended
     assert await pod_uid() is None  # 5 s backoff after one failure: no new pod yet
 
     stack.clock.frozen += timedelta(seconds=5)
@@ -278,7 +308,8 @@ async def test_runner_exists_in_another_scale_set_deletes_the_runner(stack: Stac
         return name not in {r["metadata"]["name"] for r in await _runners(stack)}
 
     await eventually(deleted)
-    assert 556 not in stack.rpc.removed  # another set's runner is never deregistered
+    await stack.handled("EphemeralRunner", name, lambda er: er is None)
+    assert 556 not in stack.rpc.remove_requests  # another set's runner is never deregistered
 
 
 async def test_a_served_scale_request_is_not_served_again_after_its_runner_finished(

@@ -173,6 +173,13 @@ class WorkQueue(Generic[K]):
         """``key`` is queued, due again after its pass, or on a retry timer."""
         return key in self._queued or key in self._dirty or key in self._timers
 
+    def is_busy(self, key: K) -> bool:
+        """``key`` is queued, being reconciled, or due again after the pass in flight; a
+        timer (``add_after``: a look again later, a retry's backoff) does not count. Once an
+        add of ``key`` happened, this turning false says a pass that started after it has
+        ended (tests check "nothing happened" only then)."""
+        return key in self._queued or key in self._active or key in self._dirty
+
     async def wait_idle(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
         """Wait until nothing is queued, running or scheduled (tests and shutdown)."""
         deadline = time.monotonic() + timeout
