@@ -40,21 +40,17 @@ GET_CEILINGS: dict[str, int] = {
     "manifest.py": 8,  # the accessors of the manifests that stay manifests
     "quota_rules.py": 2,
     "registration_rules.py": 5,  # takes the wire-form condition (shared with sessions_rules)
-    "runner.py": 7,  # decoded JIT data; the status patch vs the live status
+    "runner.py": 4,  # decoded JIT data; the status patch vs the live status
     "runner_claims.py": 6,  # claim annotations' JSON
-    "runner_set.py": 11,  # a set's runners, listed per pass (hot path, kept as documents)
+    "runner_set.py": 7,  # the live runner spec (its hash) and proxy Secret
     "runner_set_capacity.py": 5,
-    "runner_set_rules.py": 7,
+    "runner_set_rules.py": 3,  # SetRunner: the view of a set's runner documents (hot path)
     "server_tls.py": 2,  # the TLS block as the registrar and listener config read it
     "sessions_rules.py": 6,  # the wire-form condition, as registration_rules (ADR 0073)
 }
 
 _BUILT = "a manifest a builder made (the desired object): created, or compared with the live one"
 _UNPARSABLE = "an ARS that may not parse: the adapter's and SpecValid's path (ADR 0050)"
-_HOT = (
-    "a set's runners, listed every pass: kept as the cache's shared documents (parsing 200 "
-    "EphemeralRunners per pass would cost more than the pass, ADR 0071)"
-)
 _WIRE = "the wire form is the point: a status patch or a block as the live document holds it"
 
 #: ``file:function:parameter`` of a controller function typed ``Manifest``/``dict[str, Any]``
@@ -87,13 +83,8 @@ EXPLAINED: dict[str, str] = {
     "orphans.py:_parsed:docs": "the cache's documents, parsed here once per scan",
     "base.py:warn:involved": "an Event's involved object, of any kind (a runner's or a set's "
     "document): only its apiVersion, kind and metadata are read, by build_event",
-    "runner.py:set_runner_status:status": _WIRE,
-    "runner_set.py:runner_template_hash:er": _BUILT,
     "runner_set.py:_create_runners:source": _BUILT,
     "runner_set.py:_create_named:template": _BUILT,
-    "runner_set.py:_remove_idle:buckets": _HOT,
-    "runner_set.py:_update_status:buckets": _HOT,
-    "runner_set.py:_remove_runners:runners": _HOT,
 }
 
 _DICT_TYPED = re.compile(r"\bManifest\b|dict\[str, Any\]|Mapping\[str, Any\]")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from arcflow.common.constants import ANNOTATION_JOB_COMPLETED
-from arcflow.common.models import Pod
+from arcflow.common.models import EphemeralRunnerStatus, Pod
 from arcflow.reconciler.controllers.runner_rules import (
     FailedInit,
     Registration,
@@ -26,11 +26,30 @@ def test_failure_backoff() -> None:
     assert backoff_remaining({"u1": "2026-01-01T00:00:08Z"}, now) == 3.0  # 5 s after 1 failure
 
 
+def _written(status: EphemeralRunnerStatus) -> dict[str, Any]:
+    """What a status write sends: the fields that were set."""
+    return status.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
+
 def test_a_registration_is_written_as_the_status_fields_upstream_uses() -> None:
     registration = Registration(42, "runner-abc")
-    assert registration.status() == {"runnerId": 42, "runnerName": "runner-abc"}
-    assert registration_status(registration) == registration.status()
-    assert registration_status(None) == {}
+    assert _written(registration.status()) == {"runnerId": 42, "runnerName": "runner-abc"}
+    assert _written(registration_status(registration)) == _written(registration.status())
+    assert _written(registration_status(None)) == {}
+    failed = EphemeralRunnerStatus(phase="Failed", reason="InvalidPod", message="no")
+    assert _written(registration_status(registration, failed)) == {
+        "phase": "Failed",
+        "reason": "InvalidPod",
+        "message": "no",
+        "runnerId": 42,
+        "runnerName": "runner-abc",
+    }
+    assert _written(registration_status(None, failed)) == {
+        "phase": "Failed",
+        "reason": "InvalidPod",
+        "message": "no",
+    }
+    assert _written(failed) == {"phase": "Failed", "reason": "InvalidPod", "message": "no"}
 
 
 def _pod(status: dict[str, Any], init: list[dict[str, Any]] | None = None) -> Pod:

@@ -27,7 +27,7 @@ from arcflow.reconciler.controllers.manifest import (
     merge_patch_to,
     meta,
 )
-from arcflow.reconciler.controllers.runner_set_rules import bucket_runners
+from arcflow.reconciler.controllers.runner_set_rules import SetRunner, bucket_runners
 from arcflow.reconciler.controllers.runner_spec_drift import (
     runner_spec_drift,
     wanted_annotations,
@@ -141,7 +141,8 @@ def runner_counts(ctx: Context, ers: Manifest) -> dict[str, int]:
         runners = ctx.cache.list(
             EPHEMERAL_RUNNER, str(meta(ers)["namespace"]), owner_uid=str(meta(ers).get("uid"))
         )
-        return {bucket: len(found) for bucket, found in bucket_runners(runners).items()}
+        buckets = bucket_runners([SetRunner(er) for er in runners])
+        return {bucket: len(found) for bucket, found in buckets.items()}
     status = ers.get("status") or {}
     return {
         b: int(status.get(f"{b}EphemeralRunners") or 0) for b in ("pending", "running", "failed")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Any
 
 from arcflow.common.builders import build_jit_secret, build_runner_pod
 from arcflow.common.constants import (
@@ -117,29 +116,29 @@ async def _delete_runner(ctx: Context, er: EphemeralRunner, scope: Scope, why: s
 
 
 async def set_runner_status(
-    ctx: Context, er: EphemeralRunner, scope: Scope, status: dict[str, Any], why: str
-) -> Manifest:
-    """Patch the ER status; a phase change also publishes ``runner.lifecycle``."""
+    ctx: Context, er: EphemeralRunner, scope: Scope, status: EphemeralRunnerStatus, why: str
+) -> None:
+    """Patch the ER status with the fields ``status`` has set, as the document holds them; a
+    phase change also publishes ``runner.lifecycle``."""
     previous = status_of(er).phase
     patched = await ctx.writer.patch_status(
         EPHEMERAL_RUNNER.kind,
         er.name,
         er.namespace,
-        status,
+        status.model_dump(by_alias=True, exclude_unset=True, mode="json"),
         scope,
         why,
     )
-    phase = status.get("phase")
+    phase = status.phase
     if phase and phase != previous:
         await ctx.writer.lifecycle(
             patched,
             scope,
-            phase=str(phase),
+            phase=phase,
             previous_phase=previous,
-            reason=str(status.get("reason") or ""),
-            message=str(status.get("message") or ""),
+            reason=status.reason,
+            message=status.message,
         )
-    return patched
 
 
 async def reconcile_runner(ctx: Context, er: EphemeralRunner) -> Result:
@@ -269,17 +268,9 @@ async def _pod_refused(
     if decision.action == "delete_runner":
         await _delete_runner(ctx, er, scope, "runner pod refused by quota for over 10 minutes")
         return Result.done()
+    failed = EphemeralRunnerStatus(phase="Failed", reason="InvalidPod", message=decision.message)
     await set_runner_status(
-        ctx,
-        er,
-        scope,
-        {
-            **registration_status(registration),
-            "phase": "Failed",
-            "reason": "InvalidPod",
-            "message": decision.message,
-        },
-        "runner pod is invalid",
+        ctx, er, scope, registration_status(registration, failed), "runner pod is invalid"
     )
     runner = _runner_id(er, registration)
     if decision.remove_runner and runner > 0:
@@ -385,16 +376,14 @@ async def _follow_pod(
                 return Result.done()  # its own pass releases it
             return await _clean_up(ctx, deleting, scope, pod)
         if exit_code == RUNNER_OUTDATED_EXIT_CODE:
+            outdated = EphemeralRunnerStatus(
+                phase="Outdated", reason="Outdated", message="Runner is deprecated"
+            )
             await set_runner_status(
                 ctx,
                 er,
                 scope,
-                {
-                    **registration_status(registration),
-                    "phase": "Outdated",
-                    "reason": "Outdated",
-                    "message": "Runner is deprecated",
-                },
+                registration_status(registration, outdated),
                 "runner image is outdated",
             )
             # Its set, Outdated now, deletes it; the finalizer makes the one removal call
@@ -421,23 +410,29 @@ async def _follow_pod(
     if state is None:
         if registration is None and live_phase:
             return Result.done()
-        wanted: dict[str, Any] = {
-            **registration_status(registration),
-            "phase": live_phase or "Pending",
-        }
-        await set_runner_status(ctx, er, scope, wanted, "runner pod is not started yet")
+        pending = EphemeralRunnerStatus(phase=live_phase or "Pending")
+        await set_runner_status(
+            ctx,
+            er,
+            scope,
+            registration_status(registration, pending),
+            "runner pod is not started yet",
+        )
         return Result.done()
-    wanted = {
-        **registration_status(registration),
-        "phase": phase if phase in ("Pending", "Running") else live_phase or "Pending",
-        "ready": pod_status.is_true("Ready"),
-        "reason": pod_status.reason,
-        "message": pod_status.message,
-    }
+    wanted = registration_status(
+        registration,
+        EphemeralRunnerStatus(
+            phase=phase if phase in ("Pending", "Running") else live_phase or "Pending",
+            ready=pod_status.is_true("Ready"),
+            reason=pod_status.reason,
+            message=pod_status.message,
+        ),
+    )
     # Compared key by key with what the status patch would write, on the live document: a
     # key the status lacks is written even when the model's default equals the wanted value.
     live = er.manifest.get("status") or {}
-    if any(live.get(k) != v for k, v in wanted.items()):
+    patch = wanted.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    if any(live.get(k) != v for k, v in patch.items()):
         await set_runner_status(ctx, er, scope, wanted, f"runner pod is {phase}")
     return Result.done()
 
@@ -471,26 +466,21 @@ async def _pod_failed(
     message: str | None = None,
 ) -> Result:
     """``deleteEphemeralRunnerOrPod``: a runner with a job goes; otherwise retry its pod."""
-    name, namespace = er.name, er.namespace
     if er.has_job():
         await _delete_runner(ctx, er, scope, "runner pod failed during a job")
         return Result.done()
     await ctx.writer.delete(pod.manifest, scope, "runner pod failed: retry with backoff")
     failures = dict(status_of(er).failures or {})
     failures[pod.uid] = stamp(ctx.tuning.clock())
-    await ctx.writer.patch_status(
-        EPHEMERAL_RUNNER.kind,
-        name,
-        namespace,
-        {
-            **registration_status(registration),
-            "failures": failures,
-            "ready": False,
-            "reason": pod.status.reason if reason is None else reason,
-            "message": pod.status.message if message is None else message,
-        },
-        scope,
-        "record a runner pod failure",
+    failed = EphemeralRunnerStatus(
+        failures=failures,
+        ready=False,
+        reason=pod.status.reason if reason is None else reason,
+        message=pod.status.message if message is None else message,
+    )
+    # No phase: a status write without a lifecycle event.
+    await set_runner_status(
+        ctx, er, scope, registration_status(registration, failed), "record a runner pod failure"
     )
     return Result.again(WAIT_SECONDS)
 

@@ -16,7 +16,7 @@ import logging
 import time
 
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, EPHEMERAL_RUNNER, build_event
-from arcflow.common.models import EphemeralRunner, Pod
+from arcflow.common.models import EphemeralRunner, EphemeralRunnerStatus, Pod
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context, read_observed, warn
 from arcflow.reconciler.controllers.manifest import annotations_of, resource_version
@@ -95,17 +95,19 @@ async def _reap(
     await ctx.writer.delete(pod.manifest, scope, message, grace_period_seconds=grace)
     failures = dict((er.status.failures if er.status else None) or {})
     failures[pod.uid] = stamp(ctx.tuning.clock())
+    status = EphemeralRunnerStatus(
+        failures=failures,
+        ready=False,
+        reason=f"{verdict.stage}:{verdict.reason}" if verdict.reason else verdict.stage,
+        message=message,
+    )
     await ctx.writer.patch_status(
         EPHEMERAL_RUNNER.kind,
         er.name,
         er.namespace,
-        {
-            **registration_status(registration),
-            "failures": failures,
-            "ready": False,
-            "reason": f"{verdict.stage}:{verdict.reason}" if verdict.reason else verdict.stage,
-            "message": message,
-        },
+        registration_status(registration, status).model_dump(
+            by_alias=True, exclude_unset=True, mode="json"
+        ),
         scope,
         f"record a stuck runner pod ({verdict.stage})",
     )

@@ -8,11 +8,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from arcflow.common.constants import ANNOTATION_JOB_COMPLETED
 from arcflow.common.kube.errors import ConflictError, ForbiddenError, InvalidError, KubeApiError
-from arcflow.common.models import Pod
+from arcflow.common.models import EphemeralRunnerStatus, Pod
 from arcflow.reconciler.controllers.manifest import FAILURE_BACKOFF_SECONDS
 
 ALREADY_EXISTS_RECHECK_SECONDS = 5.0
@@ -44,14 +44,24 @@ class Registration:
     runner_id: int
     runner_name: str
 
-    def status(self) -> dict[str, Any]:
-        """The fields of the status patch that records it."""
-        return {"runnerId": self.runner_id, "runnerName": self.runner_name}
+    def status(self) -> EphemeralRunnerStatus:
+        """The status that records it: these two fields set, nothing else (a status write
+        sends the fields that were set)."""
+        return EphemeralRunnerStatus(runner_id=self.runner_id, runner_name=self.runner_name)
 
 
-def registration_status(registration: Registration | None) -> dict[str, Any]:
-    """The status fields of a registration to write along (``{}``: none)."""
-    return registration.status() if registration is not None else {}
+def registration_status(
+    registration: Registration | None, status: EphemeralRunnerStatus | None = None
+) -> EphemeralRunnerStatus:
+    """``status`` (``None``: nothing set) with the registration's fields set too, when there
+    is one to write along."""
+    if status is None:
+        status = EphemeralRunnerStatus()
+    if registration is None:
+        return status
+    return status.model_copy(
+        update={"runner_id": registration.runner_id, "runner_name": registration.runner_name}
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from arcflow.common.builders import build_ephemeral_runner, build_runner_proxy_secret
@@ -41,7 +41,6 @@ from arcflow.reconciler.controllers.manifest import (
     Manifest,
     annotations_of,
     finalizer_patch,
-    is_deleting,
     labels_of,
     meta,
     owned_by,
@@ -67,8 +66,8 @@ from arcflow.reconciler.controllers.runner_set_capacity import (
     creatable_runners,
 )
 from arcflow.reconciler.controllers.runner_set_rules import (
+    SetRunner,
     bucket_runners,
-    has_job,
     idle_removal_candidates,
     latest_patch_id,
     should_scale,
@@ -94,13 +93,15 @@ def scope_of(obj: KubeObject) -> Scope:
 CAPACITY_RECHECK_SECONDS = 0.5
 
 
-async def runners_of(ctx: Context, ers: EphemeralRunnerSet) -> list[Manifest]:
+async def runners_of(ctx: Context, ers: EphemeralRunnerSet) -> list[SetRunner]:
     uid = ers.uid
     if ctx.cache is not None:
         # Read-only here (bucketed, counted, passed to deletes): the cached objects themselves.
         # A burst re-reads a set's runners after every runner change; copying them all each
-        # time was a third of the reconciler's CPU (ADR 0029). Never change what this returns.
-        return ctx.cache.list(EPHEMERAL_RUNNER, ers.namespace, owner_uid=uid, shared=True)
+        # time was a third of the reconciler's CPU (ADR 0029), and parsing them would cost
+        # more (SetRunner). Never change the documents these views hold.
+        cached = ctx.cache.list(EPHEMERAL_RUNNER, ers.namespace, owner_uid=uid, shared=True)
+        return [SetRunner(er) for er in cached]
     listed = await ctx.kube.list(
         EPHEMERAL_RUNNER,
         namespace=ers.namespace,
@@ -109,7 +110,7 @@ async def runners_of(ctx: Context, ers: EphemeralRunnerSet) -> list[Manifest]:
             LABEL_SCALE_SET_NAMESPACE: ers.labels.get(LABEL_SCALE_SET_NAMESPACE, ""),
         },
     )
-    return [er for er in listed.items if owned_by(er, uid)]
+    return [SetRunner(er) for er in listed.items if owned_by(er, uid)]
 
 
 def runner_spec_of(ers: EphemeralRunnerSet) -> dict[str, Any]:
@@ -154,7 +155,7 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
         1
         for bucket in ("pending", "running", "failed")
         for er in buckets[bucket]
-        if job_completed_at(annotations_of(er)) is None
+        if job_completed_at(er.annotations) is None
     )
     claim = parse_runner_claim(ers.annotations)
     ers_uid = ers.uid
@@ -173,7 +174,7 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
     # (ADR 0110). This replica's memory first; the set's annotation after a restart.
     short_of = memo.owed.get(ers_uid) or parse_owed_runners(ers.annotations)
     still_owed = short_of.of(patch_id, replicas) if short_of is not None else None
-    live_names = {str(meta(er).get("name")) for er in runners}
+    live_names = {er.name for er in runners}
     # Runners claimed by an earlier pass whose create failed are owed whatever the request's
     # state: without this, a served request would never get them and their jobs would wait.
     owed = sorted(ctx.runner_set_state.uncreated.pop(ers_uid, set()) - live_names)
@@ -181,7 +182,9 @@ async def reconcile_runner_set(ctx: Context, ers: EphemeralRunnerSet) -> Result:
         await _create_named(ctx, ers, scope, owed, f"retry runner creation (patchID {patch_id})")
     if still_owed is not None or (should_scale(patch_id, latest_patch_id(runners)) and not served):
         for er in buckets["finished"]:
-            await ctx.writer.delete(er, scope, "finished runner cleared on a new scale request")
+            await ctx.writer.delete(
+                er.document, scope, "finished runner cleared on a new scale request"
+            )
         now = ctx.tuning.clock().timestamp()
         in_flight = in_flight_runners(claim, live_names, ctx.instance, now) + len(owed)
         if total + in_flight < replicas and claim.leased_to_another(ctx.instance, now):
@@ -241,9 +244,10 @@ async def _owe(
     )
 
 
-def runner_template_hash(er: Manifest) -> str:
-    """The ERS integrity hash of the runner spec an EphemeralRunner was built from (pure)."""
-    spec = dict(er.get("spec") or {})
+def runner_template_hash(er: SetRunner) -> str:
+    """The ERS integrity hash of the runner spec an EphemeralRunner was built from, over its
+    ``spec`` as the document holds it (pure)."""
+    spec = dict(er.document.get("spec") or {})
     spec.pop("proxySecretRef", None)  # set on runners only (build_ephemeral_runner)
     return ephemeral_runner_set_integrity_hash(spec)
 
@@ -264,14 +268,14 @@ async def _replace_for_new_spec(
     replicas = ers.spec.replicas
     claim = parse_runner_claim(ers.annotations)
     now = ctx.tuning.clock().timestamp()
-    live_names = {str(meta(er).get("name")) for er in runners}
+    live_names = {er.name for er in runners}
     in_flight = in_flight_runners(claim, live_names, ctx.instance, now)
     live = len(left["pending"]) + len(left["running"]) + len(left["failed"])
     count = max(0, replicas - live - in_flight)
     if count and claim.leased_to_another(ctx.instance, now):
         # The creation lease holder replaces them (ADR 0033); look again when it ends.
         return claim.until - now + WAIT_SECONDS
-    busy = sum(1 for er in old if has_job(er) and not is_deleting(er))
+    busy = sum(1 for er in old if er.has_job and not er.is_deleting)
     record = {ANNOTATION_INTEGRITY_HASH: computed}
     if count:
         # The new runners copy the hash of the spec they are built from.
@@ -401,18 +405,18 @@ async def _create_named(
 
 
 async def _remove_idle(
-    ctx: Context, scope: Scope, buckets: dict[str, list[Manifest]], count: int
+    ctx: Context, scope: Scope, buckets: Mapping[str, Sequence[SetRunner]], count: int
 ) -> None:
     """Delete ``count`` idle runners, only as they were judged idle (a runner whose status
     changed since gets a 409 and the pass runs again). Each one's finalizer removes it from
     the service, once and off the reconcile path (ADR 0101), before its pod is stopped: a
     runner GitHub handed a job meanwhile is refused removal and finishes its job first."""
     for er in idle_removal_candidates(buckets)[:count]:
-        await ctx.writer.delete(er, scope, "scale down: idle runner", unchanged=True)
+        await ctx.writer.delete(er.document, scope, "scale down: idle runner", unchanged=True)
 
 
 async def _update_status(
-    ctx: Context, ers: EphemeralRunnerSet, scope: Scope, buckets: dict[str, list[Manifest]]
+    ctx: Context, ers: EphemeralRunnerSet, scope: Scope, buckets: Mapping[str, Sequence[SetRunner]]
 ) -> float:
     """Write the counts (and phase) when they changed; returns the seconds to wait when a
     counts-only change was held back (at most one such write per ``status_interval``)."""
@@ -468,16 +472,15 @@ async def _ensure_proxy_secret(ctx: Context, ers: EphemeralRunnerSet, scope: Sco
         )
 
 
-async def _remove_runners(ctx: Context, scope: Scope, runners: list[Manifest]) -> bool:
+async def _remove_runners(ctx: Context, scope: Scope, runners: Sequence[SetRunner]) -> bool:
     """``cleanUpEphemeralRunners``: every runner but busy ones; True when none is left."""
     for er in runners:
-        if is_deleting(er):
+        if er.is_deleting:
             continue
-        phase = (er.get("status") or {}).get("phase", "")
-        if phase == "Running" and has_job(er):
+        if er.phase == "Running" and er.has_job:
             continue  # never kill a busy runner; the ER finalizer handles deregistration
         # Only the version judged idle: if it changed since (a job started), 409 and re-read.
-        await ctx.writer.delete(er, scope, "EphemeralRunnerSet cleanup", unchanged=True)
+        await ctx.writer.delete(er.document, scope, "EphemeralRunnerSet cleanup", unchanged=True)
     return not runners
 
 
@@ -486,7 +489,7 @@ async def _clean_up(ctx: Context, ers: EphemeralRunnerSet, scope: Scope) -> Resu
         return Result.done()
     runners = await runners_of(ctx, ers)
     if not await _remove_runners(ctx, scope, runners):
-        busy = any(has_job(er) for er in runners)
+        busy = any(er.has_job for er in runners)
         return Result.again(BUSY_RECHECK_SECONDS if busy else WAIT_SECONDS)
     proxy_name = runner_proxy_secret_name(ers.name, ers.namespace)
     proxy = await _secret(ctx, proxy_name, ers.namespace)

@@ -20,7 +20,7 @@ import logging
 from datetime import UTC, datetime
 
 from arcflow.common.kube import EPHEMERAL_RUNNER
-from arcflow.common.models import EphemeralRunner, Pod
+from arcflow.common.models import EphemeralRunner, EphemeralRunnerStatus, Pod
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context, warn
 from arcflow.reconciler.controllers.runner_rules import (
@@ -83,14 +83,17 @@ async def report_oom(
     await warn(ctx, er.manifest, REASON_OOM_KILLED, message, scope, "Event: runner OOMKilled")
     _count(ctx, er, RECLAIMED_OOM)
     if has_job:
-        status = {
-            **registration_status(registration),
-            "phase": "Failed",
-            "reason": OOM_KILLED,
-            "message": message,
-        }
+        status = registration_status(
+            registration,
+            EphemeralRunnerStatus(phase="Failed", reason=OOM_KILLED, message=message),
+        )
         await ctx.writer.patch_status(
-            EPHEMERAL_RUNNER.kind, er.name, er.namespace, status, scope, "runner OOMKilled"
+            EPHEMERAL_RUNNER.kind,
+            er.name,
+            er.namespace,
+            status.model_dump(by_alias=True, exclude_unset=True, mode="json"),
+            scope,
+            "runner OOMKilled",
         )
     return message
 
