@@ -21,12 +21,17 @@ import yaml
 from arcflow.common.constants import LABEL_EPHEMERAL_RUNNER
 from arcflow.devstack.identities import UMBRELLA_CHART
 from arcflow.devstack.node import Node
-from tests.fixtures.helm_node import (
-    CHARTS,
+from arcflow.devstack.node.release import (
     NAMESPACE,
     RELEASE,
-    RUNNERS,
     SERVICES,
+    pods,
+    runner_template,
+    user_values,
+)
+from tests.fixtures.helm_node import (
+    CHARTS,
+    RUNNERS,
     VARIANTS,
     all_ready,
     diagnosis,
@@ -35,11 +40,8 @@ from tests.fixtures.helm_node import (
     helm,
     install_runner_set,
     jobs_done,
-    pods,
-    runner_template,
     scale_set_name,
     sim,
-    user_values,
 )
 from tests.polling import eventually
 

@@ -26,13 +26,18 @@ from arcflow.common.constants import LABEL_EPHEMERAL_RUNNER
 from arcflow.devstack.identities import UMBRELLA_CHART
 from arcflow.devstack.node import Node
 from arcflow.devstack.node import nats as node_nats
-from tests.fixtures.helm_node import (
-    CHARTS,
+from arcflow.devstack.node.release import (
     NAMESPACE,
     NATS_URL,
     RELEASE,
-    RUNNERS,
     SERVICES,
+    pods,
+    ready,
+    user_values,
+)
+from tests.fixtures.helm_node import (
+    CHARTS,
+    RUNNERS,
     VARIANTS,
     all_ready,
     arcflow_cli,
@@ -43,12 +48,9 @@ from tests.fixtures.helm_node import (
     helm,
     jobs_done,
     monitor,
-    pods,
     port_forward,
-    ready,
     scale_set_name,
     sim,
-    user_values,
 )
 from tests.polling import eventually
 

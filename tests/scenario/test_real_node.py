@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from arcflow.devstack.control_plane import SERVICE_CIDR
 from arcflow.devstack.node import Node
 from arcflow.devstack.node.teardown import cgroup_pids
 from tests.polling import eventually
@@ -113,10 +114,13 @@ def test_the_node_registers_and_is_ready(kube_node: Node) -> None:
     assert ready[0]["status"] == "True", ready
     addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
     assert addresses["InternalIP"] == kube_node.netns.node_ip
-    # The network rule: the node's namespace has no way out, only its pods' /24.
+    # The network rule: the node's namespace has no way out, only its pods' /24 and the
+    # Services' range, both on the pods' bridge (kube-proxy's rules turn a ClusterIP into a
+    # pod's address there).
     routes = [line.strip() for line in kube_node.netns.run(["ip", "-4", "route"]).splitlines()]
-    assert routes == [
-        f"10.244.0.0/24 dev cni0 proto kernel scope link src {addresses['InternalIP']}"
+    assert sorted(routes) == [
+        f"{SERVICE_CIDR} dev cni0 scope link",
+        f"10.244.0.0/24 dev cni0 proto kernel scope link src {addresses['InternalIP']}",
     ]
 
 

@@ -166,11 +166,13 @@ def _write_summary(path: Path, summary: dict[str, Any]) -> None:
 @click.option(
     "--kube",
     "kube_backend",
-    type=click.Choice(["emulator", "apiserver"]),
+    type=click.Choice(["emulator", "apiserver", "node"]),
     default="emulator",
     show_default=True,
-    help="Kubernetes to run: the in-process API emulator, or a real etcd + kube-apiserver + "
-    "kube-controller-manager (binaries of scripts/control-plane.sh or KUBEBUILDER_ASSETS)",
+    help="Kubernetes to run: the in-process API emulator; a real etcd + kube-apiserver + "
+    "kube-controller-manager (binaries of scripts/control-plane.sh or KUBEBUILDER_ASSETS); or "
+    "a real one-node cluster (kubelet, containerd; scripts/node.sh, root) with arcflow "
+    "installed by helm from its images (scripts/build-images.sh) and every pod a container",
 )
 @click.option(
     "--kubeconfig",
@@ -232,12 +234,13 @@ def dev_command(
 ) -> None:
     """Run nats-server, Kubernetes (the API emulator, or a real API server with --kube
     apiserver), the Actions simulator, a pod runner and all services locally; apply the
-    runner-variants example and run a demo workload."""
+    runner-variants example and run a demo workload. With --kube node: a real node, arcflow
+    and NATS installed on it with helm, listener and runner pods run from their images."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING)
     if github_config_url and not github_token:
         raise click.UsageError("--github-config-url needs --github-token (or the env var)")
     if kubeconfig and kube_backend != "emulator":
-        raise click.UsageError("--kube apiserver starts its own cluster: drop --kubeconfig")
+        raise click.UsageError(f"--kube {kube_backend} starts its own cluster: drop --kubeconfig")
     settings: dict[str, Any] = {
         "jobs": jobs,
         "job_duration": job_duration,

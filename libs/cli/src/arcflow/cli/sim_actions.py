@@ -10,28 +10,16 @@ from arcflow.common.service.signals import COMMAND_STOP_SIGNALS, stop_on_signals
 from arcflow.devstack.actions_sim import ActionsSimulator
 
 
-class _AdvertisedSimulator(ActionsSimulator):
-    """A simulator whose URLs (the Actions service URL handed out at registration, the message
-    queue URL) name the host clients reach it by, not the address it binds: in compose it
-    listens on 0.0.0.0 and is reached as ``actions-sim``."""
-
-    advertise_url = ""
-
-    @property
-    def base_url(self) -> str:
-        return self.advertise_url or super().base_url
-
-
 async def _serve(
     host: str, port: int, poll_timeout: float, mode: str, org: str, advertise_url: str | None
 ) -> None:
-    simulator = _AdvertisedSimulator(
+    simulator = ActionsSimulator(
         host=host,
         port=port,
+        advertise_url=advertise_url or "",
         poll_timeout=poll_timeout,
         mode="acquire" if mode == "acquire" else "direct",
     )
-    simulator.advertise_url = (advertise_url or "").rstrip("/")
     with stop_on_signals(COMMAND_STOP_SIGNALS) as stop:
         async with simulator as sim:
             pat = sim.add_pat()

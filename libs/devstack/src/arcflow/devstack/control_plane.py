@@ -74,6 +74,10 @@ AUDIT_POLICY = {
 _GRACE = {"kube-apiserver": 2.0}
 
 
+#: The Services' ClusterIP range.
+SERVICE_CIDR = "10.0.0.0/24"
+
+
 class ControlPlaneError(RuntimeError):
     """The binaries are missing or a part of the control plane did not come up."""
 
@@ -593,7 +597,7 @@ class ControlPlane:
             f"--service-account-issuer=https://127.0.0.1:{self.port}",
             f"--service-account-key-file={creds.sa_pub}",
             f"--service-account-signing-key-file={creds.sa_key}",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
             f"--authorization-mode={','.join(self.authorization_modes)}",
             "--allow-privileged=true",
             "--v=1",

@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nats.js.api import DeliverPolicy
+from pydantic import SecretStr
+
 from arcflow.common.actions.auth import KEY_TOKEN
 from arcflow.common.kube import (
     AUTOSCALING_LISTENER,
@@ -44,8 +47,10 @@ from arcflow.common.kube import (
     NotFoundError,
     Resource,
 )
+from arcflow.common.nats import stream_for_subject
 from arcflow.common.nats.connection import NatsConnection
 from arcflow.common.service.client import nats_client
+from arcflow.common.service.ephemeral import EphemeralReader, StartAt, open_ephemeral
 from arcflow.devstack import connection_file, demo
 from arcflow.devstack.demo import JobRecord, SummaryInputs, VariantTarget
 from arcflow.devstack.factory import (
@@ -67,7 +72,9 @@ from arcflow.devstack.live_view import (
     scale_set_ids_from_events,
     variant_of,
 )
-from arcflow.devstack.pod_runner import PodRunner
+from arcflow.devstack.node.stack import NodePods, NodeStack
+from arcflow.devstack.node.stack import on_node as on_node_templates
+from arcflow.devstack.pod_runner import PodRecord, PodRunner
 from arcflow.devstack.supervisor import (
     DOWN_PREFIXES,
     ServiceProcess,
@@ -100,7 +107,9 @@ _BLOCKED_GRACE_SECONDS = 30.0
 KUBE_EMULATOR = "emulator"
 KUBE_APISERVER = "apiserver"
 KUBE_EXTERNAL = "external"
-KUBE_BACKENDS: tuple[str, ...] = (KUBE_EMULATOR, KUBE_APISERVER)
+#: A real node (kubelet, containerd): arcflow installed with helm, every pod a container.
+KUBE_NODE = "node"
+KUBE_BACKENDS: tuple[str, ...] = (KUBE_EMULATOR, KUBE_APISERVER, KUBE_NODE)
 #: The reconciler's controller namespace (listeners and their config Secrets live there). The
 #: stack sets it explicitly and, on its own control plane, creates it: a fresh cluster has
 #: only ``default`` and the system namespaces, and no arcflow component creates this one (a
@@ -160,6 +169,8 @@ class DevStack:
     kube: KubeClient | None = None
     simulator: Any = None
     pod_runner: PodRunner | None = None
+    #: ``--kube node``: the pods the node's kubelet runs (instead of a pod runner's records).
+    node_pods: NodePods | None = None
     services: dict[str, ServiceProcess] = field(default_factory=dict)
     supervisors: dict[str, Supervisor] = field(default_factory=dict)
     tail: EventTail = field(default_factory=EventTail)
@@ -226,7 +237,8 @@ class DevStack:
         if not self.options.keep_temp:
             self._exit.callback(shutil.rmtree, temp, True)
         outside = bool(self.options.kubeconfig)
-        factory = StackFactory(
+        on_node = self.options.kube == KUBE_NODE and not outside
+        factory: StackFactory | NodeStack = StackFactory(
             kube=self.options.kubeconfig or self.options.kube,
             simulator=not self.options.github_config_url,
             poll_timeout=self.options.poll_timeout,
@@ -244,6 +256,9 @@ class DevStack:
             on_status=self._set,
             on_service_status=lambda changed: self._set(changed.name, changed.status),
         )
+        if on_node:
+            factory = NodeStack(temp, poll_timeout=self.options.poll_timeout, on_status=self._set)
+            self.node_pods = NodePods()
         try:
             parts = await self._exit.enter_async_context(factory)
         except StackStartError as exc:
@@ -270,6 +285,9 @@ class DevStack:
             self.notes.append("demo jobs not queued: no pod runner could run their runner pods")
 
         self.ars = demo.prepare_ars(raw_ars, github_config_url=config_url)
+        if isinstance(factory, NodeStack):
+            self.ars = on_node_templates(self.ars, factory.images["runner"])
+            self.notes.append("runner pods run the runner image (the example's do not fit here)")
         self.targets = demo.variant_targets(self.ars)
 
         await self._start_feed()
@@ -278,7 +296,9 @@ class DevStack:
         for name, service in parts.services.items():
             self.services[name] = service.process
             self.supervisors[name] = service.supervisor
-        if module_available("arcflow.listener.__main__"):
+        if on_node:
+            self._set("listener", "ready (the listener image, in listener pods)")
+        elif module_available("arcflow.listener.__main__"):
             self._set("listener", "ready (runs in listener pods)")
         else:
             self._set("listener", "missing: arcflow.listener has no __main__")
@@ -306,7 +326,7 @@ class DevStack:
             connection_file.KUBECONFIG: self._kubeconfig or "",
         }
         if self.simulator is not None:
-            values[connection_file.SIM_URL] = str(self.simulator.base_url)
+            values[connection_file.SIM_URL] = str(self.simulator.local_url)
             values[connection_file.GITHUB_CONFIG_URL] = config_url
             values[connection_file.SIM_PAT] = token
         try:
@@ -365,6 +385,8 @@ class DevStack:
 
     def restarts(self) -> dict[str, int]:
         """Restarts per supervised service (0 for one that never restarted)."""
+        if self.node_pods is not None:
+            return self.node_pods.restarts()
         return {name: service.restarts for name, service in self.services.items()}
 
     async def _stop_services(self) -> None:
@@ -508,6 +530,23 @@ class DevStack:
     # --- event feed and object counts -------------------------------------------------
 
     async def _start_feed(self) -> None:
+        """The live view's event feed: core subscriptions on the dev nats-server (no users);
+        on a server that checks identities, ephemeral consumers on the event streams as the
+        read-only identity the stack got (``arcflow audit``'s way)."""
+        parts = self.parts
+        if parts is not None and parts.nats_user:
+            settings = NatsConnection(
+                url=self.nats_url,
+                name="arcflow-dev-view",
+                user=parts.nats_user,
+                password=SecretStr(parts.nats_password or ""),
+            )
+            client = await self._exit.enter_async_context(nats_client(settings, "auditor"))
+            for subject in FEED_SUBJECTS:
+                stream = stream_for_subject(subject).name
+                reader = await open_ephemeral(client, stream, subject, StartAt(DeliverPolicy.NEW))
+                self._spawn(self._pump_feed(reader), f"feed-{stream}")
+            return
         settings = NatsConnection(url=self.nats_url, name="arcflow-dev-view")
         client = await self._exit.enter_async_context(nats_client(settings, DEVSTACK_NATS_IDENTITY))
 
@@ -516,6 +555,15 @@ class DevStack:
 
         for subject in FEED_SUBJECTS:
             await client.subscribe(subject, cb=on_message)
+
+    async def _pump_feed(self, reader: EphemeralReader) -> None:
+        # Until the stack stops, not only until cancelled: on Python 3.11 ``asyncio.wait_for``
+        # (inside nats-py's ``next_msg``) swallows a cancellation that arrives as a message
+        # does, and a ``while True`` loop would then never end (seen: a stop that hung).
+        while not self._stopping:
+            for msg in await reader.take(timeout=1.0):
+                if msg.subject.startswith("arc."):  # not a heartbeat or a flow-control request
+                    self.tail.add(msg.subject, msg.data)
 
     async def _count_objects(self) -> None:
         await asyncio.gather(*(self._count_kind(kind) for kind in COUNTED_KINDS))
@@ -533,6 +581,9 @@ class DevStack:
                     if kind is AUTOSCALING_RUNNER_SET:
                         for obj in listed.items:
                             self._track_ars("ADDED", obj)
+                    if kind is POD:
+                        for obj in listed.items:
+                            self._track_pod("ADDED", obj)
                     resource_version = listed.resource_version or None
                 stream = self.kube.watch(kind, resource_version=resource_version)
                 async with stream:
@@ -548,6 +599,8 @@ class DevStack:
                             self._track_ers(event.type, event.object)
                         if kind is AUTOSCALING_RUNNER_SET:
                             self._track_ars(event.type, event.object)
+                        if kind is POD:
+                            self._track_pod(event.type, event.object)
             except asyncio.CancelledError:
                 raise
             except KubeApiError as exc:
@@ -565,6 +618,16 @@ class DevStack:
         else:
             self._all_ars[key] = obj
 
+    def _track_pod(self, event_type: str, obj: dict[str, Any]) -> None:
+        """On the node: the pods the kubelet runs, and the services' pods' state."""
+        if self.node_pods is None:
+            return
+        self.node_pods.observe(event_type, obj)
+        for name in SERVICES:
+            status = self.node_pods.service_status(name)
+            if self.components.get(name) != status:
+                self._set(name, status)
+
     def _track_ers(self, event_type: str, obj: dict[str, Any]) -> None:
         name = (obj.get("metadata") or {}).get("name")
         self._ers = [e for e in self._ers if (e.get("metadata") or {}).get("name") != name]
@@ -572,6 +635,20 @@ class DevStack:
             self._ers.append(obj)
 
     # --- demo ---------------------------------------------------------------------------
+
+    @property
+    def pod_records(self) -> list[PodRecord]:
+        """The listener and runner pods: as the pod runner played them, or as the node's
+        kubelet ran them; none when neither runs pods."""
+        if self.pod_runner is not None:
+            return list(self.pod_runner.records.values())
+        if self.node_pods is not None:
+            return list(self.node_pods.records.values())
+        return []
+
+    @property
+    def runs_pods(self) -> bool:
+        return self.pod_runner is not None or self.node_pods is not None
 
     @property
     def variants(self) -> list[str]:
@@ -591,7 +668,7 @@ class DevStack:
             for name in REQUIRED_FOR_DEMO
             if self.components.get(name, "").startswith(DOWN_PREFIXES)
         ]
-        if self.pod_runner is None:
+        if not self.runs_pods:
             blocked.append("pod runner")
         if self.simulator is None:
             blocked.append("simulator (demo jobs need it)")
@@ -624,10 +701,12 @@ class DevStack:
         if self.simulator is None:
             return
         pods_by_job: dict[str, float] = {}
-        if self.pod_runner is not None:
-            for record in self.pod_runner.records.values():
-                if record.job_id is not None:
-                    pods_by_job[record.job_id] = record.seen_at
+        pods_by_name: dict[str, float] = {}
+        for record in self.pod_records:
+            if record.job_id is not None:
+                pods_by_job[record.job_id] = record.seen_at
+            if record.kind == "runner":
+                pods_by_name[record.name] = record.seen_at
         for job in self.jobs:
             sim_job = self.simulator.engine.job(job.job_id)
             job.state = sim_job.state.value
@@ -638,6 +717,8 @@ class DevStack:
                 job.finished_at = sim_job.finish_time.timestamp()
             if job.job_id in pods_by_job:
                 job.runner_pod_created_at = pods_by_job[job.job_id]
+            elif sim_job.runner_name in pods_by_name:  # a real runner: its pod has its name
+                job.runner_pod_created_at = pods_by_name[sim_job.runner_name]
 
     def _other_jobs(self) -> list[JobRecord]:
         if self.simulator is None:
@@ -646,9 +727,8 @@ class DevStack:
 
     def pods_created(self) -> dict[str, int]:
         counts = {"listener": 0, "runner": 0}
-        if self.pod_runner is not None:
-            for record in self.pod_runner.records.values():
-                counts[record.kind] += 1
+        for record in self.pod_records:
+            counts[record.kind] += 1
         return counts
 
     def progress(self) -> Progress:
@@ -675,27 +755,26 @@ class DevStack:
     def footer(self) -> list[str]:
         if self._stopping:  # the details are going away with the stack
             return []
-        sim_url = str(self.simulator.base_url) if self.simulator is not None else None
+        sim_url = str(self.simulator.local_url) if self.simulator is not None else None
         label = self.targets[-1].scale_set_name if self.targets else None
         return footer_lines(
             env_file=str(self.env_file) if self.env_file else None,
             nats_url=self.nats_url or None,
             kubeconfig=self._kubeconfig,
-            sim_url=sim_url if self.pod_runner is not None else None,
+            sim_url=sim_url if self.runs_pods else None,
             job_label=label,
         )
 
     def view_model(self) -> ViewModel:
         current: dict[str, int] = {}
         notes = list(self.notes)
-        if self.pod_runner is not None:
-            for record in self.pod_runner.records.values():
-                if record.kind == "runner" and record.active:
-                    variant = variant_of(record.name, record.labels, self.ars_name, self.variants)
-                    if variant is not None:
-                        current[variant] = current.get(variant, 0) + 1
-                if record.kind == "listener" and record.exit_code not in (None, 0):
-                    notes.append(f"listener pod {record.name} exited {record.exit_code}")
+        for record in self.pod_records:
+            if record.kind == "runner" and record.active:
+                variant = variant_of(record.name, record.labels, self.ars_name, self.variants)
+                if variant is not None:
+                    current[variant] = current.get(variant, 0) + 1
+            if record.kind == "listener" and record.exit_code not in (None, 0):
+                notes.append(f"listener pod {record.name} exited {record.exit_code}")
         namespace = self.ars.get("metadata", {}).get("namespace")
         return build_view_model(
             title=f"arcflow dev {namespace}/{self.ars_name}" if self.ars else "arcflow dev",
@@ -764,7 +843,7 @@ class DevStack:
             now = time.monotonic()
             ids = self.scale_set_ids()
             all_registered = bool(self.targets) and all(t.variant in ids for t in self.targets)
-            runnable = self.simulator is not None and self.pod_runner is not None
+            runnable = self.simulator is not None and self.runs_pods
             if not enqueued and all_registered and runnable:
                 self.enqueue_demo()
                 enqueued = True
@@ -816,6 +895,7 @@ __all__ = [
     "KUBE_BACKENDS",
     "KUBE_EMULATOR",
     "KUBE_EXTERNAL",
+    "KUBE_NODE",
     "REQUIRED_FOR_DEMO",
     "SERVICES",
     "DevStack",

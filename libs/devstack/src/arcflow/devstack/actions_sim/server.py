@@ -43,11 +43,17 @@ class ActionsSimulator(SimulatorCore):
         host: str = "127.0.0.1",
         port: int = 0,
         ssl_context: ssl.SSLContext | None = None,
+        advertise_url: str = "",
         **options: Unpack[SimulatorOptions],
     ) -> None:
         super().__init__(**options)
         self.host = host
         self.port = port
+        # The URL clients reach it by, when not the address it binds (in compose it listens on
+        # 0.0.0.0 and is reached as ``actions-sim``; for the node's pods it is the node's
+        # address): every URL it hands out (the Actions service URL at registration, the
+        # message queue URL) names it.
+        self.advertise_url = advertise_url.rstrip("/")
         # Served over TLS with this context (a GHES behind a private CA), else plain HTTP.
         self.ssl_context = ssl_context
         self._runner: web.AppRunner | None = None
@@ -69,7 +75,7 @@ class ActionsSimulator(SimulatorCore):
         await site.start()
         self._runner = runner
         self.port = int(runner.addresses[0][1])
-        log.info("Actions simulator listening on %s (mode %s)", self.base_url, self.engine.mode)
+        log.info("Actions simulator listening on %s (mode %s)", self.local_url, self.engine.mode)
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
@@ -93,6 +99,12 @@ class ActionsSimulator(SimulatorCore):
     # --- URLs ----------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
+        """The URL clients use (the advertised one, else the bound address)."""
+        return self.advertise_url or self.local_url
+
+    @property
+    def local_url(self) -> str:
+        """The address it binds, as a URL."""
         scheme = "https" if self.ssl_context is not None else "http"
         return f"{scheme}://{self.host}:{self.port}"
 

@@ -179,6 +179,10 @@ class StackParts:
     kubeconfigs: dict[str, str] = field(default_factory=dict)
     #: ``identities=True``: each service's ServiceAccount (its audit-log user name).
     identities: dict[str, Identity] = field(default_factory=dict)
+    #: The stack's own NATS identity where the server checks one (the node's release: its
+    #: auditor); ``None``: the dev nats-server, which has no users.
+    nats_user: str | None = None
+    nats_password: str | None = None
 
     @property
     def on_real_server(self) -> bool:

@@ -31,7 +31,13 @@ from typing import Any
 
 import yaml
 
-from arcflow.devstack.control_plane import ControlPlane, Process, repo_root, wait_until
+from arcflow.devstack.control_plane import (
+    SERVICE_CIDR,
+    ControlPlane,
+    Process,
+    repo_root,
+    wait_until,
+)
 from arcflow.devstack.nats_server import free_port
 from arcflow.devstack.node import images, teardown
 from arcflow.devstack.node.configs import (
@@ -136,7 +142,7 @@ class Node:
     def start(self) -> Node:
         self.parts = self.parts or locate_parts()
         self.folder = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
-        self.netns = NetworkNamespace(self.name, self.folder, NODE_ADDRESS)
+        self.netns = NetworkNamespace(self.name, self.folder, NODE_ADDRESS, SERVICE_CIDR)
         try:
             self._save_sysctls()
             self.netns.create()

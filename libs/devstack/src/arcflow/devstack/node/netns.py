@@ -9,7 +9,9 @@ The test process stays on the host. :meth:`NetworkNamespace.expose` makes a port
 namespace's loopback answer on the same port of the host's loopback through two ``socat``
 processes joined by a unix socket in the node's folder (a unix socket is a file, so it crosses
 network namespaces): the host side listens on 127.0.0.1, the namespace side connects to its own
-127.0.0.1.
+127.0.0.1 (:meth:`NetworkNamespace.forward`: or to a Service's ClusterIP).
+:meth:`NetworkNamespace.publish` is the other direction, for a process of the host that pods must
+reach (the dev stack's Actions simulator): the namespace side listens on the node's address.
 
 Processes enter the namespace with ``nsenter --net`` (not ``ip netns exec``, which also gives
 each command a mount namespace of its own: the kubelet's volume mounts must be seen by
@@ -55,6 +57,10 @@ class NetworkNamespace:
     folder: Path
     #: The node's address with its prefix, e.g. ``10.244.0.1/24``: the pods' /24.
     address: IPv4Interface
+    #: The Services' ClusterIP range, routed to the bridge so that a process of the node (the
+    #: relays of :meth:`forward`) reaches a Service as a node's own processes do; kube-proxy's
+    #: rules then send it to a pod on the bridge. ``None``: no such route.
+    service_cidr: str | None = None
     _relays: dict[int, list[Process]] = field(default_factory=dict, init=False, repr=False)
 
     @property
@@ -72,6 +78,8 @@ class NetworkNamespace:
             self.run(["ip", "link", "add", BRIDGE, "type", "bridge"])
             self.run(["ip", "addr", "add", str(self.address), "dev", BRIDGE])
             self.run(["ip", "link", "set", BRIDGE, "up"])
+            if self.service_cidr:
+                self.run(["ip", "route", "add", self.service_cidr, "dev", BRIDGE])
             # Inside this namespace only: Service traffic between pods on the bridge goes
             # through kube-proxy's rules, and the node forwards between its pods.
             self.run(["sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1"])
@@ -88,33 +96,77 @@ class NetworkNamespace:
         return _run(self.command(args))
 
     def expose(self, port: int) -> None:
-        if port in self._relays:
-            return
-        socket = self.folder / f"relay-{port}.sock"
+        """Make the namespace's ``127.0.0.1:port`` answer on the host's ``127.0.0.1:port``."""
+        self.forward(port)
+
+    def forward(
+        self, port: int, *, target: str = "127.0.0.1", local_port: int | None = None
+    ) -> int:
+        """Make ``target:port`` as seen inside the namespace (its loopback by default, or a
+        Service's ClusterIP, which kube-proxy's rules answer there too) answer on the host's
+        ``127.0.0.1:local_port`` (default: the same port). Returns the host's port."""
+        local = local_port or port
+        if local in self._relays:
+            return local
+        socket = self.folder / f"relay-{local}.sock"
         inside = Process(
-            f"relay-{port}-in",
+            f"relay-{local}-in",
             self.command(
-                ["socat", f"UNIX-LISTEN:{socket},fork,unlink-early", f"TCP:127.0.0.1:{port}"]
+                ["socat", f"UNIX-LISTEN:{socket},fork,unlink-early", f"TCP:{target}:{port}"]
             ),
-            self.folder / f"relay-{port}.log",
+            self.folder / f"relay-{local}.log",
         )
         outside = Process(
-            f"relay-{port}-out",
+            f"relay-{local}-out",
             [
                 "socat",
-                f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork",
+                f"TCP-LISTEN:{local},bind=127.0.0.1,reuseaddr,fork",
                 f"UNIX-CONNECT:{socket}",
             ],
-            self.folder / f"relay-{port}.log",
+            self.folder / f"relay-{local}.log",
         )
-        inside.start()
+        self._start_relay(local, listening=inside, connecting=outside, socket=socket)
+        return local
+
+    def publish(self, port: int) -> None:
+        """The other way: make the host's ``127.0.0.1:port`` (a process of the host, such as
+        the dev stack's Actions simulator) answer on the node's address inside the namespace,
+        where pods reach it."""
+        key = -port  # one table for both directions
+        if key in self._relays:
+            return
+        socket = self.folder / f"publish-{port}.sock"
+        outside = Process(
+            f"publish-{port}-out",
+            ["socat", f"UNIX-LISTEN:{socket},fork,unlink-early", f"TCP:127.0.0.1:{port}"],
+            self.folder / f"publish-{port}.log",
+        )
+        inside = Process(
+            f"publish-{port}-in",
+            self.command(
+                [
+                    "socat",
+                    f"TCP-LISTEN:{port},bind={self.node_ip},reuseaddr,fork",
+                    f"UNIX-CONNECT:{socket}",
+                ]
+            ),
+            self.folder / f"publish-{port}.log",
+        )
+        self._start_relay(key, listening=outside, connecting=inside, socket=socket)
+
+    def _start_relay(
+        self, key: int, *, listening: Process, connecting: Process, socket: Path
+    ) -> None:
+        """Start the side that listens on the unix socket, wait for the socket, then the side
+        that connects to it."""
+        listening.start()
         deadline = time.monotonic() + 10
         while not socket.exists():
-            if not inside.alive or time.monotonic() > deadline:
-                raise NetnsError(f"relay {port}: no unix socket {socket}:\n{inside.tail()}")
+            if not listening.alive or time.monotonic() > deadline:
+                raise NetnsError(f"relay {key}: no unix socket {socket}:\n{listening.tail()}")
             time.sleep(0.02)
-        outside.start()
-        self._relays[port] = [inside, outside]
+        connecting.start()
+        self._relays[key] = [listening, connecting]
 
     def pids(self) -> list[int]:
         """Every process inside the namespace."""
@@ -134,8 +186,9 @@ class NetworkNamespace:
                         os.killpg(process.popen.pid, signal.SIGTERM)
                 process.stop(2.0)
         self._relays.clear()
-        for socket in self.folder.glob("relay-*.sock"):
-            socket.unlink(missing_ok=True)
+        for pattern in ("relay-*.sock", "publish-*.sock"):
+            for socket in self.folder.glob(pattern):
+                socket.unlink(missing_ok=True)
         if self.path.exists():
             with contextlib.suppress(NetnsError):
                 _run(["ip", "netns", "delete", self.name])
