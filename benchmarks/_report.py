@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,15 @@ def loadavg() -> list[str]:
     """The 1, 5 and 15 minute load averages, as the kernel prints them."""
     with open("/proc/loadavg") as handle:
         return handle.read().split()[:3]
+
+
+def wait_quiet(below: float = 2.5, within: float = 600.0) -> list[str]:
+    """Wait (bounded) until the 1-minute load is under ``below``, the project's rule for a run's
+    start; returns the load averages then (a run that starts above it says so in its result)."""
+    deadline = time.monotonic() + within
+    while float(loadavg()[0]) >= below and time.monotonic() < deadline:
+        time.sleep(5)
+    return loadavg()
 
 
 def write_runs(

@@ -46,6 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nats
+from _report import wait_quiet
 from _stack import CONTROLLER_NAMESPACE, Stack, loadavg, machine, spread, write_result
 from _stages import breakdown, scrape_stages
 
@@ -533,6 +534,12 @@ async def main() -> int:
     parser.add_argument(
         "--env", action="append", default=[], help="KEY=VALUE for every service (repeatable)"
     )
+    parser.add_argument(
+        "--max-load",
+        type=float,
+        default=2.5,
+        help="wait (up to 10 min) before each run until the 1-minute load is under this; 0: no",
+    )
     args = parser.parse_args()
     jobs = args.jobs or (40 if args.mode == "trickle" else 200)
     env = dict(item.split("=", 1) for item in args.env)
@@ -548,6 +555,8 @@ async def main() -> int:
     for index in range(args.runs * len(kubes) * len(sides)):
         kube = kubes[index // len(sides) % len(kubes)]
         side = list(sides)[index % len(sides)]
+        if args.max_load:
+            wait_quiet(args.max_load)
         result = await one_run(
             args.mode, jobs, args.interval, sides[side], kube, identities=args.identities
         )

@@ -182,6 +182,9 @@ def kubelet_config(layout: Layout, *, ca: Path, cgroup_root: str) -> dict[str, A
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         "serializeImagePulls": False,
+        # The pods' /24 holds 253 addresses; the default of 110 pods would cap a 200-job burst
+        # (benchmarks/node.py) below what the network gives.
+        "maxPods": 250,
         "registerNode": True,
         "syncFrequency": "10s",
         "nodeStatusUpdateFrequency": "5s",
