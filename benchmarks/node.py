@@ -319,24 +319,33 @@ CGROUPS = Path("/sys/fs/cgroup")
 
 
 def _pod_usage(root: str, uid: str) -> dict[str, float] | None:
+    """None when the pod has no cgroup (yet, or any more: a pod may go while it is read)."""
     cpu = _pod_dir(CGROUPS / "cpuacct", root, uid)
     memory = _pod_dir(CGROUPS / "memory", root, uid)
     if cpu is None or memory is None:
         return None
-    stat = dict(line.split() for line in (memory / "memory.stat").read_text().splitlines())
-    usage = float((memory / "memory.usage_in_bytes").read_text())
+    try:
+        stat = dict(line.split() for line in (memory / "memory.stat").read_text().splitlines())
+        usage = float((memory / "memory.usage_in_bytes").read_text())
+        seconds = float((cpu / "cpuacct.usage").read_text()) / 1e9
+    except OSError:
+        return None
     return {
-        "cpu": float((cpu / "cpuacct.usage").read_text()) / 1e9,
+        "cpu": seconds,
         "rss": float(stat.get("total_rss", 0)),
         "working_set": max(0.0, usage - float(stat.get("total_inactive_file", 0))),
     }
 
 
 def _pod_dir(hierarchy: Path, root: str, uid: str) -> Path | None:
-    """The kubelet's cgroup of pod ``uid`` (cgroupfs: ``<root>/kubepods[/<class>]/pod<uid>``)."""
-    found = list((hierarchy.resolve() / root.strip("/")).glob(f"kubepods*/**/pod{uid}"))
-    found += list((hierarchy.resolve() / root.strip("/")).glob(f"kubepods*/pod{uid}"))
-    return found[0] if found else None
+    """The kubelet's cgroup of pod ``uid`` (cgroupfs: ``<root>/kubepods[/<qos>]/pod<uid>``),
+    looked up by name: walking the tree races with the runner pods' cgroups going away."""
+    base = hierarchy.resolve() / root.strip("/") / "kubepods"
+    for qos in ("", "burstable", "besteffort"):
+        path = base / qos / f"pod{uid}" if qos else base / f"pod{uid}"
+        if path.is_dir():
+            return path
+    return None
 
 
 def _mib(value: str | None) -> float | None:
