@@ -144,7 +144,10 @@ class Runner:
         self.stopping = True
         if not self.in_job:
             raise Stop()
-        log("SIGTERM: finishing the job first")
+        # Not log(): a signal landing while the main path prints would make print() re-enter
+        # stdout's buffer and raise RuntimeError there (exit 1 with the job complete). os.write
+        # takes no lock; log() flushes every line, so the order holds.
+        os.write(sys.stdout.fileno(), b"runner: SIGTERM: finishing the job first\n")
 
     def authenticate(self) -> None:
         form = {

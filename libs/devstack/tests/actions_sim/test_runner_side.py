@@ -183,8 +183,10 @@ async def test_sigterm_lets_a_running_job_finish_and_an_idle_runner_leave(raw):
     await _wait_output(waiting, "waiting for its job")
     busy.terminate()
     waiting.terminate()
-    assert await asyncio.wait_for(busy.wait(), timeout=30) == 0
-    assert await asyncio.wait_for(waiting.wait(), timeout=30) == 0
+    for process in (busy, waiting):
+        code = await asyncio.wait_for(process.wait(), timeout=30)
+        assert process.stdout is not None
+        assert code == 0, (await process.stdout.read()).decode(errors="replace")
     assert raw.sim.job(busy_job)["state"] == "completed"
     assert raw.sim.job(busy_job)["result"] == "succeeded"
     late = raw.sim.enqueue_job(["idle"])
