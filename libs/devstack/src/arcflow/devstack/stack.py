@@ -238,27 +238,32 @@ class DevStack:
             self._exit.callback(shutil.rmtree, temp, True)
         outside = bool(self.options.kubeconfig)
         on_node = self.options.kube == KUBE_NODE and not outside
-        factory: StackFactory | NodeStack = StackFactory(
-            kube=self.options.kubeconfig or self.options.kube,
-            simulator=not self.options.github_config_url,
-            poll_timeout=self.options.poll_timeout,
-            pod_runner=not outside,
-            # On its own control plane the stack creates the reconciler's namespace and the
-            # example's (a fresh cluster has neither); in an outside cluster the installer
-            # made the controller's, and the example's is applied with the example.
-            controller_namespace=None if outside else self.controller_namespace,
-            namespaces=[example_namespace]
-            if self.options.kube == KUBE_APISERVER and not outside
-            else [],
-            kube_qps=200,
-            kube_burst=400,
-            work_dir=temp,
-            on_status=self._set,
-            on_service_status=lambda changed: self._set(changed.name, changed.status),
-        )
+        node_stack: NodeStack | None = None
+        factory: StackFactory | NodeStack
         if on_node:
-            factory = NodeStack(temp, poll_timeout=self.options.poll_timeout, on_status=self._set)
+            factory = node_stack = NodeStack(
+                temp, poll_timeout=self.options.poll_timeout, on_status=self._set
+            )
             self.node_pods = NodePods()
+        else:
+            factory = StackFactory(
+                kube=self.options.kubeconfig or self.options.kube,
+                simulator=not self.options.github_config_url,
+                poll_timeout=self.options.poll_timeout,
+                pod_runner=not outside,
+                # On its own control plane the stack creates the reconciler's namespace and the
+                # example's (a fresh cluster has neither); in an outside cluster the installer
+                # made the controller's, and the example's is applied with the example.
+                controller_namespace=None if outside else self.controller_namespace,
+                namespaces=[example_namespace]
+                if self.options.kube == KUBE_APISERVER and not outside
+                else [],
+                kube_qps=200,
+                kube_burst=400,
+                work_dir=temp,
+                on_status=self._set,
+                on_service_status=lambda changed: self._set(changed.name, changed.status),
+            )
         try:
             parts = await self._exit.enter_async_context(factory)
         except StackStartError as exc:
@@ -285,8 +290,8 @@ class DevStack:
             self.notes.append("demo jobs not queued: no pod runner could run their runner pods")
 
         self.ars = demo.prepare_ars(raw_ars, github_config_url=config_url)
-        if isinstance(factory, NodeStack):
-            self.ars = on_node_templates(self.ars, factory.images["runner"])
+        if node_stack is not None:
+            self.ars = on_node_templates(self.ars, node_stack.images["runner"])
             self.notes.append("runner pods run the runner image (the example's do not fit here)")
         self.targets = demo.variant_targets(self.ars)
 

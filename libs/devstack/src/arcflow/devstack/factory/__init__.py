@@ -197,7 +197,36 @@ StatusCallback = Callable[[str, str], None]
 
 
 @dataclass
-class StackFactory:
+class StartsInOrder:
+    """``async with builder as parts:``: :meth:`_start` pushes each part's stop on ``_exit`` as
+    it starts it; a start that fails or is cancelled stops what had started, then raises. Shared
+    by :class:`StackFactory` and the node's :class:`~arcflow.devstack.node.stack.NodeStack`."""
+
+    _exit: contextlib.AsyncExitStack = field(
+        default_factory=contextlib.AsyncExitStack, init=False, repr=False
+    )
+
+    async def _start(self) -> StackParts:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> StackParts:
+        try:
+            return await self._start()
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop everything in reverse start order; safe to call twice."""
+        exit_stack, self._exit = self._exit, contextlib.AsyncExitStack()
+        await exit_stack.aclose()
+
+
+@dataclass
+class StackFactory(StartsInOrder):
     """``async with StackFactory(...) as parts:`` every asked-for part running."""
 
     #: ``"emulator"``, ``"apiserver"``, a running ControlPlane (shared), or a kubeconfig path.
@@ -249,24 +278,6 @@ class StackFactory:
     on_status: StatusCallback | None = None
     on_service_status: Callable[[ServiceProcess], None] | None = None
     parts: StackParts | None = field(default=None, init=False)
-    _exit: contextlib.AsyncExitStack = field(
-        default_factory=contextlib.AsyncExitStack, init=False, repr=False
-    )
-
-    async def __aenter__(self) -> StackParts:
-        try:
-            return await self._start()
-        except BaseException:
-            await self.aclose()
-            raise
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Stop everything in reverse start order; safe to call twice."""
-        exit_stack, self._exit = self._exit, contextlib.AsyncExitStack()
-        await exit_stack.aclose()
 
     # --- the start order ------------------------------------------------------------------
 
@@ -615,4 +626,5 @@ __all__ = [
     "StackFactory",
     "StackParts",
     "StackStartError",
+    "StartsInOrder",
 ]

@@ -61,7 +61,7 @@ class NetworkNamespace:
     #: relays of :meth:`forward`) reaches a Service as a node's own processes do; kube-proxy's
     #: rules then send it to a pod on the bridge. ``None``: no such route.
     service_cidr: str | None = None
-    _relays: dict[int, list[Process]] = field(default_factory=dict, init=False, repr=False)
+    _relays: dict[str, list[Process]] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def path(self) -> Path:
@@ -106,7 +106,7 @@ class NetworkNamespace:
         Service's ClusterIP, which kube-proxy's rules answer there too) answer on the host's
         ``127.0.0.1:local_port`` (default: the same port). Returns the host's port."""
         local = local_port or port
-        if local in self._relays:
+        if f"relay-{local}" in self._relays:
             return local
         socket = self.folder / f"relay-{local}.sock"
         inside = Process(
@@ -125,15 +125,14 @@ class NetworkNamespace:
             ],
             self.folder / f"relay-{local}.log",
         )
-        self._start_relay(local, listening=inside, connecting=outside, socket=socket)
+        self._start_relay(f"relay-{local}", listening=inside, connecting=outside, socket=socket)
         return local
 
     def publish(self, port: int) -> None:
         """The other way: make the host's ``127.0.0.1:port`` (a process of the host, such as
         the dev stack's Actions simulator) answer on the node's address inside the namespace,
         where pods reach it."""
-        key = -port  # one table for both directions
-        if key in self._relays:
+        if f"publish-{port}" in self._relays:
             return
         socket = self.folder / f"publish-{port}.sock"
         outside = Process(
@@ -152,10 +151,10 @@ class NetworkNamespace:
             ),
             self.folder / f"publish-{port}.log",
         )
-        self._start_relay(key, listening=outside, connecting=inside, socket=socket)
+        self._start_relay(f"publish-{port}", listening=outside, connecting=inside, socket=socket)
 
     def _start_relay(
-        self, key: int, *, listening: Process, connecting: Process, socket: Path
+        self, name: str, *, listening: Process, connecting: Process, socket: Path
     ) -> None:
         """Start the side that listens on the unix socket, wait for the socket, then the side
         that connects to it."""
@@ -163,10 +162,10 @@ class NetworkNamespace:
         deadline = time.monotonic() + 10
         while not socket.exists():
             if not listening.alive or time.monotonic() > deadline:
-                raise NetnsError(f"relay {key}: no unix socket {socket}:\n{listening.tail()}")
+                raise NetnsError(f"{name}: no unix socket {socket}:\n{listening.tail()}")
             time.sleep(0.02)
         connecting.start()
-        self._relays[key] = [listening, connecting]
+        self._relays[name] = [listening, connecting]
 
     def pids(self) -> list[int]:
         """Every process inside the namespace."""

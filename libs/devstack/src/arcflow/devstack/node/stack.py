@@ -21,7 +21,6 @@ pods the stack watches into the records the view and the summary read.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import os
 import socket
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from arcflow.common.kube import KubeClient, KubeSettings
-from arcflow.devstack.factory import StackParts, StackStartError
+from arcflow.devstack.factory import StackParts, StackStartError, StartsInOrder
 from arcflow.devstack.nats_server import free_port
 from arcflow.devstack.node import release
 from arcflow.devstack.node.cluster import Node, NodeError
@@ -77,7 +76,7 @@ StatusCallback = Callable[[str, str], None]
 
 
 @dataclass
-class NodeStack:
+class NodeStack(StartsInOrder):
     """``async with NodeStack(work_dir) as parts:`` a node with arcflow installed, the
     simulator published to it and NATS forwarded from it."""
 
@@ -88,23 +87,6 @@ class NodeStack:
     on_status: StatusCallback | None = None
     node: Node | None = field(default=None, init=False)
     images: dict[str, str] = field(default_factory=dict, init=False)
-    _exit: contextlib.AsyncExitStack = field(
-        default_factory=contextlib.AsyncExitStack, init=False, repr=False
-    )
-
-    async def __aenter__(self) -> StackParts:
-        try:
-            return await self._start()
-        except BaseException:
-            await self.aclose()
-            raise
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        exit_stack, self._exit = self._exit, contextlib.AsyncExitStack()
-        await exit_stack.aclose()
 
     def _status(self, component: str, status: str) -> None:
         if self.on_status is not None:
