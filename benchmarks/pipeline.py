@@ -21,6 +21,13 @@ messages per job and the services' RSS/CPU. Three runs by default; results in
     .venv/bin/python benchmarks/pipeline.py --mode burst --kube alternate   # emulator, real, ...
     .venv/bin/python benchmarks/pipeline.py --mode burst --before-rev main  # main, this, ...
 
+``--floor`` (the default for a burst on the real server, ``--kube apiserver`` or ``alternate``):
+before each run, the floor of ``_floor.py`` on a fresh control plane of its own (the same
+writes for the same number of runners by one plain client, no arcflow service); each run's
+JSON gets ``floor_seconds`` beside ``all_pods_created_after_first_enqueue``, their ratio
+``all_pods_over_floor`` and the other latencies over the floor (``over_floor``), and the
+summary their spread (docs/benchmarks/floor.md). ``--no-floor`` skips it.
+
 ``--before-rev REV``: runs alternate between the services of ``REV`` (its ``libs`` and
 ``services`` exported to a temp folder and put first on the services' ``PYTHONPATH``, as
 ``one_trigger.py`` does) and this checkout's, ``--runs`` of each; the summary is per side.
@@ -46,6 +53,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nats
+from _floor import DEFAULT_CONCURRENCY, commit, measure_floor, ratio
 from _report import wait_quiet
 from _stack import CONTROLLER_NAMESPACE, Stack, loadavg, machine, spread, write_result
 from _stages import breakdown, scrape_stages
@@ -465,13 +473,32 @@ async def one_run(
         }
 
 
+def with_floor(result: dict[str, Any], floor: dict[str, Any]) -> None:
+    """The floor run beside an arcflow run: ``floor_seconds`` next to
+    ``all_pods_created_after_first_enqueue``, and each latency over it."""
+    base = floor.get("floor_seconds")
+    result["floor"] = floor
+    result["floor_seconds"] = base
+    result["all_pods_over_floor"] = ratio(result["all_pods_created_after_first_enqueue"], base)
+    result["over_floor"] = {
+        "all_pods_created_after_first_enqueue": result["all_pods_over_floor"],
+        **{f"queued_to_pod_{k}": ratio(v, base) for k, v in result["queued_to_pod"].items()},
+        **{
+            f"queued_to_started_{k}": ratio(v, base) for k, v in result["queued_to_started"].items()
+        },
+        # The floor's own deletes (the ERs', pods' and Secrets') against the deletion of the
+        # whole set: not the same work, shown for scale only.
+        "floor_all_deleted_seconds": floor.get("all_deleted_seconds"),
+    }
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     def pick(path: tuple[str, ...]) -> list[float]:
         values = []
         for run in runs:
             value: Any = run
             for part in path:
-                value = value[part]
+                value = value.get(part) if isinstance(value, dict) else None
             if value is not None:
                 values.append(float(value))
         if not values:
@@ -487,6 +514,12 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "all_pods_created_after_first_enqueue": spread(
             pick(("all_pods_created_after_first_enqueue",))
         ),
+        "floor_seconds": spread(pick(("floor_seconds",))),
+        "all_pods_over_floor": spread(pick(("all_pods_over_floor",))),
+        "floor_pods_running_seconds": spread(pick(("floor", "pods_running_seconds"))),
+        "floor_loadavg_at_start": [
+            r["floor"]["loadavg_at_start"][0] for r in runs if r.get("floor") is not None
+        ],
         "p1_total_p99": spread(pick(("p1_message_to_ers_patch", "total", "p99"))),
         "p1_total_p50": spread(pick(("p1_message_to_ers_patch", "total", "p50"))),
         "api_calls_per_runner_arcflow_audit": spread(
@@ -527,6 +560,19 @@ async def main() -> int:
     )
     parser.add_argument("--label", default="", help="suffix of the result file (e.g. before)")
     parser.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a floor run (_floor.py, a fresh control plane, no arcflow service) before each "
+        "run; default: on for a burst on the real server (apiserver, alternate)",
+    )
+    parser.add_argument(
+        "--floor-concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help="requests in flight of the floor's client at most",
+    )
+    parser.add_argument(
         "--before-rev",
         default="",
         help="alternate runs of this revision's services (before) with this checkout's (after)",
@@ -543,7 +589,10 @@ async def main() -> int:
     args = parser.parse_args()
     jobs = args.jobs or (40 if args.mode == "trickle" else 200)
     env = dict(item.split("=", 1) for item in args.env)
-    info = machine()
+    floor = (
+        args.floor if args.floor is not None else (args.mode == "burst" and args.kube != "emulator")
+    )
+    info = machine() | commit()
     runs = []
     kubes = ("emulator", "apiserver") if args.kube == "alternate" else (args.kube,)
     sides = {"": env}
@@ -555,12 +604,29 @@ async def main() -> int:
     for index in range(args.runs * len(kubes) * len(sides)):
         kube = kubes[index // len(sides) % len(kubes)]
         side = list(sides)[index % len(sides)]
+        floor_result = None
+        if floor:
+            if args.max_load:
+                wait_quiet(args.max_load)
+            floor_result = await measure_floor(
+                jobs, kube_backend=kube, concurrency=args.floor_concurrency
+            )
+            print(
+                f"floor before run {index + 1} ({kube}, load "
+                f"{floor_result['loadavg_at_start'][0]}): every pod seen after "
+                f"{floor_result['floor_seconds']}s, Running after "
+                f"{floor_result['pods_running_seconds']}s, all deleted after "
+                f"{floor_result['all_deleted_seconds']}s, errors {floor_result['errors']}",
+                flush=True,
+            )
         if args.max_load:
             wait_quiet(args.max_load)
         result = await one_run(
             args.mode, jobs, args.interval, sides[side], kube, identities=args.identities
         )
         result["side"] = side
+        if floor_result is not None:
+            with_floor(result, floor_result)
         runs.append(result)
         audit = result["api_calls_audit_arcflow"]
         gone = (result["stage_breakdown"]["stages"].get("runner_gone") or {}).get("mean")
@@ -585,6 +651,7 @@ async def main() -> int:
             f"queued->pod p50 {result['queued_to_pod']['p50']:.2f}s "
             f"p95 {result['queued_to_pod']['p95']:.2f}s "
             f"all pods {result['all_pods_created_after_first_enqueue']:.1f}s "
+            f"(floor {result.get('floor_seconds')}s, x{result.get('all_pods_over_floor')}) "
             f"api/runner {result['api_calls_per_runner_arcflow']:.1f} "
             f"P1 p99 {result['p1_message_to_ers_patch']['total']['p99']} "
             f"{result['api_calls_per_runner_by_client']}",
@@ -599,6 +666,8 @@ async def main() -> int:
         "interval": args.interval,
         "env": env,
         "machine": info,
+        "commit": info["commit"],
+        "floor": floor,
         "identities": args.identities,
         "before_rev": args.before_rev,
         "summary": summarize(runs)
