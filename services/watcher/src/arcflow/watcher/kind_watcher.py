@@ -6,6 +6,14 @@ resourceVersion; on 410 Gone (or repeated watch errors) list again and publish w
 meanwhile, deletions included. Each change is published *before* the cache and the
 resourceVersion move past it, so a crash or a broker outage can repeat a change (stored once
 thanks to ``Nats-Msg-Id``) but never skip one.
+
+Publishing is pipelined (ADR 0114): up to :data:`PUBLISH_WINDOW` changes of a scope are sent
+before their acknowledgements are awaited, in order, so a burst of changes goes out in a few
+socket writes instead of one round trip each. The in-memory cache records a change when it
+is sent (the next change is computed against it); what is saved as the resume point is only
+ever a state whose every change was acknowledged (a checkpoint first waits for the window),
+and a change whose publish fails for good is taken back out of the cache before the scope
+lists again.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -41,6 +50,23 @@ log = logging.getLogger(__name__)
 
 #: After this many watch failures in a row, list again instead of resuming.
 RELIST_AFTER_WATCH_ERRORS = 3
+
+#: Changes of one scope sent before the oldest one's acknowledgement is awaited.
+PUBLISH_WINDOW = 64
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """A change sent and not yet settled: what the cache held before it, for taking it back."""
+
+    change: Change
+    previous: ObjectSummary | None
+    ack: asyncio.Task[bool]
+    seen_at: float
+
+
+class PublishFailedError(Exception):
+    """A change could not be published; the cache no longer holds it (the scope re-lists)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +120,9 @@ class KindWatcher:
         self.synced = asyncio.Event()
         self._lock = asyncio.Lock()
         self._dirty = False
+        self._window: deque[_Sent] = deque()
+        #: A publish that failed for good while a checkpoint waited: the watch lists again.
+        self._failed: PublishFailedError | None = None
 
     @property
     def _resource_label(self) -> str:
@@ -117,6 +146,8 @@ class KindWatcher:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 async with asyncio.timeout(2.0):
                     await self._checkpoint()
+            for sent in self._window:  # not acknowledged in time: no checkpoint holds them
+                sent.ack.cancel()
 
     async def _list_and_watch(self) -> None:
         backoff = Backoff(self._timing.backoff_initial, self._timing.backoff_max)
@@ -191,6 +222,8 @@ class KindWatcher:
                     unreadable.add(identity)
         for change in diff_listing(self.cache.objects, listed, unreadable):
             await self._publish(change, seen_at)
+        async with self._lock:
+            await self._settle_all()  # ready only once the list's changes are stored
         self.cache.resource_version = result.resource_version
         self._dirty = True
         self._metrics.relisted(self._resource_label, reason)
@@ -201,6 +234,7 @@ class KindWatcher:
 
     async def _watch_once(self) -> int:
         """Watch from the cache's resourceVersion until the server ends the stream."""
+        self._raise_if_failed()
         delivered = 0
         stream = self._kube.watch(
             self.scope.resource,
@@ -236,13 +270,70 @@ class KindWatcher:
     # --- publishing -----------------------------------------------------------------------
 
     async def _publish(self, change: Change, seen_at: float) -> None:
-        """Publish one change, then (and only then) record it in the cache."""
+        """Send one change and record it in the cache; its acknowledgement is awaited in
+        order, when the window is full or before a checkpoint (see the module docstring)."""
         event = build_event(self.scope.resource, change)
         async with self._lock:
-            await self._publisher.publish(subject_for(self.scope.resource, change.obj), event)
+            self._raise_if_failed()
+            while self._window and (
+                self._window[0].ack.done() or len(self._window) >= PUBLISH_WINDOW
+            ):
+                await self._settle_oldest()
+            subject = subject_for(self.scope.resource, change.obj)
+            # Tasks start in the order they are made, so the changes are sent in order.
+            ack = asyncio.create_task(self._publisher.publish(subject, event))
+            ack.add_done_callback(self._count_published(change, seen_at))
+            previous = self.cache.objects.get(change.obj.uid)
             self.cache.apply(change)
-            self._dirty = True
-        self._metrics.published(self._resource_label, change.change, self._clock() - seen_at)
+            self._window.append(_Sent(change, previous, ack, seen_at))
+
+    async def _settle_oldest(self) -> None:
+        sent = self._window[0]
+        try:
+            await asyncio.shield(sent.ack)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._take_back()
+            failed = PublishFailedError(f"publish of a {sent.change.change} change failed")
+            failed.__cause__ = exc
+            self._failed = failed
+            raise failed from exc
+        self._window.popleft()
+        self._dirty = True
+
+    def _count_published(
+        self, change: Change, seen_at: float
+    ) -> Callable[[asyncio.Task[bool]], None]:
+        """Counted when its acknowledgement arrives, not when the window next settles."""
+
+        def count(ack: asyncio.Task[bool]) -> None:
+            if not ack.cancelled() and ack.exception() is None:
+                self._metrics.published(
+                    self._resource_label, change.change, self._clock() - seen_at
+                )
+
+        return count
+
+    def _raise_if_failed(self) -> None:
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
+
+    async def _settle_all(self) -> None:
+        while self._window:
+            await self._settle_oldest()
+
+    def _take_back(self) -> None:
+        """Undo every unsettled change in the cache, newest first, so that the list which
+        follows announces them again; their publishes still in flight are cancelled."""
+        while self._window:
+            sent = self._window.pop()
+            sent.ack.cancel()
+            if sent.previous is None:
+                self.cache.objects.pop(sent.change.obj.uid, None)
+            else:
+                self.cache.objects[sent.change.obj.uid] = sent.previous
 
     def _report_malformed(self, exc: MalformedObjectError) -> None:
         self._metrics.malformed(self._resource_label)
@@ -306,10 +397,15 @@ class KindWatcher:
             )
 
     async def _checkpoint(self) -> None:
-        if not self._dirty:
-            return
-        self._dirty = False
-        point = ResumePoint.of(self.cache)
+        async with self._lock:
+            try:
+                await self._settle_all()  # only acknowledged changes go into a resume point
+            except PublishFailedError:
+                return  # taken back; the watch lists again at its next change or restart
+            if not self._dirty:
+                return
+            self._dirty = False
+            point = ResumePoint.of(self.cache)
         try:
             await self._store.save(self._key, point)
         except RETRYABLE_NATS_ERRORS as exc:
