@@ -357,9 +357,11 @@ async def one_run(
     kube: str = "emulator",
     *,
     identities: bool = True,
+    direct: bool = False,
 ) -> dict[str, Any]:
     load_at_start = loadavg()
-    async with Stack(env=env, kube_backend=kube, identities=identities) as stack:
+    stack_of = Stack(env=env, kube_backend=kube, identities=identities, count_requests=not direct)
+    async with stack_of as stack:
         await stack.wait_ready()
         await asyncio.sleep(2.0)  # let the start-up reconciles settle before counting
         stack.reset_counts()
@@ -413,6 +415,8 @@ async def one_run(
         audit = stack.audit_counts()
         totals = {client: sum(v.values()) for client, v in counts.items()}
         arcflow_calls = sum(n for c, n in totals.items() if c != "kubelet")
+        if direct and audit:  # no proxy: the server's audit log is the only count
+            arcflow_calls = sum(stack.arcflow_users(audit).values())
         deletion = await delete_set(stack)
         streams = {
             name: seq - before["streams"].get(name, 0) for name, seq in after["streams"].items()
@@ -558,6 +562,13 @@ async def main() -> int:
         default=True,
         help="on the real server, each service as its chart's ServiceAccount (default)",
     )
+    parser.add_argument(
+        "--direct",
+        action="store_true",
+        help="on the real server, no counting proxy: every client talks to the server itself "
+        "(the proxies' HTTP work shares this process with the pod runner and the simulator); "
+        "the audit log still counts each identity's requests",
+    )
     parser.add_argument("--label", default="", help="suffix of the result file (e.g. before)")
     parser.add_argument(
         "--floor",
@@ -622,7 +633,13 @@ async def main() -> int:
         if args.max_load:
             wait_quiet(args.max_load)
         result = await one_run(
-            args.mode, jobs, args.interval, sides[side], kube, identities=args.identities
+            args.mode,
+            jobs,
+            args.interval,
+            sides[side],
+            kube,
+            identities=args.identities,
+            direct=args.direct and kube == "apiserver",
         )
         result["side"] = side
         if floor_result is not None:
@@ -669,6 +686,7 @@ async def main() -> int:
         "commit": info["commit"],
         "floor": floor,
         "identities": args.identities,
+        "direct": args.direct,
         "before_rev": args.before_rev,
         "summary": summarize(runs)
         if len(kubes) == 1 and len(sides) == 1
