@@ -191,3 +191,33 @@ async def test_per_namespace_watches_fill_one_store_and_see_nothing_else(
     finally:
         for name in (second, outside):
             await kube_client.delete(NAMESPACE, name)
+
+
+async def test_the_cache_keeps_no_managed_fields(
+    kube_client: KubeClient, kube_namespace: str
+) -> None:
+    """The server's objects carry managedFields (on the real API server, one entry per
+    writer); the cache keeps everything else of them, from the watch and from own writes."""
+    ns = kube_namespace
+    watched = await kube_client.create(config_map(ns, "watched"))
+    cache = ObjectCache(kube_client, [CachedKind(CONFIG_MAP, {"app": "t"})])
+    cache.start()
+    try:
+        await cache.synced()
+        patched = await kube_client.patch_merge(
+            CONFIG_MAP, "watched", {"data": {"v": "2"}}, namespace=ns
+        )
+        cache.observe_write(patched)
+        await eventually(
+            lambda: _async((cache.get(CONFIG_MAP, "watched", ns) or {}).get("data") == {"v": "2"}),
+            what="the patched ConfigMap in the cache",
+        )
+        held = cache.get(CONFIG_MAP, "watched", ns)
+        assert held is not None
+        assert "managedFields" not in held["metadata"]
+        expected = {k: v for k, v in patched["metadata"].items() if k != "managedFields"}
+        assert held["metadata"] == expected
+        if "managedFields" in watched["metadata"]:  # the real server; the emulator has none
+            assert patched["metadata"]["managedFields"], "the server's object kept them"
+    finally:
+        await cache.stop()

@@ -57,6 +57,9 @@ class Change:
     obj: Manifest
 
 
+MANAGED_FIELDS = "managedFields"
+
+
 def copy_manifest(value: Any) -> Any:
     """A deep copy of a JSON document (what the API server sends): dicts and lists copied,
     strings and numbers shared (immutable); anything else through :func:`copy.deepcopy`.
@@ -74,6 +77,24 @@ def copy_manifest(value: Any) -> Any:
     if kind is str or kind is int or kind is float or kind is bool or value is None:
         return value
     return copy.deepcopy(value)
+
+
+def stored_copy(obj: Mapping[str, Any]) -> Manifest:
+    """The copy the store keeps: the object without ``metadata.managedFields``.
+
+    Nothing in arcflow reads the server-side-apply bookkeeping, and it is the largest part of
+    most objects' metadata (one entry per writer and subresource, with its field set): a
+    runner's Pod carries entries of the reconciler, the kubelet and the scheduler. client-go's
+    informers drop it the same way (a transform before the store)."""
+    stored: Manifest = {}
+    for key, value in obj.items():
+        if key == "metadata" and type(value) is dict:
+            stored[key] = {
+                name: copy_manifest(item) for name, item in value.items() if name != MANAGED_FIELDS
+            }
+        else:
+            stored[key] = copy_manifest(value)
+    return stored
 
 
 class KindStore:
@@ -155,7 +176,7 @@ class KindStore:
             tomb = self._live_tombstone(key)
             if tomb is not None and (not version or not is_older(tomb, version)):
                 return None  # deleted at (or after) this version
-        stored = copy_manifest(dict(obj))
+        stored = stored_copy(obj)
         self._unindex(key)
         self._objects[key] = stored
         self._tombstones.pop(key, None)
