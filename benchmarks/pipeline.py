@@ -22,7 +22,8 @@ messages per job and the services' RSS/CPU. Three runs by default; results in
     .venv/bin/python benchmarks/pipeline.py --mode burst --before-rev main  # main, this, ...
 
 ``--floor`` (the default for a burst on the real server, ``--kube apiserver`` or ``alternate``):
-before each run, the floor of ``_floor.py`` on a fresh control plane of its own (the same
+once per round (before the first side of ``--before-rev``'s pair, shared by both), the floor
+of ``_floor.py`` on a fresh control plane of its own (the same
 writes for the same number of runners by one plain client, no arcflow service); each run's
 JSON gets ``floor_seconds`` beside ``all_pods_created_after_first_enqueue``, their ratio
 ``all_pods_over_floor`` and the other latencies over the floor (``over_floor``), and the
@@ -612,11 +613,13 @@ async def main() -> int:
 
         before = {"PYTHONPATH": pythonpath(export_tree(args.before_rev))}
         sides = {"before": env | before, "after": env}
+    floor_result: dict[str, Any] | None = None
     for index in range(args.runs * len(kubes) * len(sides)):
         kube = kubes[index // len(sides) % len(kubes)]
         side = list(sides)[index % len(sides)]
-        floor_result = None
-        if floor:
+        if index % len(sides) == 0:
+            floor_result = None  # one floor per round: before the first side, shared by all
+        if floor and floor_result is None:
             if args.max_load:
                 wait_quiet(args.max_load)
             floor_result = await measure_floor(
