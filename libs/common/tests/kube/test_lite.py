@@ -26,13 +26,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from arcflow.common.kube import ForbiddenError, KubeClient, KubeSettings, NotFoundError
-from arcflow.common.kube.lite import LiteKubeClient, LiteKubeSettings
+from arcflow.common.kube.lite import LiteKubeSettings
 from arcflow.common.kube.lite_auth import (
     FileToken,
     KubeConfigError,
+    PluginAuthRequired,
     in_cluster_connection,
     kubeconfig_connection,
 )
+from arcflow.common.kube.plugin_auth import plugin_connection
 from arcflow.devstack.control_plane import ControlPlane
 from arcflow.devstack.kube_fault_proxy import KubeFaultProxy
 from tests.fixtures.kube import APISERVER, backend, real_kubeconfig
@@ -67,7 +69,7 @@ def session_plane(request: pytest.FixtureRequest) -> ControlPlane:
 
 
 async def _merge_patches(kubeconfig: Path, kube_client: KubeClient, namespace: str) -> None:
-    async with LiteKubeClient(kubeconfig_connection(kubeconfig)) as lite:
+    async with KubeClient(kubeconfig_connection(kubeconfig)) as lite:
         patched = await lite.patch_merge(
             "EphemeralRunnerSet",
             "arc-cpu",
@@ -154,7 +156,7 @@ async def test_a_service_account_token_over_tls_with_its_rbac(
     assert connection.server.startswith("https://")
     assert token not in repr(connection)
     patch = {"spec": {"patchID": 5}}
-    async with LiteKubeClient(connection) as lite:
+    async with KubeClient(connection) as lite:
 
         async def patched() -> bool:
             try:
@@ -279,7 +281,7 @@ async def test_in_cluster_service_account_token_and_ca(
     assert connection.server == f"https://127.0.0.1:{front_door.port}"
     assert "sa-token" not in repr(connection)
     connection.token = FileToken(sa / "token", refresh=0.0)  # re-read at every request
-    async with LiteKubeClient(connection, user_agent="arcflow-listener") as lite:
+    async with KubeClient(connection, user_agent="arcflow-listener") as lite:
         await lite.patch_merge("EphemeralRunnerSet", "arc-cpu", {"spec": {}}, namespace="ci")
         (sa / "token").write_text("sa-token-2")  # the kubelet rotated the projected token
         await lite.patch_merge("EphemeralRunnerSet", "arc-cpu", {"spec": {}}, namespace="ci")
@@ -323,7 +325,7 @@ async def test_kubeconfig_client_certificate_and_ca_data(
     }
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump(config))
-    async with LiteKubeClient(kubeconfig_connection(path)) as lite:
+    async with KubeClient(kubeconfig_connection(path)) as lite:
         await lite.patch_status("EphemeralRunner", "r1", {"jobId": "1"}, namespace="ci")
     (seen,) = front_door.seen
     assert seen["client_cert"]
@@ -382,9 +384,9 @@ def test_light_settings_read_what_kube_settings_read(monkeypatch: pytest.MonkeyP
         assert next(iter(bad.values())) not in str(info.value)
 
 
-def test_the_light_client_imports_no_kubernetes_asyncio() -> None:
+def test_the_client_and_its_light_settings_import_no_kubernetes_asyncio() -> None:
     code = (
-        "import sys; import arcflow.common.kube.lite; "
+        "import sys; import arcflow.common.kube.lite, arcflow.common.kube.client; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & "
         "{'kubernetes_asyncio', 'aiohttp', 'yaml', 'faststream', 'pydantic_settings'}))"
     )
@@ -392,3 +394,126 @@ def test_the_light_client_imports_no_kubernetes_asyncio() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+# --- exec plugins: kubernetes_asyncio loads the credential, the client sends it -------------
+
+_EXEC_PLUGIN = """
+import json, pathlib, sys
+count = pathlib.Path(sys.argv[1])
+n = int(count.read_text()) + 1 if count.exists() else 1
+count.write_text(str(n))
+status = json.loads(pathlib.Path(sys.argv[2]).read_text())
+if "token" in status:
+    status["token"] = status["token"].replace("{n}", str(n))
+print(json.dumps({
+    "apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
+    "status": status,
+}))
+"""
+
+
+def _exec_kubeconfig(
+    tmp_path: Path, server: str, cluster: dict[str, Any], status: dict[str, Any]
+) -> Path:
+    """A kubeconfig whose user runs a plugin printing ``status`` (``{n}`` in a token: how many
+    times the plugin ran); the count is in ``tmp_path / "runs"``."""
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(_EXEC_PLUGIN)
+    (tmp_path / "status.json").write_text(json.dumps(status))
+    exec_user = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": sys.executable,
+        "args": [str(plugin), str(tmp_path / "runs"), str(tmp_path / "status.json")],
+        "interactiveMode": "Never",
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server, **cluster}}],
+        "users": [{"name": "u", "user": {"exec": exec_user}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+async def test_an_exec_plugin_token_is_loaded_and_renewed(
+    front_door: FrontDoor, tmp_path: Path
+) -> None:
+    """lite_auth refuses the exec user; KubeClient.from_settings has kubernetes_asyncio load it
+    and sends the plugin's token over the same transport; the token is asked for again when the
+    renewal is due (here at every request), never shown in a repr."""
+    ca = base64.b64encode(front_door.ca_pem).decode()
+    path = _exec_kubeconfig(
+        tmp_path,
+        f"https://127.0.0.1:{front_door.port}",
+        {"certificate-authority-data": ca},
+        {"token": "exec-token-{n}"},
+    )
+    with pytest.raises(PluginAuthRequired) as info:
+        kubeconfig_connection(path)
+    assert info.value.plugin == "exec"
+    async with await KubeClient.from_settings(LiteKubeSettings(kubeconfig=str(path))) as kube:
+        assert "exec-token" not in repr(kube) + repr(kube.connection)
+        for _ in range(2):
+            await kube.patch_merge("EphemeralRunnerSet", "arc-cpu", {}, namespace="ci")
+    connection = await plugin_connection(info.value, refresh_every=0.0)
+    async with KubeClient(connection) as kube:
+        for _ in range(2):
+            await kube.patch_merge("EphemeralRunnerSet", "arc-cpu", {}, namespace="ci")
+    # Runs 1 and 2 load the two clients; the second client's renewal runs the plugin again
+    # before each request (a plugin token without an expiry is always asked for again).
+    assert [seen["headers"]["Authorization"] for seen in front_door.seen] == [
+        "Bearer exec-token-1",
+        "Bearer exec-token-1",
+        "Bearer exec-token-3",
+        "Bearer exec-token-4",
+    ]
+
+
+async def test_exec_plugins_against_a_real_server(
+    session_plane: ControlPlane, kube_client: KubeClient, kube_namespace: str, tmp_path: Path
+) -> None:
+    """A plugin giving a client certificate (the admin's) and one giving a ServiceAccount's
+    token, as the real server authenticates them."""
+    creds = session_plane.credentials
+    cluster = {"certificate-authority": str(creds.ca)}
+    (tmp_path / "admin").mkdir()
+    admin = _exec_kubeconfig(
+        tmp_path / "admin",
+        session_plane.url,
+        cluster,
+        {
+            "clientCertificateData": Path(creds.admin_cert).read_text(),
+            "clientKeyData": Path(creds.admin_key).read_text(),
+        },
+    )
+    async with await KubeClient.from_settings(LiteKubeSettings(kubeconfig=str(admin))) as kube:
+        created = await kube.create(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "via-exec"}},
+            namespace=kube_namespace,
+        )
+        assert created["metadata"]["name"] == "via-exec"
+    await kube_client.create(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "probe"}},
+        namespace=kube_namespace,
+    )
+    token = await asyncio.to_thread(session_plane.create_token, kube_namespace, "probe")
+    (tmp_path / "sa").mkdir()
+    probe = _exec_kubeconfig(tmp_path / "sa", session_plane.url, cluster, {"token": token})
+    async with await KubeClient.from_settings(LiteKubeSettings(kubeconfig=str(probe))) as kube:
+        with pytest.raises(ForbiddenError) as refused:  # authenticated as the SA, no Role
+            await kube.get("ConfigMap", "via-exec", kube_namespace)
+    assert f"system:serviceaccount:{kube_namespace}:probe" in str(refused.value)
+    assert token not in str(refused.value)
+
+
+async def test_a_failing_exec_plugin_is_a_config_error_without_its_output(tmp_path: Path) -> None:
+    path = _exec_kubeconfig(tmp_path, "https://127.0.0.1:1", {}, {"token": "t"})
+    (tmp_path / "plugin.py").write_text("import sys; sys.exit('s3cr3t in the plugin output')")
+    with pytest.raises(KubeConfigError, match="exec user failed") as info:
+        await KubeClient.from_settings(LiteKubeSettings(kubeconfig=str(path)))
+    assert "s3cr3t" not in str(info.value)

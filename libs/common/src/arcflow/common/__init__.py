@@ -9,7 +9,7 @@ Pure (no I/O):
 
 Edges (I/O):
 - ``nats``: settings, JetStream layout, publishing, the dead-lettering consumer, permissions.
-- ``kube``: the Kubernetes layer over kubernetes_asyncio.
+- ``kube``: the Kubernetes layer (one client on httpx).
 - ``actions``: the GitHub Actions scale-set client over httpx.
 - ``rpc``: the registrar's request/reply contract and client.
 - ``telemetry``, ``health``: logs with redaction, metrics, traces, health endpoints.

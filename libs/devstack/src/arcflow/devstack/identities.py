@@ -38,8 +38,8 @@ from typing import Any
 import yaml
 
 from arcflow.common.builders import BuildSettings, plan_objects
-from arcflow.common.kube import DEFAULT_RESOURCES, KubeClient, KubeSettings, Resource
-from arcflow.common.kube.lite import LiteKubeClient, LiteKubeSettings
+from arcflow.common.kube import DEFAULT_RESOURCES, KubeClient, KubeSettings, Resource, TokenBucket
+from arcflow.common.kube.lite_auth import kubeconfig_connection
 from arcflow.common.kube.resources import ResourceRegistry
 from arcflow.common.models.autoscaling_runner_set import AutoscalingRunnerSet
 from arcflow.devstack.control_plane import ControlPlane, repo_root
@@ -267,9 +267,14 @@ class Identity:
         client.registry = REGISTRY
         return client
 
-    def lite_client(self) -> LiteKubeClient:
-        """The listener's own light client, as this identity."""
-        return LiteKubeClient.from_settings(LiteKubeSettings(kubeconfig=str(self.kubeconfig)))
+    def lite_client(self) -> KubeClient:
+        """A client as the listener builds its own (its user agent, the default registry and
+        rate), as this identity."""
+        return KubeClient(
+            kubeconfig_connection(self.kubeconfig),
+            rate_limiter=TokenBucket(20, 40),
+            user_agent="arcflow-listener",
+        )
 
     def kubeconfig_via(self, server: str, path: Path) -> Path:
         """A kubeconfig with this identity's token for another plain-HTTP ``server`` (a

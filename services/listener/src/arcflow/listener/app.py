@@ -31,7 +31,8 @@ from arcflow.common.actions import (
     RetryPolicy,
     SystemInfo,
 )
-from arcflow.common.kube.lite import LiteKubeClient, LiteKubeSettings, LiteSettings
+from arcflow.common.kube.client import KubeClient
+from arcflow.common.kube.lite import LiteKubeSettings, LiteSettings
 from arcflow.common.listener_config import ListenerConfig
 from arcflow.common.nats import NatsConnection
 from arcflow.common.schedules import utc_now
@@ -180,7 +181,7 @@ class Listener:
         self.units: list[ScaleSetUnit] = []
         self.leases: dict[int, ScaleSetLease] = {}
         self._js: JetStreamContext | None = None
-        self._kube: LiteKubeClient | None = None
+        self._kube: KubeClient | None = None
         self._client: ActionsClient | None = None
         self._sessions = SessionStore(None)
 
@@ -204,7 +205,7 @@ class Listener:
         self,
         client: ActionsClient,
         js: JetStreamContext,
-        kube: LiteKubeClient,
+        kube: KubeClient,
         sessions: SessionStore,
         stop: asyncio.Event,
     ) -> list[ScaleSetUnit]:
@@ -215,7 +216,7 @@ class Listener:
         target: ScaleSetTarget,
         client: ActionsClient,
         js: JetStreamContext,
-        kube: LiteKubeClient,
+        kube: KubeClient,
         sessions: SessionStore,
         stop: asyncio.Event,
     ) -> ScaleSetUnit:
@@ -271,7 +272,9 @@ class Listener:
         self._js = js = nc.jetstream(timeout=10.0)
         try:
             kube_settings = self.options.kube_settings or default_kube_settings(environ)
-            self._kube = LiteKubeClient.from_settings(kube_settings, user_agent="arcflow-listener")
+            self._kube = await KubeClient.from_settings(
+                kube_settings, user_agent="arcflow-listener"
+            )
         except Exception as exc:
             raise DependencyUnavailableError(
                 f"cannot load Kubernetes client configuration: {exc}"

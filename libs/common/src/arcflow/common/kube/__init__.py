@@ -1,9 +1,8 @@
 """arcflow's Kubernetes layer: resource registry, typed errors, settings and a dict-based client.
 
-The full client (``KubeClient`` and friends, on kubernetes_asyncio: ~100 MB and ~2 CPU seconds
-of imports) and ``KubeSettings`` (pydantic-settings) are imported on first use of their names,
-so ``arcflow.common.kube.lite`` and the errors, resources and selectors stay light for a
-process that never needs them.
+``KubeClient`` and friends (on httpx, ADR 0113) and ``KubeSettings`` (pydantic-settings) are
+imported on first use of their names, so the errors, resources and selectors stay light for a
+process that never needs a client.
 """
 
 from typing import TYPE_CHECKING, Any

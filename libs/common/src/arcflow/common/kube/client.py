@@ -1,17 +1,21 @@
-"""A thin async Kubernetes client over kubernetes_asyncio, working on plain manifests.
+"""A thin async Kubernetes client on httpx, working on plain manifests.
 
-Why ``ApiClient.call_api`` and not the typed ``CustomObjectsApi``/``CoreV1Api`` methods:
+Why plain HTTP and not the generated typed APIs (``CustomObjectsApi``/``CoreV1Api``):
 - builders produce dicts; typed core APIs would round-trip them through generated models,
   which rename keys to snake_case and drop fields they do not know (runnerVariants, anything
   newer than the client);
 - one code path for every kind (custom, core, rbac) means one place that sets the patch
-  ``Content-Type`` (``CustomObjectsApi`` defaults to json-patch, which a real API server
-  rejects for a dict body) and one error mapping;
-- the built-in ``Watch`` helper silently reconnects and retries 410 once with the same stale
-  resourceVersion; the watcher must see 410 as a typed error to re-list, so we read the
-  stream ourselves.
-We still use kubernetes_asyncio for kubeconfig / in-cluster loading, auth (bearer tokens,
-exec plugins, client certificates) and its aiohttp session.
+  ``Content-Type`` (a real API server refuses a PATCH whose body type it cannot tell) and one
+  error mapping;
+- a watch is read line by line here, so a 410 surfaces as a typed error the watcher re-lists
+  on (kubernetes_asyncio's ``Watch`` helper reconnects and retries 410 with the same stale
+  resourceVersion).
+
+Every request goes through :class:`~arcflow.common.kube.transport.KubeTransport` (one
+``httpx.AsyncClient`` per client) on an :class:`~arcflow.common.kube.lite_auth.ApiConnection`:
+the in-cluster service account or a kubeconfig read by :mod:`~arcflow.common.kube.lite_auth`.
+kubernetes_asyncio is imported only for a kubeconfig whose user runs an exec plugin or an auth
+provider (:mod:`~arcflow.common.kube.plugin_auth`), and only to load its credentials (ADR 0113).
 """
 
 from __future__ import annotations
@@ -22,21 +26,24 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import aiohttp
-from kubernetes_asyncio.client import ApiClient, Configuration
-from kubernetes_asyncio.config import load_incluster_config, load_kube_config
+import httpx
 
-from arcflow.common.kube.errors import (
-    KubeApiError,
-    KubeConnectionError,
-    error_from_status,
+from arcflow.common.kube.errors import KubeApiError, error_from_status
+from arcflow.common.kube.lite_auth import (
+    ApiConnection,
+    PluginAuthRequired,
+    in_cluster_connection,
+    kubeconfig_connection,
 )
 from arcflow.common.kube.ratelimit import TokenBucket
 from arcflow.common.kube.resources import EVENT, REGISTRY, Resource, ResourceRegistry
 from arcflow.common.kube.selectors import format_label_selector
-from arcflow.common.kube.settings import KubeSettings
+from arcflow.common.kube.transport import JSON, KubeTransport
+
+if TYPE_CHECKING:
+    from arcflow.common.kube.lite import LiteSettings
 
 Manifest = dict[str, Any]
 ResourceRef = Resource | str
@@ -47,7 +54,7 @@ WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-_JSON = "application/json"
+_JSON = JSON
 _EVENT_MESSAGE_LIMIT = 1024
 
 
@@ -113,10 +120,11 @@ class WatchStream:
         self._field_selector = field_selector
         self._timeout_seconds = timeout_seconds
         self.resource_version = resource_version
-        self._response: aiohttp.ClientResponse | None = None
+        self._response: httpx.Response | None = None
+        self._lines: AsyncIterator[str] | None = None
         self._closed = False
 
-    async def _open(self) -> aiohttp.ClientResponse:
+    async def _open(self) -> httpx.Response:
         query: list[tuple[str, str]] = [("watch", "1"), ("allowWatchBookmarks", "true")]
         if self.resource_version:
             query.append(("resourceVersion", self.resource_version))
@@ -127,21 +135,10 @@ class WatchStream:
         if self._timeout_seconds is not None:
             query.append(("timeoutSeconds", str(self._timeout_seconds)))
         connect = self._client.request_timeout
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=connect,
-            sock_connect=connect,
-            sock_read=(self._timeout_seconds + connect) if self._timeout_seconds else None,
+        read_timeout = (self._timeout_seconds + connect) if self._timeout_seconds else None
+        return await self._client._transport.stream(
+            self._resource.path(self._namespace), query, read_timeout=read_timeout
         )
-        path = self._resource.path(self._namespace)
-        response = await self._client._send("GET", path, query, None, _JSON, timeout)
-        if response.status >= 400:
-            try:
-                body = await _read_json(response)
-            finally:
-                response.release()
-            raise error_from_status(response.status, body)
-        return response
 
     def __aiter__(self) -> WatchStream:
         return self
@@ -150,16 +147,15 @@ class WatchStream:
         if self._closed:
             raise StopAsyncIteration
         try:
-            if self._response is None:
+            if self._lines is None:
                 self._response = await self._open()
+                self._lines = self._response.aiter_lines()
             while True:
                 try:
-                    line = await self._response.content.readline()
-                except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError):
-                    line = b""
-                except TimeoutError:
-                    line = b""
-                if not line:
+                    line = await anext(self._lines)
+                except (StopAsyncIteration, httpx.TransportError, httpx.StreamError, OSError):
+                    line = None  # the server ended the stream, or the connection broke
+                if line is None:
                     await self.aclose()
                     raise StopAsyncIteration
                 if line.strip():
@@ -170,7 +166,7 @@ class WatchStream:
             raise
         return event
 
-    def _parse(self, line: bytes) -> WatchEvent:
+    def _parse(self, line: str) -> WatchEvent:
         try:
             raw = json.loads(line)
         except ValueError as exc:
@@ -194,10 +190,17 @@ class WatchStream:
         return event
 
     async def aclose(self) -> None:
+        """Close the stream and give its connection back (safe to call again, and from a
+        cancelled task: nothing here waits on the server)."""
         self._closed = True
-        if self._response is not None:
-            self._response.close()
-            self._response = None
+        lines, self._lines = self._lines, None
+        response, self._response = self._response, None
+        try:
+            if lines is not None:
+                await lines.aclose()  # type: ignore[attr-defined]
+        finally:
+            if response is not None:
+                await response.aclose()
 
     async def __aenter__(self) -> WatchStream:
         return self
@@ -211,16 +214,6 @@ class WatchStream:
         await self.aclose()
 
 
-async def _read_json(response: aiohttp.ClientResponse) -> Any:
-    raw = await response.read()
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
-
-
 class KubeClient:
     """Get, list, create, patch, replace, delete and watch manifests of any registered kind.
 
@@ -230,49 +223,67 @@ class KubeClient:
 
     def __init__(
         self,
-        api_client: ApiClient,
+        connection: ApiConnection,
         *,
         registry: ResourceRegistry = REGISTRY,
         rate_limiter: TokenBucket | None = None,
         request_timeout: float = 30.0,
         user_agent: str = "arcflow",
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._api = api_client
-        self._api.user_agent = user_agent
+        """``transport`` replaces httpx's network transport (tests only)."""
+        self._transport = KubeTransport(
+            connection,
+            rate_limiter=rate_limiter,
+            request_timeout=request_timeout,
+            user_agent=user_agent,
+            transport=transport,
+        )
         self.registry = registry
-        self.rate_limiter = rate_limiter
-        self.request_timeout = request_timeout
 
     def __repr__(self) -> str:
-        # Never the configuration: it holds tokens and key paths.
+        # Never the connection's credentials: a token, a key.
         return f"KubeClient(host={self.host!r})"
 
     @property
     def host(self) -> str:
-        return str(self._api.configuration.host)
+        return self._transport.connection.server
+
+    @property
+    def connection(self) -> ApiConnection:
+        return self._transport.connection
+
+    @property
+    def rate_limiter(self) -> TokenBucket | None:
+        return self._transport.rate_limiter
+
+    @rate_limiter.setter
+    def rate_limiter(self, value: TokenBucket | None) -> None:
+        self._transport.rate_limiter = value
+
+    @property
+    def request_timeout(self) -> float:
+        return self._transport.request_timeout
 
     @classmethod
-    async def from_settings(cls, settings: KubeSettings | None = None) -> KubeClient:
-        """Load kubeconfig (or the in-cluster service account) and build a client."""
-        settings = settings or KubeSettings()
-        configuration = Configuration()
-        if settings.in_cluster:
-            load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            await load_kube_config(
-                config_file=settings.kubeconfig,
-                context=settings.context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
+    async def from_settings(
+        cls, settings: LiteSettings | None = None, *, user_agent: str = "arcflow"
+    ) -> KubeClient:
+        """The in-cluster service account or a kubeconfig, as ``settings`` say
+        (``KubeSettings`` or ``LiteKubeSettings``; default: ``KubeSettings()``)."""
+        if settings is None:
+            from arcflow.common.kube.settings import KubeSettings
+
+            settings = KubeSettings()
         return cls(
-            ApiClient(configuration),
+            await connect(settings),
             rate_limiter=TokenBucket(settings.qps, settings.burst),
             request_timeout=settings.request_timeout,
+            user_agent=user_agent,
         )
 
     async def close(self) -> None:
-        await self._api.close()
+        await self._transport.aclose()
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -290,35 +301,6 @@ class KubeClient:
     def resource(self, ref: ResourceRef) -> Resource:
         return ref if isinstance(ref, Resource) else self.registry.by_kind(ref)
 
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        query: Sequence[tuple[str, str]],
-        body: Any,
-        content_type: str,
-        client_timeout: aiohttp.ClientTimeout | None = None,
-    ) -> aiohttp.ClientResponse:
-        if self.rate_limiter is not None:
-            await self.rate_limiter.acquire()
-        request_timeout = client_timeout or aiohttp.ClientTimeout(total=self.request_timeout)
-        try:
-            response: aiohttp.ClientResponse = await self._api.call_api(
-                path,
-                method,
-                query_params=list(query),
-                header_params={"Content-Type": content_type, "Accept": _JSON},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=request_timeout,
-            )
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise KubeConnectionError(
-                f"{method} {path} failed: {type(exc).__name__}: {exc}"
-            ) from None
-        return response
-
     async def _request(
         self,
         method: str,
@@ -328,18 +310,9 @@ class KubeClient:
         body: Any = None,
         content_type: str = _JSON,
     ) -> Any:
-        response = await self._send(method, path, query, body, content_type)
-        try:
-            payload = await _read_json(response)
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise KubeConnectionError(
-                f"{method} {path} failed reading the response: {type(exc).__name__}"
-            ) from None
-        finally:
-            response.release()
-        if response.status >= 400:
-            raise error_from_status(response.status, payload)
-        return payload
+        return await self._transport.request(
+            method, path, query=query, body=body, content_type=content_type
+        )
 
     def _namespace_of(
         self, resource: Resource, namespace: str | None, manifest: Manifest
@@ -564,6 +537,20 @@ def build_event(
     }
 
 
+async def connect(settings: LiteSettings) -> ApiConnection:
+    """Where ``settings`` point: the pod's service account or a kubeconfig (read by
+    :mod:`~arcflow.common.kube.lite_auth`; one whose user runs an exec plugin or an auth
+    provider loaded by kubernetes_asyncio, imported only then)."""
+    if settings.in_cluster:
+        return in_cluster_connection()
+    try:
+        return kubeconfig_connection(settings.kubeconfig, settings.context)
+    except PluginAuthRequired as required:
+        from arcflow.common.kube.plugin_auth import plugin_connection
+
+        return await plugin_connection(required)
+
+
 async def iterate(stream: WatchStream) -> AsyncIterator[WatchEvent]:
     """Async-generator view of a stream that always closes it (handy in ``asyncio.timeout``)."""
     async with stream:
@@ -580,4 +567,5 @@ __all__ = [
     "WatchEvent",
     "WatchStream",
     "build_event",
+    "connect",
 ]

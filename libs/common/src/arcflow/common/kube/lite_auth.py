@@ -1,6 +1,8 @@
 """Where the API server is and how to authenticate to it, without kubernetes_asyncio.
 
-Two sources, as ``kubectl`` and client-go know them (docs/listener.md, "Kubernetes client"):
+Every process's :class:`~arcflow.common.kube.client.KubeClient` connects through an
+:class:`ApiConnection` from here (docs/kubernetes.md, "Connection and auth"). Two sources, as
+``kubectl`` and client-go know them:
 
 - **in-cluster**: ``https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``, the service
   account token and CA at ``/var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt}``.
@@ -8,7 +10,9 @@ Two sources, as ``kubectl`` and client-go know them (docs/listener.md, "Kubernet
 - **a kubeconfig** (the dev stack, a laptop): the context's cluster ``server``,
   ``certificate-authority``/``-data``, ``insecure-skip-tls-verify``, and the user's ``token``,
   ``tokenFile``, ``client-certificate``/``-data`` + ``client-key``/``-data`` or
-  ``username``/``password``. Exec plugins and auth providers are refused with a clear error.
+  ``username``/``password``; the cluster's ``tls-server-name`` and ``proxy-url``. A user with an
+  exec plugin or an auth provider raises :class:`PluginAuthRequired`:
+  :mod:`arcflow.common.kube.plugin_auth` loads such a kubeconfig with kubernetes_asyncio.
 
 PyYAML is imported only when a kubeconfig is read. Nothing here logs or repeats a credential.
 """
@@ -21,7 +25,7 @@ import os
 import ssl
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,18 @@ TOKEN_REFRESH_SECONDS = 60.0
 
 class KubeConfigError(Exception):
     """The connection settings are missing or unusable (message names fields, never values)."""
+
+
+class PluginAuthRequired(KubeConfigError):  # noqa: N818 - a condition, caught to fall back
+    """The kubeconfig's user runs an exec plugin or an auth provider, which only
+    :mod:`arcflow.common.kube.plugin_auth` (kubernetes_asyncio's loader) can load."""
+
+    def __init__(self, message: str, *, path: Path, context: str | None, plugin: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.context = context
+        #: ``"exec"`` or ``"auth-provider:<name>"``.
+        self.plugin = plugin
 
 
 class FileToken:
@@ -70,12 +86,21 @@ class FileToken:
 
 @dataclass
 class ApiConnection:
-    """Everything needed to talk to one API server. ``repr`` never shows a credential."""
+    """Everything needed to talk to one API server. ``repr`` never shows a credential.
+
+    ``refresh``, when set, is awaited before each request (it decides itself when there is
+    something to renew: an exec plugin's expiring token); ``proxy`` is the kubeconfig's
+    ``proxy-url``, ``tls_server_name`` the name the server's certificate is checked against
+    when it is not the host of ``server``.
+    """
 
     server: str
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
     token: Callable[[], str] | None = field(default=None, repr=False)
     basic_auth: tuple[str, str] | None = field(default=None, repr=False)
+    refresh: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
+    proxy: str | None = field(default=None, repr=False)
+    tls_server_name: str | None = None
 
     def auth_headers(self) -> dict[str, str]:
         if self.token is not None:
@@ -209,12 +234,25 @@ def kubeconfig_connection(
     if not server:
         raise KubeConfigError(f"cluster {ctx.get('cluster')!r} has no server")
     if user.get("exec") or user.get("auth-provider"):
-        raise KubeConfigError(
-            "kubeconfig user uses an exec plugin or auth provider, which the light client does "
-            "not run; give a token, tokenFile or client certificate"
+        provider = user.get("auth-provider")
+        plugin = (
+            "exec"
+            if user.get("exec")
+            else f"auth-provider:{provider.get('name', '') if isinstance(provider, dict) else ''}"
+        )
+        raise PluginAuthRequired(
+            "kubeconfig user uses an exec plugin or auth provider, which this module does not "
+            "run (KubeClient.from_settings loads it with kubernetes_asyncio)",
+            path=file,
+            context=str(name),
+            plugin=plugin,
         )
     base = file.parent
     connection = ApiConnection(server=server)
+    if cluster.get("proxy-url"):
+        connection.proxy = str(cluster["proxy-url"])
+    if cluster.get("tls-server-name"):
+        connection.tls_server_name = str(cluster["tls-server-name"])
     if server.startswith("https://"):
         ca_data, ca_file = _data_or_file(cluster, "certificate-authority", base)
         cert_data, cert_file = _data_or_file(user, "client-certificate", base)

@@ -116,7 +116,8 @@ def setup_logging(
             root.removeHandler(existing)
     root.addHandler(handler)
     root.setLevel(level)
-    # faststream and nats-py are chatty per message; keep them at WARNING unless asked.
-    for noisy in ("faststream", "nats"):
+    # faststream and nats-py are chatty per message, httpx (the Kubernetes and Actions
+    # clients) logs every request at INFO; keep them at WARNING unless asked.
+    for noisy in ("faststream", "nats", "httpx"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
     return handler
