@@ -291,14 +291,9 @@ class KindWatcher:
         sent = self._window[0]
         try:
             await asyncio.shield(sent.ack)
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:
             self._take_back()
-            failed = PublishFailedError(f"publish of a {sent.change.change} change failed")
-            failed.__cause__ = exc
-            self._failed = failed
-            raise failed from exc
+            raise PublishFailedError(f"publish of a {sent.change.change} change failed") from exc
         self._window.popleft()
         self._dirty = True
 
@@ -400,8 +395,9 @@ class KindWatcher:
         async with self._lock:
             try:
                 await self._settle_all()  # only acknowledged changes go into a resume point
-            except PublishFailedError:
-                return  # taken back; the watch lists again at its next change or restart
+            except PublishFailedError as failed:
+                self._failed = failed  # taken back; the watch raises it and lists again
+                return
             if not self._dirty:
                 return
             self._dirty = False
