@@ -123,8 +123,14 @@ async def test_a_hung_handler_is_abandoned_retried_and_blocks_nothing(
         assert "stuck" not in state.done  # the others did not wait for it
         await eventually(stuck_done, within=10)
         assert state.attempts["stuck"] == 2
-        info = await js.consumer_info(CONSUMER.stream, CONSUMER.durable)
-        assert (info.num_pending, info.num_ack_pending) == (0, 0)
+
+        async def all_acked() -> bool:
+            # the handler records "stuck" as done before the runtime acks it
+            info = await js.consumer_info(CONSUMER.stream, CONSUMER.durable)
+            assert (info.num_pending, info.num_ack_pending) == (0, 0)
+            return True
+
+        await eventually(all_acked, within=10, what="no message pending or awaiting its ack")
         assert (await js.stream_info(STREAM_K8S.name)).state.consumer_count == 1
         assert (await js.stream_info(STREAM_DLQ.name)).state.messages == 0
 
