@@ -31,28 +31,18 @@ from pydantic import SecretStr
 
 from arcflow.common.actions.auth import KEY_TOKEN
 from arcflow.common.kube import (
-    AUTOSCALING_LISTENER,
     AUTOSCALING_RUNNER_SET,
-    EPHEMERAL_RUNNER,
-    EPHEMERAL_RUNNER_SET,
-    NAMESPACE,
-    POD,
-    ROLE,
-    ROLE_BINDING,
-    SECRET,
-    SERVICE_ACCOUNT,
     ConflictError,
-    KubeApiError,
     KubeClient,
-    NotFoundError,
-    Resource,
 )
 from arcflow.common.nats import stream_for_subject
 from arcflow.common.nats.connection import NatsConnection
 from arcflow.common.service.client import nats_client
 from arcflow.common.service.ephemeral import EphemeralReader, StartAt, open_ephemeral
 from arcflow.devstack import connection_file, demo
+from arcflow.devstack.cluster_objects import ClusterObjects
 from arcflow.devstack.demo import JobRecord, SummaryInputs, VariantTarget
+from arcflow.devstack.example_teardown import ExampleTeardown
 from arcflow.devstack.factory import (
     CONTROLLER_NAMESPACE,
     CONTROLLER_NAMESPACE_ENV,
@@ -91,17 +81,6 @@ SERVICES: tuple[str, ...] = ("watcher", "registrar", "reconciler")
 DEVSTACK_NATS_IDENTITY = "devstack"
 #: Everything the demo needs to complete; the listener runs inside listener pods.
 REQUIRED_FOR_DEMO: tuple[str, ...] = (*SERVICES, "listener")
-COUNTED_KINDS: tuple[Resource, ...] = (
-    AUTOSCALING_RUNNER_SET,
-    EPHEMERAL_RUNNER_SET,
-    EPHEMERAL_RUNNER,
-    AUTOSCALING_LISTENER,
-    POD,
-    SECRET,
-    SERVICE_ACCOUNT,
-    ROLE,
-    ROLE_BINDING,
-)
 _BLOCKED_GRACE_SECONDS = 30.0
 #: Kubernetes backends: the in-process emulator, or a real control plane the stack starts.
 KUBE_EMULATOR = "emulator"
@@ -174,15 +153,13 @@ class DevStack:
     services: dict[str, ServiceProcess] = field(default_factory=dict)
     supervisors: dict[str, Supervisor] = field(default_factory=dict)
     tail: EventTail = field(default_factory=EventTail)
-    objects_created: dict[str, int] = field(default_factory=dict)
+    #: What the stack sees of the cluster (counts, runner sets), from ``start`` on.
+    objects: ClusterObjects | None = None
     ars: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     _exit: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
     _tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     _started_at: float = 0.0
-    _ers: list[dict[str, Any]] = field(default_factory=list)
-    #: Every AutoscalingRunnerSet of the cluster, by (namespace, name), for the live view.
-    _all_ars: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     _kubeconfig: str | None = None
     #: ``emulator``, ``apiserver`` or ``external``, and the server's ``gitVersion``.
     kube_backend: str = ""
@@ -296,7 +273,8 @@ class DevStack:
         self.targets = demo.variant_targets(self.ars)
 
         await self._start_feed()
-        self._spawn(self._count_objects(), "object-counter")
+        self.objects = ClusterObjects(parts.kube, self.node_pods, self._services_on_node)
+        self._spawn(self.objects.follow(), "object-counter")
 
         for name, service in parts.services.items():
             self.services[name] = service.process
@@ -466,55 +444,15 @@ class DevStack:
 
     async def _remove_example(self) -> list[str]:
         assert self.kube is not None
-        ars = self._applied[AUTOSCALING_RUNNER_SET.kind]
-        meta = ars["metadata"]
-        name, namespace = str(meta["name"]), str(meta["namespace"])
-        tree = {str(meta["uid"])}
-        tree = demo.grow_demo_tree(
-            await self._list_counted(), tree, ars_name=name, ars_namespace=namespace
-        )
-        with contextlib.suppress(NotFoundError):
-            await self.kube.delete(
-                AUTOSCALING_RUNNER_SET, name, namespace=namespace, uid=str(meta["uid"])
-            )
-        deadline = time.monotonic() + self.options.teardown_timeout
-        while True:
-            objects = await self._list_counted()
-            tree = demo.grow_demo_tree(objects, tree, ars_name=name, ars_namespace=namespace)
-            leftovers = demo.demo_leftovers(objects, tree) + self._scale_sets_left()
-            if not leftovers or time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(0.25)
-        if leftovers:
-            # Out of time: stop the services now (they are next anyway), so nothing changes
-            # the cluster any more, and report what is really left, not a snapshot the
-            # reconciler could still add to.
-            await self._stop_services()
-            objects = await self._list_counted()
-            tree = demo.grow_demo_tree(objects, tree, ars_name=name, ars_namespace=namespace)
-            leftovers = demo.demo_leftovers(objects, tree) + self._scale_sets_left()
-        secret = self._applied.get(SECRET.kind)
-        if secret is not None:
-            with contextlib.suppress(NotFoundError):
-                await self.kube.delete(
-                    SECRET,
-                    str(secret["metadata"]["name"]),
-                    namespace=namespace,
-                    uid=str(secret["metadata"]["uid"]),
-                )
-        created_namespace = self._applied.get(NAMESPACE.kind)
-        if created_namespace is not None:
-            if any(f" {namespace}/" in ref for ref in leftovers):
-                leftovers.append(f"Namespace {namespace} (kept: it still holds the above)")
-            else:
-                with contextlib.suppress(NotFoundError):
-                    await self.kube.delete(NAMESPACE, namespace)
-        return leftovers
-
-    async def _list_counted(self) -> list[dict[str, Any]]:
-        assert self.kube is not None
-        listed = await asyncio.gather(*(self.kube.list(kind) for kind in COUNTED_KINDS))
-        return [obj for result in listed for obj in result.items]
+        assert self.objects is not None
+        return await ExampleTeardown(
+            kube=self.kube,
+            applied=self._applied,
+            list_all=self.objects.list_all,
+            scale_sets_left=self._scale_sets_left,
+            stop_services=self._stop_services,
+            timeout=self.options.teardown_timeout,
+        ).run()
 
     def _scale_sets_left(self) -> list[str]:
         """Scale sets of the example the registrar has not deleted (simulator mode only;
@@ -527,6 +465,15 @@ class DevStack:
             for s in self.simulator.snapshot()["scaleSets"]
             if s["name"] in names
         )
+
+    def _services_on_node(self) -> None:
+        """On the node: the services' pods' state, after each pod event."""
+        if self.node_pods is None:
+            return
+        for name in SERVICES:
+            status = self.node_pods.service_status(name)
+            if self.components.get(name) != status:
+                self._set(name, status)
 
     def _notify_quietly(self) -> None:
         with contextlib.suppress(Exception):
@@ -569,75 +516,6 @@ class DevStack:
             for msg in await reader.take(timeout=1.0):
                 if msg.subject.startswith("arc."):  # not a heartbeat or a flow-control request
                     self.tail.add(msg.subject, msg.data)
-
-    async def _count_objects(self) -> None:
-        await asyncio.gather(*(self._count_kind(kind) for kind in COUNTED_KINDS))
-
-    async def _count_kind(self, kind: Resource) -> None:
-        """Objects of ``kind`` created since start: list for a baseline, then count ADDED."""
-        assert self.kube is not None
-        seen: set[str] = set()
-        resource_version: str | None = None
-        while True:
-            try:
-                if resource_version is None:
-                    listed = await self.kube.list(kind)
-                    seen.update(str(o["metadata"].get("uid")) for o in listed.items)
-                    if kind is AUTOSCALING_RUNNER_SET:
-                        for obj in listed.items:
-                            self._track_ars("ADDED", obj)
-                    if kind is POD:
-                        for obj in listed.items:
-                            self._track_pod("ADDED", obj)
-                    resource_version = listed.resource_version or None
-                stream = self.kube.watch(kind, resource_version=resource_version)
-                async with stream:
-                    async for event in stream:
-                        resource_version = event.resource_version or resource_version
-                        uid = str((event.object.get("metadata") or {}).get("uid"))
-                        if event.type == "ADDED" and uid not in seen:
-                            seen.add(uid)
-                            self.objects_created[kind.kind] = (
-                                self.objects_created.get(kind.kind, 0) + 1
-                            )
-                        if kind is EPHEMERAL_RUNNER_SET:
-                            self._track_ers(event.type, event.object)
-                        if kind is AUTOSCALING_RUNNER_SET:
-                            self._track_ars(event.type, event.object)
-                        if kind is POD:
-                            self._track_pod(event.type, event.object)
-            except asyncio.CancelledError:
-                raise
-            except KubeApiError as exc:
-                if exc.status == 410:
-                    resource_version = None
-                await asyncio.sleep(0.5)
-            except Exception:  # the count is best effort; the stack keeps going
-                await asyncio.sleep(0.5)
-
-    def _track_ars(self, event_type: str, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        if event_type == "DELETED":
-            self._all_ars.pop(key, None)
-        else:
-            self._all_ars[key] = obj
-
-    def _track_pod(self, event_type: str, obj: dict[str, Any]) -> None:
-        """On the node: the pods the kubelet runs, and the services' pods' state."""
-        if self.node_pods is None:
-            return
-        self.node_pods.observe(event_type, obj)
-        for name in SERVICES:
-            status = self.node_pods.service_status(name)
-            if self.components.get(name) != status:
-                self._set(name, status)
-
-    def _track_ers(self, event_type: str, obj: dict[str, Any]) -> None:
-        name = (obj.get("metadata") or {}).get("name")
-        self._ers = [e for e in self._ers if (e.get("metadata") or {}).get("name") != name]
-        if event_type != "DELETED":
-            self._ers.append(obj)
 
     # --- demo ---------------------------------------------------------------------------
 
@@ -771,6 +649,7 @@ class DevStack:
         )
 
     def view_model(self) -> ViewModel:
+        objects = self.objects
         current: dict[str, int] = {}
         notes = list(self.notes)
         for record in self.pod_records:
@@ -785,7 +664,9 @@ class DevStack:
             title=f"arcflow dev {namespace}/{self.ars_name}" if self.ars else "arcflow dev",
             variants=self.variants,
             scale_set_ids=self.scale_set_ids(),
-            desired=desired_by_variant(self._ers, self.ars_name, self.variants),
+            desired=desired_by_variant(
+                list(objects.ers.values()) if objects else [], self.ars_name, self.variants
+            ),
             current=current,
             busy=busy_by_scale_set(self.simulator.snapshot() if self.simulator else None),
             jobs=demo.counts_by_variant(self.jobs + self._other_jobs(), self.variants),
@@ -796,7 +677,7 @@ class DevStack:
             progress=self.progress(),
             elapsed=time.monotonic() - self._started_at if self._started_at else 0.0,
             footer=self.footer(),
-            sets=list(self._all_ars.values()),
+            sets=list(objects.runner_sets.values()) if objects else [],
         )
 
     def _notify(self) -> None:
@@ -811,7 +692,7 @@ class DevStack:
                 variants=self.variants,
                 scale_set_ids=self.scale_set_ids(),
                 pods_created=self.pods_created(),
-                objects_created=dict(self.objects_created),
+                objects_created=dict(self.objects.created) if self.objects else {},
                 components=dict(self.components),
                 blocked_by=self.blocked_by(),
                 duration_seconds=time.monotonic() - self._started_at,
