@@ -94,3 +94,44 @@ def breakdown(
         "ratio": _ratio(summed, measured),
         "ratio_by_github": _ratio(by_github, github),
     }
+
+
+def scrape_passes(parts: Any) -> dict[str, tuple[float, float]]:
+    """The reconciler's passes per kind: kind -> (seconds spent in them, passes), from
+    ``arcflow_reconciler_reconcile_duration`` on its endpoint."""
+    service = parts.services.get("reconciler")
+    if service is None:
+        return {}
+    url = f"http://127.0.0.1:{service.metrics_port}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for family in text_string_to_metric_families(text):
+        if not family.name.startswith("arcflow_reconciler_reconcile_duration"):
+            continue
+        for sample in family.samples:
+            kind = sample.labels.get("kind", "?")
+            if sample.name.endswith("_sum"):
+                totals[kind][0] += sample.value
+            elif sample.name.endswith("_count"):
+                totals[kind][1] += sample.value
+    return {kind: (v[0], v[1]) for kind, v in totals.items()}
+
+
+def passes_between(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, dict[str, float]]:
+    """Per kind: passes in the run, the seconds they took in all and on average."""
+    out = {}
+    for kind, (seconds, count) in sorted(after.items()):
+        seconds0, count0 = before.get(kind, (0.0, 0.0))
+        n = count - count0
+        out[kind] = {
+            "passes": int(n),
+            "seconds": round(seconds - seconds0, 2),
+            "mean": round((seconds - seconds0) / n, 4) if n else 0.0,
+        }
+    return out

@@ -57,7 +57,7 @@ import nats
 from _floor import DEFAULT_CONCURRENCY, commit, measure_floor, ratio
 from _report import wait_quiet
 from _stack import CONTROLLER_NAMESPACE, Stack, loadavg, machine, spread, write_result
-from _stages import breakdown, scrape_stages
+from _stages import breakdown, passes_between, scrape_passes, scrape_stages
 
 from arcflow.common.constants import ANNOTATION_PATCH_ID
 from arcflow.common.events import JobsBatch, ScaleDecision, parse_event
@@ -66,8 +66,8 @@ from arcflow.common.kube import (
     EPHEMERAL_RUNNER,
     EPHEMERAL_RUNNER_SET,
 )
+from arcflow.devstack.cluster_objects import COUNTED_KINDS
 from arcflow.devstack.demo import percentile
-from arcflow.devstack.stack import COUNTED_KINDS
 
 
 class Hops:
@@ -371,6 +371,7 @@ async def one_run(
         assert stack.simulator is not None
         assert stack.pod_runner is not None
         stages_before = scrape_stages(stack.parts)
+        passes_before = scrape_passes(stack.parts)
         hops = Hops()
         await hops.start(stack)
         queued: dict[str, float] = {}
@@ -450,6 +451,8 @@ async def one_run(
                 },
             },
             "stage_breakdown": stage_breakdown,
+            # The reconciler's passes per kind during the run (where its workers' time went).
+            "reconcile_passes": passes_between(passes_before, scrape_passes(stack.parts)),
             "queued_to_started": {
                 "p50": percentile(to_start, 0.5),
                 "p95": percentile(to_start, 0.95),
@@ -675,6 +678,14 @@ async def main() -> int:
             f"api/runner {result['api_calls_per_runner_arcflow']:.1f} "
             f"P1 p99 {result['p1_message_to_ers_patch']['total']['p99']} "
             f"{result['api_calls_per_runner_by_client']}",
+            flush=True,
+        )
+        print(
+            "  reconcile passes: "
+            + ", ".join(
+                f"{kind} {p['passes']} x {p['mean']}s = {p['seconds']}s"
+                for kind, p in result["reconcile_passes"].items()
+            ),
             flush=True,
         )
     with open("/proc/loadavg") as handle:  # noqa: ASYNC230
