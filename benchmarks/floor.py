@@ -68,6 +68,13 @@ async def main() -> int:
         default=True,
         help="the listener's two writes per runner (job started, job completed)",
     )
+    parser.add_argument(
+        "--client-process",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the floor's client in a process of its own (default), or in this one beside "
+        "the pod runner (--no-client-process, the first figures' way)",
+    )
     parser.add_argument("--kube", choices=("apiserver", "emulator"), default="apiserver")
     parser.add_argument("--label", default="", help="suffix of the result file")
     parser.add_argument(
@@ -89,6 +96,7 @@ async def main() -> int:
             concurrency=args.concurrency,
             job_seconds=args.job_seconds,
             listener_writes=args.listener_writes,
+            client_process=args.client_process,
         )
         runs.append(result)
         print(
@@ -108,6 +116,7 @@ async def main() -> int:
         "concurrency": args.concurrency,
         "job_seconds": args.job_seconds,
         "listener_writes": args.listener_writes,
+        "client_process": args.client_process,
         "machine": info,
         "commit": info["commit"],
         "summary": summarize(runs),
