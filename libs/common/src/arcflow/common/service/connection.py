@@ -8,6 +8,7 @@ per distinct asynchronous error (e.g. a permissions violation), never a tracebac
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,12 @@ def connection_callbacks(
         log.info("NATS connection closed", extra={"service": service})
 
     async def error_cb(exc: Exception) -> None:
+        if closing() and _is_connection_error(exc):
+            # Our own close is under way and a reconnect attempt failed: end nats-py's
+            # reconnect loop here. On Python 3.11 ``asyncio.wait_for`` can turn the close's
+            # cancellation of that loop into the failed connect's error, which the loop
+            # catches and retries for ever (seen: a test's event loop that never closed).
+            raise asyncio.CancelledError
         if on_error is not None:
             await on_error(exc)
         if _is_connection_error(exc):
