@@ -36,25 +36,33 @@ def stage_urls(parts: Any) -> list[str]:
     return urls
 
 
-def scrape_stages(parts: Any) -> dict[str, tuple[float, float]]:
-    """stage -> (sum of seconds, count), over every variant and endpoint."""
+def histogram_totals(urls: list[str], metric: str, label: str) -> dict[str, tuple[float, float]]:
+    """``label``'s value -> (sum, count) of the histogram ``metric``, added over ``urls``; an
+    endpoint that does not answer counts as empty."""
     totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for url in stage_urls(parts):
+    for url in urls:
         try:
             with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
                 text = response.read().decode()
         except OSError:
             continue
         for family in text_string_to_metric_families(text):
+            if not family.name.startswith(metric):
+                continue
             for sample in family.samples:
-                stage = sample.labels.get("stage")
-                if not stage or not sample.name.startswith(STAGE_METRIC):
+                value = sample.labels.get(label)
+                if not value:
                     continue
-                if sample.name == f"{STAGE_METRIC}_sum":
-                    totals[stage][0] += sample.value
-                elif sample.name == f"{STAGE_METRIC}_count":
-                    totals[stage][1] += sample.value
-    return {stage: (v[0], v[1]) for stage, v in totals.items()}
+                if sample.name.endswith("_sum"):
+                    totals[value][0] += sample.value
+                elif sample.name.endswith("_count"):
+                    totals[value][1] += sample.value
+    return {value: (v[0], v[1]) for value, v in totals.items()}
+
+
+def scrape_stages(parts: Any) -> dict[str, tuple[float, float]]:
+    """stage -> (sum of seconds, count), over every variant and endpoint."""
+    return histogram_totals(stage_urls(parts), STAGE_METRIC, "stage")
 
 
 def _mean(values: list[float]) -> float | None:
@@ -103,22 +111,7 @@ def scrape_passes(parts: Any) -> dict[str, tuple[float, float]]:
     if service is None:
         return {}
     url = f"http://127.0.0.1:{service.metrics_port}/metrics"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            text = response.read().decode()
-    except OSError:
-        return {}
-    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for family in text_string_to_metric_families(text):
-        if not family.name.startswith("arcflow_reconciler_reconcile_duration"):
-            continue
-        for sample in family.samples:
-            kind = sample.labels.get("kind", "?")
-            if sample.name.endswith("_sum"):
-                totals[kind][0] += sample.value
-            elif sample.name.endswith("_count"):
-                totals[kind][1] += sample.value
-    return {kind: (v[0], v[1]) for kind, v in totals.items()}
+    return histogram_totals([url], "arcflow_reconciler_reconcile_duration", "kind")
 
 
 def passes_between(
