@@ -46,15 +46,17 @@ from typing import Any
 
 from _audit import audit_counts
 from _floor_client import (
+    CLIENT_QPS,
     DEFAULT_CONCURRENCY,
     DEFAULT_TIMEOUT,
     ClientOptions,
     client_chains,
     client_in_child,
+    client_settings,
 )
 from _stack import ROOT, loadavg, proc_usage
 
-from arcflow.common.kube import KubeClient, KubeSettings
+from arcflow.common.kube import KubeClient
 from arcflow.devstack.factory import StackFactory, StackParts
 from arcflow.devstack.pod_runner import PodRunner
 from arcflow.devstack.runner_backend import RunnerOutcome
@@ -196,7 +198,7 @@ async def floor_stack(
     *,
     namespace: str = "arc-runners",
     job_seconds: float = 1.0,
-    qps: float = 1000,
+    qps: float = CLIENT_QPS,
 ) -> AsyncIterator[FloorStack]:
     """A fresh control plane (or the emulator) with the CRDs and the pod runner only: the
     factory with no services and no Actions simulator (its nats-server starts, nothing uses
@@ -215,9 +217,7 @@ async def floor_stack(
     async with factory as parts:
         assert parts.pod_runner is not None
         parts.pod_runner.runner_backend = HoldBackend(job_seconds)
-        kube = await KubeClient.from_settings(
-            KubeSettings(kubeconfig=parts.kubeconfig, qps=qps, burst=int(qps))
-        )
+        kube = await KubeClient.from_settings(client_settings(parts.kubeconfig, qps))
         try:
             yield FloorStack(parts, kube, namespace)
         finally:

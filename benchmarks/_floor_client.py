@@ -60,6 +60,13 @@ SCALE_SET_ID_BASE = 1000
 BUILD = BuildSettings(controller_namespace="arc-systems", listener_image="arcflow/listener:dev")
 DEFAULT_CONCURRENCY = 32
 DEFAULT_TIMEOUT = 300.0
+#: The floor's client's rate: high enough never to pace it (the server is what is measured).
+CLIENT_QPS = 1000
+
+
+def client_settings(kubeconfig: str | None, qps: float = CLIENT_QPS) -> KubeSettings:
+    """The floor client's Kubernetes settings, in this process or its own."""
+    return KubeSettings(kubeconfig=kubeconfig, qps=qps, burst=int(qps))
 
 
 @dataclass(frozen=True)
@@ -385,7 +392,7 @@ async def client_in_child(kubeconfig: str, options: ClientOptions) -> dict[str, 
 async def _main(raw: str) -> None:
     values = json.loads(raw)
     kubeconfig = values.pop("kubeconfig")
-    kube = await KubeClient.from_settings(KubeSettings(kubeconfig=kubeconfig, qps=1000, burst=1000))
+    kube = await KubeClient.from_settings(client_settings(kubeconfig))
     try:
         result = await client_chains(kube, ClientOptions(**values))
     finally:
