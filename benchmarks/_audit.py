@@ -27,6 +27,7 @@ def audit_counts(path: Path, *, since: float = 0.0, until: float | None = None) 
     for the requests received in ``[since, until]`` (``time.time()`` seconds)."""
     by_user: Counter[str] = Counter()
     detail: dict[str, Counter[str]] = {}
+    served: dict[str, Counter[str]] = {}  # user -> "verb resource" -> server seconds, summed
     try:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
@@ -45,11 +46,21 @@ def audit_counts(path: Path, *, since: float = 0.0, until: float | None = None) 
         if ref.get("subresource"):
             resource += "/" + str(ref["subresource"])
         by_user[user] += 1
-        detail.setdefault(user, Counter())[f"{event.get('verb', '?')} {resource}"] += 1
+        request = f"{event.get('verb', '?')} {resource}"
+        detail.setdefault(user, Counter())[request] += 1
+        if event.get("stageTimestamp") and not request.startswith("watch"):
+            seconds = _seconds(str(event["stageTimestamp"])) - received
+            served.setdefault(user, Counter())[request] += max(0.0, seconds)
     return {
         "total": sum(by_user.values()),
         "by_user": dict(by_user.most_common()),
         "by_user_verb_resource": {u: dict(sorted(c.items())) for u, c in sorted(detail.items())},
+        # Mean milliseconds from the request's arrival to its response, as the server logged
+        # them: how long the server itself took (a slow write here is the server's, not ours).
+        "server_ms_by_user_verb_resource": {
+            u: {r: round(1000 * s / detail[u][r], 1) for r, s in sorted(c.items())}
+            for u, c in sorted(served.items())
+        },
     }
 
 

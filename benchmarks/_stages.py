@@ -60,6 +60,45 @@ def histogram_totals(urls: list[str], metric: str, label: str) -> dict[str, tupl
     return {value: (v[0], v[1]) for value, v in totals.items()}
 
 
+def stage_buckets(parts: Any, stage: str) -> dict[float, float]:
+    """Upper bound -> cumulative count of ``stage``'s histogram, added over the endpoints."""
+    counts: dict[float, float] = defaultdict(float)
+    for url in stage_urls(parts):
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
+                text = response.read().decode()
+        except OSError:
+            continue
+        for family in text_string_to_metric_families(text):
+            if not family.name.startswith(STAGE_METRIC):
+                continue
+            for sample in family.samples:
+                if sample.name.endswith("_bucket") and sample.labels.get("stage") == stage:
+                    counts[float(sample.labels["le"])] += sample.value
+    return dict(counts)
+
+
+def bucket_quantile(
+    before: dict[float, float], after: dict[float, float], q: float
+) -> float | None:
+    """The ``q`` quantile of the observations between two :func:`stage_buckets` scrapes,
+    interpolated linearly within its bucket (as Prometheus' ``histogram_quantile``)."""
+    bounds = sorted(after)
+    cumulative = [after[b] - before.get(b, 0.0) for b in bounds]
+    if not cumulative or cumulative[-1] <= 0:
+        return None
+    rank = q * cumulative[-1]
+    lower, below = 0.0, 0.0
+    for bound, count in zip(bounds, cumulative, strict=True):
+        if count >= rank:
+            if bound == float("inf"):
+                return lower
+            inside = count - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside else 0.0)
+        lower, below = bound, count
+    return lower
+
+
 def scrape_stages(parts: Any) -> dict[str, tuple[float, float]]:
     """stage -> (sum of seconds, count), over every variant and endpoint."""
     return histogram_totals(stage_urls(parts), STAGE_METRIC, "stage")
@@ -112,6 +151,17 @@ def scrape_passes(parts: Any) -> dict[str, tuple[float, float]]:
         return {}
     url = f"http://127.0.0.1:{service.metrics_port}/metrics"
     return histogram_totals([url], "arcflow_reconciler_reconcile_duration", "kind")
+
+
+def scrape_rpc(parts: Any) -> dict[str, tuple[float, float]]:
+    """The registrar's RPC requests per operation: op -> (seconds spent serving them,
+    requests), from ``arcflow_registrar_rpc_duration`` on its endpoint (a JIT config's time
+    includes the Actions service's answer)."""
+    service = parts.services.get("registrar")
+    if service is None:
+        return {}
+    url = f"http://127.0.0.1:{service.metrics_port}/metrics"
+    return histogram_totals([url], "arcflow_registrar_rpc_duration", "op")
 
 
 def passes_between(

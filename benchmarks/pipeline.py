@@ -54,10 +54,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nats
-from _floor import DEFAULT_CONCURRENCY, commit, measure_floor, ratio
+from _floor import DEFAULT_CONCURRENCY, commit, control_plane_cpu, measure_floor, ratio
 from _report import wait_quiet
 from _stack import CONTROLLER_NAMESPACE, Stack, loadavg, machine, spread, write_result
-from _stages import breakdown, passes_between, scrape_passes, scrape_stages
+from _stages import (
+    breakdown,
+    bucket_quantile,
+    passes_between,
+    scrape_passes,
+    scrape_rpc,
+    scrape_stages,
+    stage_buckets,
+)
 
 from arcflow.common.constants import ANNOTATION_PATCH_ID
 from arcflow.common.events import JobsBatch, ScaleDecision, parse_event
@@ -372,6 +380,9 @@ async def one_run(
         assert stack.pod_runner is not None
         stages_before = scrape_stages(stack.parts)
         passes_before = scrape_passes(stack.parts)
+        rpc_before = scrape_rpc(stack.parts)
+        gone_before = stage_buckets(stack.parts, "runner_gone")
+        bench_cpu_before, plane_before = time.process_time(), control_plane_cpu()
         hops = Hops()
         await hops.start(stack)
         queued: dict[str, float] = {}
@@ -395,6 +406,10 @@ async def one_run(
         await hops.stop()
         after = varz(stack)
         usage_after = stack.usage()
+        bench_cpu = time.process_time() - bench_cpu_before
+        plane_cpu = {
+            k: round(v - plane_before.get(k, 0.0), 2) for k, v in control_plane_cpu().items()
+        }
         runner_pods = [r for r in stack.pod_runner.records.values() if r.kind == "runner"]
         pod_of_job = {r.job_id: r.seen_at for r in runner_pods if r.job_id}
         to_pod = [pod_of_job[j] - t for j, t in queued.items() if j in pod_of_job]
@@ -412,6 +427,7 @@ async def one_run(
         er_to_pod = [
             r.seen_at - hops.runner_seen[r.name] for r in runner_pods if r.name in hops.runner_seen
         ]
+        gone_after = stage_buckets(stack.parts, "runner_gone")
         stage_breakdown = breakdown(stages_before, scrape_stages(stack.parts), to_named, to_start)
         counts = stack.counts()
         audit = stack.audit_counts()
@@ -451,8 +467,13 @@ async def one_run(
                 },
             },
             "stage_breakdown": stage_breakdown,
+            # runner_gone's median and 95th percentile, from its histogram's buckets.
+            "runner_gone_p50": _rounded(bucket_quantile(gone_before, gone_after, 0.5)),
+            "runner_gone_p95": _rounded(bucket_quantile(gone_before, gone_after, 0.95)),
             # The reconciler's passes per kind during the run (where its workers' time went).
             "reconcile_passes": passes_between(passes_before, scrape_passes(stack.parts)),
+            # The registrar's RPC requests per operation (the JIT config's share of a pass).
+            "registrar_rpc": passes_between(rpc_before, scrape_rpc(stack.parts)),
             "queued_to_started": {
                 "p50": percentile(to_start, 0.5),
                 "p95": percentile(to_start, 0.95),
@@ -477,6 +498,10 @@ async def one_run(
                 name: round(usage_after[name]["cpu_seconds"] - usage_before[name]["cpu_seconds"], 2)
                 for name in usage_after
             },
+            # The rest of the two cores: this process (the simulator, the pod runner, the
+            # watches) and the control plane.
+            "cpu_seconds_benchmark_process": round(bench_cpu, 2),
+            "cpu_seconds_control_plane": plane_cpu,
             "rss_mib_after": {name: usage_after[name]["rss_mib"] for name in usage_after},
         }
 
@@ -540,11 +565,18 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "runner_pods_equal_jobs": all(r["runner_pods"] == r["jobs"] for r in runs),
         "runner_pods": [r["runner_pods"] for r in runs],
         "runner_gone_mean": spread(pick(("stage_breakdown", "stages", "runner_gone", "mean"))),
+        "runner_gone_p50": spread(pick(("runner_gone_p50",))),
+        "runner_gone_p95": spread(pick(("runner_gone_p95",))),
+        "jit_config_mean": spread(pick(("stage_breakdown", "stages", "jit_config", "mean"))),
         "stage_sum_to_end_to_end_ratio": spread(pick(("stage_breakdown", "ratio"))),
         "stage_sum_less_start_reported_to_github_ratio": spread(
             pick(("stage_breakdown", "ratio_by_github"))
         ),
     }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 async def main() -> int:

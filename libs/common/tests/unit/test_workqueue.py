@@ -237,3 +237,68 @@ async def test_a_key_is_busy_until_the_pass_after_its_last_add_ended() -> None:
         assert passes == 2
     finally:
         await queue.stop()
+
+
+async def test_an_urgent_key_goes_ahead_of_its_kind_parked_or_waiting_and_runs_once() -> None:
+    """ADR 0115: an urgent add takes a key ahead of its kind's waiting keys, those parked at
+    the kind's cap included, and a key already waiting is moved up, not run twice; a kind of
+    a higher priority still comes first, and every key runs in the end."""
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def reconcile(key: Key[str]) -> Result:
+        order.append(key.name)
+        if key.name == "busy":
+            await release.wait()
+        return Result.done()
+
+    queue: WorkQueue[Key[str]] = WorkQueue(
+        reconcile, workers=2, caps={"er": 1}, priorities={"ers": 0, "er": 1}
+    )
+    queue.start()
+    try:
+        queue.add(Key("er", "ns", "busy"))
+
+        async def busy() -> bool:
+            return order == ["busy"]
+
+        await eventually(busy, within=5, interval=0.01, what="the first runner pass in flight")
+        for index in range(4):  # parked: the kind is at its cap
+            queue.add(Key("er", "ns", f"r{index}"))
+        queue.add(Key("er", "ns", "r2"), urgent=True)  # waiting already: moved up
+        queue.add(Key("er", "ns", "done"), urgent=True)
+        queue.add(Key("ers", "ns", "set"))  # a kind of a higher priority: not capped
+        release.set()
+        await queue.wait_idle(5)
+    finally:
+        await queue.stop()
+    assert order.index("set") < order.index("r0")
+    runners = [name for name in order if name != "set"]
+    assert runners == ["busy", "r2", "done", "r0", "r1", "r3"]
+
+
+async def test_an_urgent_add_while_in_flight_is_urgent_when_it_runs_again() -> None:
+    """A key made urgent during its pass runs again after it, ahead of its kind's others."""
+    order: list[str] = []
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def reconcile(key: Key[str]) -> Result:
+        order.append(key.name)
+        if len(order) == 1:
+            started.set()
+            await release.wait()
+        return Result.done()
+
+    queue: WorkQueue[Key[str]] = WorkQueue(reconcile, workers=1)
+    queue.start()
+    try:
+        queue.add(Key("er", "ns", "a"))
+        await asyncio.wait_for(started.wait(), 5)
+        queue.add(Key("er", "ns", "b"))
+        queue.add(Key("er", "ns", "a"), urgent=True)
+        release.set()
+        await queue.wait_idle(5)
+    finally:
+        await queue.stop()
+    assert order == ["a", "a", "b"]
