@@ -79,23 +79,6 @@ def test_a_runner_pod_whose_runner_ended_wakes_its_runner_urgently() -> None:
     assert wakes({"phase": "Succeeded"}) == {key: True}
 
 
-def test_a_new_runner_wakes_itself_urgently_until_it_is_registered_or_deleted() -> None:
-    """ADR 0115: a runner whose status names no registration or phase is starting (its pass
-    asks for its JIT config and creates its pod); a registered or deleted one is not."""
-    runner = _obj("big-runner-abc", ownerReferences=[_owner("EphemeralRunnerSet", "big")])
-    key = Key("er", "arc", "big-runner-abc")
-
-    def urgent(obj: dict[str, Any]) -> bool:
-        return _Sets(_no_sets).manager.wakes("EphemeralRunner", obj)[key]
-
-    assert urgent(runner)
-    assert urgent({**runner, "status": {}})
-    assert not urgent({**runner, "status": {"runnerId": 7}})
-    assert not urgent({**runner, "status": {"phase": "Pending"}})
-    deleting = _obj("big-runner-abc", deletionTimestamp="2026-12-03T10:00:00Z")
-    assert not urgent(deleting)
-
-
 def test_a_runner_set_routes_to_itself_and_its_ars() -> None:
     ers = _obj("big-gpu", labels=SCALE_SET_LABELS)
     assert keys_for_change("EphemeralRunnerSet", ers, "ctl", _no_sets) == {

@@ -84,17 +84,6 @@ def runner_pod_finished(obj: Mapping[str, Any]) -> bool:
     return False
 
 
-def runner_starting(obj: Mapping[str, Any]) -> bool:
-    """A runner not registered in its status yet and not being deleted: its pass asks for its
-    JIT config and creates its pod (ADR 0115). Like a finished runner's release, it goes ahead
-    of the passes that only follow a pod's progress."""
-    metadata = obj.get("metadata")
-    if isinstance(metadata, Mapping) and metadata.get("deletionTimestamp"):
-        return False
-    status = obj.get("status")
-    return not (isinstance(status, Mapping) and (status.get("runnerId") or status.get("phase")))
-
-
 def ars_of_event(event: EventBase) -> list[Target]:
     """The ARS an event of the registrar or the listener is about."""
     if event.keys.namespace and event.keys.ars:

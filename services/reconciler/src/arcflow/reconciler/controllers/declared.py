@@ -48,7 +48,6 @@ from arcflow.reconciler.routing import (
     listener_of_rbac,
     registration_group,
     runner_pod_finished,
-    runner_starting,
     session_group,
     sets_using_quota,
 )
@@ -108,12 +107,9 @@ RUNNER = Controller(
     EphemeralRunner.from_observed,
     reconcile_runner,
     owns=(KIND_POD, KIND_SECRET),
-    # The passes that start a runner and release a finished one (its slot counts against its
-    # set's capacity) go ahead of those that follow a pod's progress (ADR 0115).
-    urgent=(
-        Urgent(KIND_ER, runner_starting, "a new runner (its JIT config and pod)"),
-        Urgent(KIND_POD, runner_pod_finished, "its runner container ended"),
-    ),
+    # A finished runner's release frees its slot (and its set's capacity): it goes ahead of a
+    # burst's waiting runner passes (ADR 0115).
+    urgent=(Urgent(KIND_POD, runner_pod_finished, "its runner container ended"),),
     # The runner reads its set's refusal memo (pod_refusals) and the ARS's deadlines memo;
     # its removal calls run off the pass (ADR 0101).
     state=(RunnerSetState, ArsState, StageClock, RunnerRemovals),
