@@ -18,7 +18,7 @@ from arcflow.common.kube.resources import (
     EPHEMERAL_RUNNER_SET,
     POD,
 )
-from arcflow.common.reconcile.declare import Controller, Controllers, OnEvent, Urgent, Watch
+from arcflow.common.reconcile.declare import Controller, Controllers, OnEvent, Watch
 from arcflow.common.reconcile.keys import Key, Result
 from arcflow.common.reconcile.manager import Manager
 
@@ -145,34 +145,3 @@ def test_state_is_one_object_per_class_and_undeclared_state_is_refused() -> None
 def test_a_routed_kind_the_cache_does_not_watch_is_refused() -> None:
     with pytest.raises(ValueError, match="routed but never watched"):
         Manager(DECLARED, lambda _m: None, kube=object(), cached=[CachedKind(POD)])  # type: ignore[arg-type]
-
-
-def _finished(obj: Any) -> bool:
-    return bool((obj.get("status") or {}).get("done"))
-
-
-def test_an_urgent_change_wakes_its_key_ahead_and_an_urgent_kind_must_wake_it() -> None:
-    """ADR 0115: a change its controller declared urgent wakes the key urgently (the queue
-    takes it ahead of its kind); the same kind's other changes wake it as usual."""
-    runner = Controller(
-        "er",
-        EPHEMERAL_RUNNER,
-        dict,
-        _reconcile,
-        owns=(POD.kind,),
-        urgent=(Urgent(POD.kind, _finished, "done"),),
-    )
-    manager = Manager(
-        Controllers((runner,), read=_read, on_unparsable=_unparsable), lambda _m: None
-    )
-    pod = _obj("Pod", "p", ownerReferences=[{"kind": "EphemeralRunner", "name": "r"}])
-    assert manager.wakes("Pod", pod) == {Key("er", "ns", "r"): False}
-    assert manager.wakes("Pod", {**pod, "status": {"done": True}}) == {Key("er", "ns", "r"): True}
-    assert manager.wakes("EphemeralRunner", _obj("EphemeralRunner", "r")) == {
-        Key("er", "ns", "r"): False
-    }
-    stray = Controller(
-        "er", EPHEMERAL_RUNNER, dict, _reconcile, urgent=(Urgent(POD.kind, _finished, "done"),)
-    )
-    with pytest.raises(ValueError, match="urgent changes of kinds that never wake it"):
-        Controllers((stray,), read=_read, on_unparsable=_unparsable)

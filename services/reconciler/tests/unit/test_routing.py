@@ -57,28 +57,6 @@ def test_a_runner_pod_routes_to_its_runner() -> None:
     assert keys_for_change("Pod", pod, "ctl", _no_sets) == {Key("er", "arc", "big-runner-abc")}
 
 
-def test_a_runner_pod_whose_runner_ended_wakes_its_runner_urgently() -> None:
-    """ADR 0115: the runner container's end (or the pod's) wakes the runner ahead of the
-    waiting runner keys; its start, a sidecar's end or no status do not."""
-    pod = _obj("big-runner-abc", ownerReferences=[_owner("EphemeralRunner", "big-runner-abc")])
-    key = Key("er", "arc", "big-runner-abc")
-
-    def wakes(status: dict[str, Any] | None) -> dict[Key, bool]:
-        obj = pod if status is None else {**pod, "status": status}
-        return _Sets(_no_sets).manager.wakes("Pod", obj)
-
-    def container(name: str, state: dict[str, Any]) -> dict[str, Any]:
-        return {"containerStatuses": [{"name": name, "state": state}], "phase": "Running"}
-
-    assert wakes(None) == {key: False}
-    assert wakes(container("runner", {"running": {}})) == {key: False}
-    assert wakes(container("sidecar", {"terminated": {"exitCode": 0}})) == {key: False}
-    assert wakes(container("runner", {"terminated": {"exitCode": 0}})) == {key: True}
-    assert wakes(container("runner", {"terminated": {"exitCode": 137}})) == {key: True}
-    assert wakes({"phase": "Failed"}) == {key: True}
-    assert wakes({"phase": "Succeeded"}) == {key: True}
-
-
 def test_a_runner_set_routes_to_itself_and_its_ars() -> None:
     ers = _obj("big-gpu", labels=SCALE_SET_LABELS)
     assert keys_for_change("EphemeralRunnerSet", ers, "ctl", _no_sets) == {

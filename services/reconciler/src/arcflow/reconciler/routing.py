@@ -19,7 +19,6 @@ from arcflow.common.constants import (
     LABEL_LISTENER_NAMESPACE,
     LABEL_SCALE_SET_NAME,
     LABEL_SCALE_SET_NAMESPACE,
-    RUNNER_CONTAINER,
 )
 from arcflow.common.events import EventBase, SessionFailed, SessionOpened
 from arcflow.reconciler.controllers.manifest import labels_of, meta
@@ -67,21 +66,6 @@ def sets_using_quota(obj: Mapping[str, Any], lookup: Lookup) -> list[Target]:
             if name:
                 targets.append((namespace, name))
     return targets
-
-
-def runner_pod_finished(obj: Mapping[str, Any]) -> bool:
-    """A runner pod whose runner container ended (or the pod itself): its runner's pass
-    releases it, or retries its pod, and must not wait behind a burst's backlog (ADR 0115)."""
-    status = obj.get("status")
-    if not isinstance(status, Mapping):
-        return False
-    if status.get("phase") in ("Succeeded", "Failed"):
-        return True
-    for container in status.get("containerStatuses") or ():
-        if isinstance(container, Mapping) and container.get("name") == RUNNER_CONTAINER:
-            state = container.get("state")
-            return isinstance(state, Mapping) and bool(state.get("terminated"))
-    return False
 
 
 def ars_of_event(event: EventBase) -> list[Target]:

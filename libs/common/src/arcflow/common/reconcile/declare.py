@@ -57,18 +57,6 @@ class Watch:
 
 
 @dataclass(frozen=True, slots=True)
-class Urgent:
-    """A change of ``kind`` (one the controller reconciles, owns or watches) for which
-    ``when(obj)`` holds wakes its key ahead of the waiting keys of the controller's kind
-    (ADR 0115): what it says must not wait behind a backlog (a finished runner's release)."""
-
-    kind: str
-    when: Callable[[Mapping[str, Any]], bool]
-    #: Why, in a few words (the flow table shows it).
-    how: str
-
-
-@dataclass(frozen=True, slots=True)
 class OnEvent:
     """An event of ``event_types`` (from another service) wakes the objects ``targets(event)``
     names. With ``keep``, the runtime keeps the newest such event (by ``occurred_at``) per
@@ -93,8 +81,6 @@ class Controller(Generic[C, M]):
     owns: tuple[str, ...] = ()
     watches: tuple[Watch, ...] = ()
     events: tuple[OnEvent, ...] = ()
-    #: Changes that wake it ahead of its kind's waiting keys.
-    urgent: tuple[Urgent, ...] = ()
     #: The state it keeps between passes: classes made once (no arguments) by the runtime;
     #: two controllers naming one class share the one object.
     state: tuple[type, ...] = ()
@@ -126,11 +112,6 @@ class Controllers:
         kinds = [c.kind for c in self.controllers]
         if len(set(kinds)) != len(kinds):
             raise ValueError(f"a key kind is declared twice: {kinds}")
-        for c in self.controllers:
-            routed = {c.resource.kind, *c.owns, *(w.kind for w in c.watches)}
-            stray = sorted(u.kind for u in c.urgent if u.kind not in routed)
-            if stray:
-                raise ValueError(f"{c.kind}: urgent changes of kinds that never wake it: {stray}")
 
     def by_kind(self, kind: str) -> Controller[Any, Any]:
         for controller in self.controllers:

@@ -4,9 +4,7 @@ change and a controller, for the reconciler and the registrar alike:
 
 * the **routing**: a changed object of a kind wakes the keys the declarations name (the
   object's own key, the owner its ``ownerReferences`` name for an owned kind, a
-  :class:`~arcflow.common.reconcile.declare.Watch`'s targets), ahead of the kind's waiting
-  keys when an :class:`~arcflow.common.reconcile.declare.Urgent` says so; an event of another
-  service
+  :class:`~arcflow.common.reconcile.declare.Watch`'s targets); an event of another service
   wakes an :class:`~arcflow.common.reconcile.declare.OnEvent`'s targets, and is kept when
   the declaration says so;
 * the **work queue** (:mod:`arcflow.common.reconcile.workqueue`), with each kind's priority;
@@ -45,8 +43,6 @@ T = TypeVar("T")
 Run = Callable[[Any, Key[Any], Callable[[Any], Awaitable[Result]]], Awaitable[Result]]
 #: A route: (changed object, lookup) -> the keys it wakes.
 _Route = Callable[[Mapping[str, Any], "Manager[Any]"], Iterable[Key[Any]]]
-#: A route and, when its controller declared the kind urgent, the test that makes a change so.
-_Routed = tuple[_Route, Callable[[Mapping[str, Any]], bool] | None]
 
 
 class KeptEvents:
@@ -162,17 +158,10 @@ class Manager(Generic[C]):
 
     def keys_for(self, kind: str, obj: Mapping[str, Any]) -> list[Key[Any]]:
         """The keys a changed object of ``kind`` wakes, once each, in declaration order."""
-        return list(self.wakes(kind, obj))
-
-    def wakes(self, kind: str, obj: Mapping[str, Any]) -> dict[Key[Any], bool]:
-        """The keys a changed object of ``kind`` wakes, in declaration order, each with
-        whether it is urgent."""
-        wakes: dict[Key[Any], bool] = {}
-        for route, when in self._routes.get(kind, ()):
-            urgent = when is not None and when(obj)
-            for key in route(obj, self):
-                wakes[key] = wakes.get(key, False) or urgent
-        return wakes
+        keys: list[Key[Any]] = []
+        for route in self._routes.get(kind, ()):
+            keys.extend(route(obj, self))
+        return list(dict.fromkeys(keys))
 
     def keys_for_event(self, event: Any) -> list[Key[Any]]:
         """The keys an event of another service wakes; kept first where declared."""
@@ -189,8 +178,8 @@ class Manager(Generic[C]):
     def _changed(self, change: Change) -> None:
         if self._on_object is not None and change.type != "DELETED":
             self._on_object(change.kind, change.obj)
-        for key, urgent in self.wakes(change.kind, change.obj).items():
-            self.queue.add(key, urgent=urgent)
+        for key in self.keys_for(change.kind, change.obj):
+            self.queue.add(key)
 
     def resync(self) -> None:
         """Queue every cached object of the kinds the controllers reconcile (no API call)."""
@@ -233,19 +222,14 @@ def _keys(kind: str, targets: Iterable[Target]) -> Iterable[Key[Any]]:
     return (Key(kind, namespace, name) for namespace, name in targets if name)
 
 
-def _routes(declared: Controllers) -> dict[str, list[_Routed]]:
-    routes: dict[str, list[_Routed]] = {}
+def _routes(declared: Controllers) -> dict[str, list[_Route]]:
+    routes: dict[str, list[_Route]] = {}
     for controller in declared.controllers:
-        urgent = {u.kind: u.when for u in controller.urgent}
-
-        def add(kind: str, route: _Route, urgent: Mapping[str, Any] = urgent) -> None:
-            routes.setdefault(kind, []).append((route, urgent.get(kind)))
-
-        add(controller.resource.kind, _own_key(controller))
+        routes.setdefault(controller.resource.kind, []).append(_own_key(controller))
         for kind in controller.owns:
-            add(kind, _owner_key(controller))
+            routes.setdefault(kind, []).append(_owner_key(controller))
         for watch in controller.watches:
-            add(watch.kind, _watched(controller.kind, watch.targets))
+            routes.setdefault(watch.kind, []).append(_watched(controller.kind, watch.targets))
     return routes
 
 

@@ -12,10 +12,6 @@ Waiting keys are taken by ``priorities[key.kind]`` (lower first, default 0), the
 order they came. ``caps[kind]`` bounds the passes of one kind running at once within the
 shared workers: a key of a kind at its cap waits (parked, still coalescing) until a pass of
 that kind ends, and the workers take the other kinds meanwhile.
-
-A key added ``urgent`` (the change that woke it says it should not wait, ADR 0115) goes ahead
-of the waiting keys of its own kind, parked ones included; a key already waiting is moved up.
-Kinds of a higher priority still come first.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -73,17 +68,14 @@ class WorkQueue(Generic[K]):
         if any(cap < 1 for cap in self._caps.values()):
             raise ValueError("a kind's cap must be >= 1")
         self._running: collections.Counter[str] = collections.Counter()  # passes per kind
-        #: kind -> keys taken while the kind was at its cap: a heap, in the queue's own order.
-        self._parked: dict[str, list[tuple[int, int, int, K]]] = {}
+        #: kind -> keys taken while the kind was at its cap, in the order they were taken.
+        self._parked: dict[str, collections.deque[tuple[int, int, K]]] = {}
         self._deadline = deadline_seconds
         self._on_error = on_error
         self._name = name
-        # (kind priority, 0 if urgent else 1, order added, key): a key moved up by an urgent
-        # add has a second entry; the first one taken runs it, the other is skipped.
-        self._ready: asyncio.PriorityQueue[tuple[int, int, int, K]] = asyncio.PriorityQueue()
+        self._ready: asyncio.PriorityQueue[tuple[int, int, K]] = asyncio.PriorityQueue()
         self._added = 0  # FIFO order within a priority
         self._queued: set[K] = set()  # in _ready, not yet taken
-        self._urgent: set[K] = set()  # queued (or due again after its pass) as urgent
         self._active: set[K] = set()  # being reconciled now
         self._dirty: set[K] = set()  # added while active: run again afterwards
         self._failures: dict[K, int] = {}
@@ -100,9 +92,8 @@ class WorkQueue(Generic[K]):
 
     # --- adding -------------------------------------------------------------------------
 
-    def add(self, key: K, *, urgent: bool = False) -> None:
-        """Queue ``key`` now (coalesced with a pending add; re-run if it is in flight);
-        ``urgent``: ahead of the waiting keys of its kind."""
+    def add(self, key: K) -> None:
+        """Queue ``key`` now (coalesced with a pending add; re-run if it is in flight)."""
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
@@ -110,25 +101,14 @@ class WorkQueue(Generic[K]):
             if key in self._dirty:
                 self.coalesced += 1
             self._dirty.add(key)
-            if urgent:
-                self._urgent.add(key)
             return
         if key in self._queued:
             self.coalesced += 1
-            if urgent and key not in self._urgent:
-                self._urgent.add(key)
-                self._put(key, urgent=True)  # moved up: the earlier entry is skipped
             return
         self._queued.add(key)
-        if urgent:
-            self._urgent.add(key)
         self._idle.clear()
-        self._put(key, urgent=urgent)
-
-    def _put(self, key: K, *, urgent: bool) -> None:
         self._added += 1
-        rank = 0 if urgent else 1
-        self._ready.put_nowait((self._priorities.get(key.kind, 0), rank, self._added, key))
+        self._ready.put_nowait((self._priorities.get(key.kind, 0), self._added, key))
 
     def add_after(self, key: K, seconds: float) -> None:
         """Queue ``key`` after ``seconds`` (an earlier pending timer for the key wins)."""
@@ -214,19 +194,12 @@ class WorkQueue(Generic[K]):
     async def _worker(self) -> None:
         while not self._stopping:
             entry = await self._ready.get()
-            key = entry[3]
-            if self._stale(entry):
-                # Taken already, or moved up (its other entry runs it); had it been parked,
-                # the next parked key of its kind goes on in its place.
-                if self._running[key.kind] < self._caps.get(key.kind, self._workers + 1):
-                    self._unpark(key.kind)
-                continue
+            key = entry[2]
             cap = self._caps.get(key.kind)
             if cap is not None and self._running[key.kind] >= cap:
-                heapq.heappush(self._parked.setdefault(key.kind, []), entry)
+                self._parked.setdefault(key.kind, collections.deque()).append(entry)
                 continue  # still queued: it runs when a pass of its kind ends
             self._queued.discard(key)
-            self._urgent.discard(key)
             self._active.add(key)
             self._running[key.kind] += 1
             try:
@@ -234,32 +207,19 @@ class WorkQueue(Generic[K]):
             finally:
                 self._active.discard(key)
                 self._running[key.kind] -= 1
-                self._unpark(key.kind)
+                parked = self._parked.get(key.kind)
+                if parked:
+                    self._ready.put_nowait(parked.popleft())
                 self._pass_done.set()
             if self._stopping:
                 return  # draining: this worker is done
             if key in self._dirty:
                 self._dirty.discard(key)
-                urgent = key in self._urgent
-                self._urgent.discard(key)
-                self.add(key, urgent=urgent)
+                self.add(key)
             elif result.requeue_after is not None:
                 self.add_after(key, result.requeue_after)
             if not self.pending:
                 self._idle.set()
-
-    def _stale(self, entry: tuple[int, int, int, K]) -> bool:
-        key = entry[3]
-        return key not in self._queued or (key in self._urgent and entry[1] != 0)
-
-    def _unpark(self, kind: str) -> None:
-        """The first live parked key of ``kind`` back into the queue (stale ones dropped)."""
-        parked = self._parked.get(kind)
-        while parked:
-            entry = heapq.heappop(parked)
-            if not self._stale(entry):
-                self._ready.put_nowait(entry)
-                return
 
     async def _call(self, key: K) -> Result:
         if self._deadline is None:

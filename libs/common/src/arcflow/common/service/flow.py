@@ -137,9 +137,7 @@ def render_controllers_markdown(specs: Iterable[ServiceSpec[Any]]) -> str:
             continue
         for c in spec.controllers.controllers:
             owns = ", ".join(c.owns) or "-"
-            woken = [f"{w.kind}: {w.how}" for w in c.watches]
-            woken += [f"{u.kind}, ahead of its waiting keys: {u.how}" for u in c.urgent]
-            watches = "; ".join(woken) or "-"
+            watches = "; ".join(f"{w.kind}: {w.how}" for w in c.watches) or "-"
             events = ", ".join(
                 f"`{_type(t)}`" + (" (kept)" if source.keep is not None else "")
                 for source in c.events

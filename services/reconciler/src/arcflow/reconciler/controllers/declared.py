@@ -32,7 +32,7 @@ from arcflow.common.models import (
     EphemeralRunner,
     EphemeralRunnerSet,
 )
-from arcflow.common.reconcile.declare import Controller, Controllers, OnEvent, Urgent, Watch
+from arcflow.common.reconcile.declare import Controller, Controllers, OnEvent, Watch
 from arcflow.reconciler.controllers.adapter import UnparsableReports, read_primary, warn_unparsable
 from arcflow.reconciler.controllers.ars import reconcile_ars
 from arcflow.reconciler.controllers.ars_spec import ars_unparsable
@@ -47,7 +47,6 @@ from arcflow.reconciler.routing import (
     ars_of_labels,
     listener_of_rbac,
     registration_group,
-    runner_pod_finished,
     session_group,
     sets_using_quota,
 )
@@ -107,9 +106,6 @@ RUNNER = Controller(
     EphemeralRunner.from_observed,
     reconcile_runner,
     owns=(KIND_POD, KIND_SECRET),
-    # A finished runner's release frees its slot (and its set's capacity): it goes ahead of a
-    # burst's waiting runner passes (ADR 0115).
-    urgent=(Urgent(KIND_POD, runner_pod_finished, "its runner container ended"),),
     # The runner reads its set's refusal memo (pod_refusals) and the ARS's deadlines memo;
     # its removal calls run off the pass (ADR 0101).
     state=(RunnerSetState, ArsState, StageClock, RunnerRemovals),
