@@ -90,8 +90,8 @@ async def test_a_closed_or_cancelled_watch_gives_its_connection_back(
     """A watch read over httpx's streaming API: events arrive; a watch left while it streams
     (``async with`` ends it) or cancelled while it waits for the next event (as
     ``asyncio.timeout`` or a stopping service cancels it) closes its response. More watches are
-    left than the pool has connections, so one that kept its connection would leave the list
-    after them waiting for the pool, not answered."""
+    left than their pool has connections, so one that kept its connection would leave the
+    watch opened after them waiting for the pool, not answered."""
     listed = await kube_client.list(CONFIG_MAP, namespace=kube_namespace)
     await kube_client.create(
         {
@@ -128,6 +128,8 @@ async def test_a_closed_or_cancelled_watch_gives_its_connection_back(
             await anext(stream)
     async with asyncio.timeout(5):
         after = await kube_client.list(CONFIG_MAP, namespace=kube_namespace)
+        async with watch() as stream:
+            assert (await anext(stream)).type == "ADDED"
     assert "watched" in [item["metadata"]["name"] for item in after.items]
 
 

@@ -1,4 +1,4 @@
-"""The one HTTP transport to the API server: an ``httpx.AsyncClient`` per client, built once.
+"""The one HTTP transport to the API server: ``httpx.AsyncClient`` pools per client, built once.
 
 Everything a request needs is settled at construction from an
 :class:`~arcflow.common.kube.lite_auth.ApiConnection`: the server, the TLS context (CA, client
@@ -8,6 +8,12 @@ limits, the user agent. Per request only the credential is asked for (a file tok
 once a minute; a plugin's token renewed when due), the client-side token bucket is waited on,
 and a failure is mapped to the typed errors of :mod:`arcflow.common.kube.errors`. Messages
 carry the method, the path and the failure's type, never a header or a body.
+
+Requests go through :data:`REQUEST_POOLS` small connection pools, each to the one with the
+fewest requests in flight, and watches through a pool of their own (ADR 0116): httpcore looks
+at every pooled connection, and runs a check per idle one against all the others, each time a
+request starts or ends, so one pool of dozens of connections cost a burst more CPU than the
+requests themselves.
 """
 
 from __future__ import annotations
@@ -24,9 +30,16 @@ from arcflow.common.kube.ratelimit import TokenBucket
 
 JSON = "application/json"
 
-#: As many connections at once as kubernetes_asyncio's pool allowed (watches hold one each),
-#: all of them kept alive between requests (a burst reuses them instead of new TLS handshakes).
-POOL_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=30)
+#: Request pools: 8 of 13 connections, about the 100 kubernetes_asyncio's one pool allowed, all
+#: kept alive between requests (a burst reuses them instead of new TLS handshakes).
+REQUEST_POOLS = 8
+REQUEST_POOL_LIMITS = httpx.Limits(
+    max_connections=13, max_keepalive_connections=13, keepalive_expiry=30
+)
+#: Watches hold a connection each for as long as they stream; they open and close rarely.
+WATCH_POOL_LIMITS = httpx.Limits(
+    max_connections=100, max_keepalive_connections=100, keepalive_expiry=30
+)
 
 
 class KubeTransport:
@@ -48,20 +61,33 @@ class KubeTransport:
         self._extensions: dict[str, Any] = (
             {"sni_hostname": connection.tls_server_name} if connection.tls_server_name else {}
         )
-        self._http = httpx.AsyncClient(
-            base_url=connection.server,
-            verify=verify,
-            timeout=request_timeout,
-            limits=POOL_LIMITS,
-            headers={"Accept": JSON, "User-Agent": user_agent},
-            transport=transport,
-            proxy=connection.proxy,
-            # httpx reads the environment's proxies here, once; no request looks again.
-            trust_env=connection.proxy is None,
-        )
+
+        def pool(limits: httpx.Limits) -> httpx.AsyncClient:
+            return httpx.AsyncClient(
+                base_url=connection.server,
+                verify=verify,
+                timeout=request_timeout,
+                limits=limits,
+                headers={"Accept": JSON, "User-Agent": user_agent},
+                transport=transport,
+                proxy=connection.proxy,
+                # httpx reads the environment's proxies here, once; no request looks again.
+                trust_env=connection.proxy is None,
+            )
+
+        self._pools = tuple(pool(REQUEST_POOL_LIMITS) for _ in range(REQUEST_POOLS))
+        self._in_flight = [0] * REQUEST_POOLS
+        self._watches = pool(WATCH_POOL_LIMITS)
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        for client in (*self._pools, self._watches):
+            await client.aclose()
+
+    def _pick(self) -> int:
+        """The request pool with the fewest requests in flight (the first such: a client
+        that sends one request at a time keeps to one connection)."""
+        in_flight = self._in_flight
+        return in_flight.index(min(in_flight))
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
         if self.rate_limiter is not None:
@@ -86,8 +112,10 @@ class KubeTransport:
         an HTTP error status raises its typed error."""
         content = None if body is None else json.dumps(body).encode()
         headers = await self._headers(content_type if content is not None else None)
+        index = self._pick()
+        self._in_flight[index] += 1
         try:
-            response = await self._http.request(
+            response = await self._pools[index].request(
                 method,
                 path,
                 params=list(query) or None,
@@ -99,6 +127,8 @@ class KubeTransport:
             raise KubeConnectionError(
                 f"{method} {path} failed: {type(exc).__name__}: {exc}"
             ) from None
+        finally:
+            self._in_flight[index] -= 1
         payload = _decode(response.content)
         if response.status_code >= 400:
             raise error_from_status(response.status_code, payload)
@@ -116,7 +146,7 @@ class KubeTransport:
         never)."""
         headers = await self._headers(None)
         connect = self.request_timeout
-        request = self._http.build_request(
+        request = self._watches.build_request(
             "GET",
             path,
             params=list(query),
@@ -125,7 +155,7 @@ class KubeTransport:
             extensions=self._extensions or None,
         )
         try:
-            response = await self._http.send(request, stream=True)
+            response = await self._watches.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise KubeConnectionError(f"GET {path} failed: {type(exc).__name__}: {exc}") from None
         if response.status_code >= 400:
