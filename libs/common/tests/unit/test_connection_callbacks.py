@@ -38,3 +38,20 @@ async def test_a_failed_reconnect_while_running_is_reported_and_retried() -> Non
 async def test_other_errors_during_our_close_are_not_turned_into_a_cancellation() -> None:
     error_cb = connection_callbacks("svc", closing=lambda: True)["error_cb"]
     await error_cb(ValueError("a permissions violation, say"))
+
+
+async def test_a_drain_that_times_out_during_our_close_stays_a_drain_timeout() -> None:
+    """nats-py reports a drain past its timeout to the error callback from ``drain()`` itself;
+    turned into a cancellation it escaped the close's ``suppress(Exception)`` and ended
+    ``arcflow dev`` with exit 1 after a complete demo (seen in a fresh-clone run)."""
+    from nats.errors import DrainTimeoutError
+
+    seen: list[Exception] = []
+
+    async def hook(exc: Exception) -> None:
+        seen.append(exc)
+
+    error_cb = connection_callbacks("svc", hook, closing=lambda: True)["error_cb"]
+    timeout = DrainTimeoutError()
+    await error_cb(timeout)  # returns: drain() goes on to raise its own timeout
+    assert seen == [timeout]

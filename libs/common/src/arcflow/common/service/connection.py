@@ -53,7 +53,7 @@ def connection_callbacks(
         log.info("NATS connection closed", extra={"service": service})
 
     async def error_cb(exc: Exception) -> None:
-        if closing() and _is_connection_error(exc):
+        if closing() and _is_reconnect_failure(exc):
             # Our own close is under way and a reconnect attempt failed: end nats-py's
             # reconnect loop here. On Python 3.11 ``asyncio.wait_for`` can turn the close's
             # cancellation of that loop into the failed connect's error, which the loop
@@ -94,6 +94,15 @@ def _is_connection_error(exc: Exception) -> bool:
     from nats.errors import NoServersError, StaleConnectionError
 
     return isinstance(exc, OSError | TimeoutError | NoServersError | StaleConnectionError)
+
+
+def _is_reconnect_failure(exc: Exception) -> bool:
+    """A connect attempt that failed, as nats-py's reconnect loop reports it; not nats-py's
+    own timeouts (a drain or flush that ran out of time is reported to the callback from the
+    call that waited, and must reach its caller as that error, not as a cancellation)."""
+    from nats.errors import TimeoutError as NatsTimeoutError
+
+    return _is_connection_error(exc) and not isinstance(exc, NatsTimeoutError)
 
 
 def _is_permission_error(exc: Exception) -> bool:
