@@ -99,6 +99,11 @@ def control_plane_cpu() -> dict[str, float]:
     return out
 
 
+def control_plane_cpu_since(before: dict[str, float]) -> dict[str, float]:
+    """The control plane's CPU seconds by name since ``before`` (a :func:`control_plane_cpu`)."""
+    return {k: round(v - before.get(k, 0.0), 2) for k, v in control_plane_cpu().items()}
+
+
 class HoldBackend:
     """The pod runner's runner backend for the floor: no runner and no job (the JIT config is
     fake), the pod held Running for ``job_seconds`` (the chain's job), then exit 0. The pod
@@ -143,7 +148,7 @@ async def floor_run(
     started = float(client.pop("started"))
     names = set(client.pop("names"))
     cpu_seconds = time.process_time() - cpu_before
-    plane_cpu = {k: round(v - plane_before.get(k, 0.0), 2) for k, v in control_plane_cpu().items()}
+    plane_cpu = control_plane_cpu_since(plane_before)
     seen = [
         r
         for uid, r in pod_runner.records.items()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,9 @@ def stage_urls(parts: Any) -> list[str]:
     return urls
 
 
-def histogram_totals(urls: list[str], metric: str, label: str) -> dict[str, tuple[float, float]]:
-    """``label``'s value -> (sum, count) of the histogram ``metric``, added over ``urls``; an
-    endpoint that does not answer counts as empty."""
-    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+def _samples(urls: list[str], metric: str) -> Iterator[Any]:
+    """Every sample of the metric families named ``metric...`` at ``urls``; an endpoint that
+    does not answer counts as empty."""
     for url in urls:
         try:
             with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
@@ -47,34 +47,30 @@ def histogram_totals(urls: list[str], metric: str, label: str) -> dict[str, tupl
         except OSError:
             continue
         for family in text_string_to_metric_families(text):
-            if not family.name.startswith(metric):
-                continue
-            for sample in family.samples:
-                value = sample.labels.get(label)
-                if not value:
-                    continue
-                if sample.name.endswith("_sum"):
-                    totals[value][0] += sample.value
-                elif sample.name.endswith("_count"):
-                    totals[value][1] += sample.value
+            if family.name.startswith(metric):
+                yield from family.samples
+
+
+def histogram_totals(urls: list[str], metric: str, label: str) -> dict[str, tuple[float, float]]:
+    """``label``'s value -> (sum, count) of the histogram ``metric``, added over ``urls``."""
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for sample in _samples(urls, metric):
+        value = sample.labels.get(label)
+        if not value:
+            continue
+        if sample.name.endswith("_sum"):
+            totals[value][0] += sample.value
+        elif sample.name.endswith("_count"):
+            totals[value][1] += sample.value
     return {value: (v[0], v[1]) for value, v in totals.items()}
 
 
 def stage_buckets(parts: Any, stage: str) -> dict[float, float]:
     """Upper bound -> cumulative count of ``stage``'s histogram, added over the endpoints."""
     counts: dict[float, float] = defaultdict(float)
-    for url in stage_urls(parts):
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
-                text = response.read().decode()
-        except OSError:
-            continue
-        for family in text_string_to_metric_families(text):
-            if not family.name.startswith(STAGE_METRIC):
-                continue
-            for sample in family.samples:
-                if sample.name.endswith("_bucket") and sample.labels.get("stage") == stage:
-                    counts[float(sample.labels["le"])] += sample.value
+    for sample in _samples(stage_urls(parts), STAGE_METRIC):
+        if sample.name.endswith("_bucket") and sample.labels.get("stage") == stage:
+            counts[float(sample.labels["le"])] += sample.value
     return dict(counts)
 
 

@@ -54,7 +54,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nats
-from _floor import DEFAULT_CONCURRENCY, commit, control_plane_cpu, measure_floor, ratio
+from _floor import (
+    DEFAULT_CONCURRENCY,
+    commit,
+    control_plane_cpu,
+    control_plane_cpu_since,
+    measure_floor,
+    ratio,
+)
 from _report import wait_quiet
 from _stack import CONTROLLER_NAMESPACE, Stack, loadavg, machine, spread, write_result
 from _stages import (
@@ -415,9 +422,7 @@ async def one_run(
         after = varz(stack)
         usage_after = stack.usage()
         bench_cpu = time.process_time() - bench_cpu_before
-        plane_cpu = {
-            k: round(v - plane_before.get(k, 0.0), 2) for k, v in control_plane_cpu().items()
-        }
+        plane_cpu = control_plane_cpu_since(plane_before)
         runner_pods = [r for r in stack.pod_runner.records.values() if r.kind == "runner"]
         pod_of_job = {r.job_id: r.seen_at for r in runner_pods if r.job_id}
         to_pod = [pod_of_job[j] - t for j, t in queued.items() if j in pod_of_job]
