@@ -156,13 +156,14 @@ class Stack:
             pod_runner=not stand_in,
             job_duration=1.0,
             service_env=self.env,
-            # ARCFLOW_BENCH_PROFILE=<service>: run that service under cProfile; the profile
-            # is written to <temp>/<service>.prof when it stops (SIGTERM ends it cleanly).
-            service_python_args=(
-                {profiled: ("-m", "cProfile", "-o", str(self.temp / f"{profiled}.prof"))}
-                if profiled
-                else {}
-            ),
+            # ARCFLOW_BENCH_PROFILE=<service>[,<service>...]: run those services under
+            # cProfile; each profile is written to <temp>/<service>.prof when it stops (SIGTERM
+            # ends it cleanly).
+            service_python_args={
+                name: ("-m", "cProfile", "-o", str(self.temp / f"{name}.prof"))
+                for name in profiled.split(",")
+                if name
+            },
             listener_env=listener_env,
             namespaces=[str(raw["metadata"]["namespace"])] if self.example else [],
             proxy=self.count_requests,

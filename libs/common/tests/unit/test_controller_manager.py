@@ -5,6 +5,7 @@ construction."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -145,3 +146,49 @@ def test_state_is_one_object_per_class_and_undeclared_state_is_refused() -> None
 def test_a_routed_kind_the_cache_does_not_watch_is_refused() -> None:
     with pytest.raises(ValueError, match="routed but never watched"):
         Manager(DECLARED, lambda _m: None, kube=object(), cached=[CachedKind(POD)])  # type: ignore[arg-type]
+
+
+async def test_an_owned_change_settles_where_the_owner_says_so_and_its_own_does_not() -> None:
+    """An owned kind's changes wake an owner that declares ``owned_settle_seconds`` once, that
+    long after the first; a change of the owner itself wakes it at once."""
+    settled = Controllers(
+        (
+            Controller(
+                "ers",
+                EPHEMERAL_RUNNER_SET,
+                dict,
+                _reconcile,
+                owns=(EPHEMERAL_RUNNER.kind,),
+                owned_settle_seconds=0.3,
+            ),
+        ),
+        read=_read,
+        on_unparsable=_unparsable,
+    )
+    loop = asyncio.get_running_loop()
+    passes: list[float] = []
+
+    async def run(ctx: Any, key: Key[Any], call: Any) -> Result:
+        passes.append(loop.time())
+        return Result.done()
+
+    manager = Manager(settled, lambda _m: None, run=run)
+    owner = [{"kind": "EphemeralRunnerSet", "name": "s"}]
+    manager.queue.start()
+    try:
+        first = loop.time()
+        for index in range(20):
+            runner = _obj("EphemeralRunner", f"r{index}", ownerReferences=owner)
+            manager._changed(Change("EphemeralRunner", "MODIFIED", runner))
+        assert manager.queue.is_busy(Key("ers", "ns", "s"))
+        await manager.queue.wait_idle(5)
+        assert len(passes) == 1
+        assert passes[0] - first >= 0.3
+
+        changed = loop.time()
+        manager._changed(Change("EphemeralRunnerSet", "MODIFIED", _obj("EphemeralRunnerSet", "s")))
+        await manager.queue.wait_idle(5)
+        assert len(passes) == 2
+        assert passes[1] - changed < 0.3
+    finally:
+        await manager.queue.stop()

@@ -237,3 +237,36 @@ async def test_a_key_is_busy_until_the_pass_after_its_last_add_ended() -> None:
         assert passes == 2
     finally:
         await queue.stop()
+
+
+async def test_settled_adds_coalesce_into_one_pass_that_comes_later() -> None:
+    """``add_settled``: the adds within the settle time make one pass at its end, the key is
+    busy meanwhile, and a plain add runs it at once instead."""
+    key = Key("ers", "ns", "a")
+    passes: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def reconcile(_key: Key[str]) -> Result:
+        passes.append(loop.time())
+        return Result.done()
+
+    queue: WorkQueue[Key[str]] = WorkQueue(reconcile, workers=1)
+    queue.start()
+    try:
+        first = loop.time()
+        for _ in range(50):
+            queue.add_settled(key, 0.3)
+        assert queue.is_busy(key)  # a change waits for its pass
+        assert passes == []
+        await queue.wait_idle(5)
+        assert len(passes) == 1
+        assert passes[0] - first >= 0.3
+        assert queue.coalesced == 49
+
+        queue.add_settled(key, 30)
+        queue.add(key)  # a change that must be seen now does not wait for the settle
+        await queue.wait_idle(5)
+        assert len(passes) == 2
+        assert not queue.is_busy(key)
+    finally:
+        await queue.stop()

@@ -79,6 +79,12 @@ class Controller(Generic[C, M]):
     reconcile: Callable[[C, M], Awaitable[Result]]
     #: Kinds whose ``ownerReferences`` name a ``resource`` object: their change wakes it.
     owns: tuple[str, ...] = ()
+    #: A change of an owned kind wakes the owner this many seconds after the first such
+    #: change instead of at once, and the changes in between coalesce into that one pass
+    #: (``WorkQueue.add_settled``); its own object's changes, watches and events wake it at
+    #: once. For an owner whose pass reads all its children and has nothing urgent to do
+    #: about one child's change (ADR 0117).
+    owned_settle_seconds: float = 0.0
     watches: tuple[Watch, ...] = ()
     events: tuple[OnEvent, ...] = ()
     #: The state it keeps between passes: classes made once (no arguments) by the runtime;

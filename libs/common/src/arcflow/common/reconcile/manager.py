@@ -17,7 +17,8 @@ change and a controller, for the reconciler and the registrar alike:
   concerns: a controller never re-queues what it wrote.
 
 The path of one Kubernetes change: informer -> store -> :meth:`Manager._changed` ->
-:meth:`Manager.keys_for` -> ``queue.add`` -> :meth:`Manager._reconcile` -> the kind's adapter
+:meth:`Manager.keys_for` -> ``queue.add`` (``add_settled`` for an owned kind's change where the
+owner declares ``owned_settle_seconds``) -> :meth:`Manager._reconcile` -> the kind's adapter
 -> ``reconcile(ctx, model)``.
 """
 
@@ -43,6 +44,8 @@ T = TypeVar("T")
 Run = Callable[[Any, Key[Any], Callable[[Any], Awaitable[Result]]], Awaitable[Result]]
 #: A route: (changed object, lookup) -> the keys it wakes.
 _Route = Callable[[Mapping[str, Any], "Manager[Any]"], Iterable[Key[Any]]]
+#: A route and how long its keys settle before they are queued (0: at once).
+_Routed = tuple[_Route, float]
 
 
 class KeptEvents:
@@ -158,10 +161,15 @@ class Manager(Generic[C]):
 
     def keys_for(self, kind: str, obj: Mapping[str, Any]) -> list[Key[Any]]:
         """The keys a changed object of ``kind`` wakes, once each, in declaration order."""
-        keys: list[Key[Any]] = []
-        for route in self._routes.get(kind, ()):
-            keys.extend(route(obj, self))
-        return list(dict.fromkeys(keys))
+        return list(self._wakes(kind, obj))
+
+    def _wakes(self, kind: str, obj: Mapping[str, Any]) -> dict[Key[Any], float]:
+        """key -> seconds it settles before it is queued (the shortest route that names it)."""
+        wakes: dict[Key[Any], float] = {}
+        for route, settle in self._routes.get(kind, ()):
+            for key in route(obj, self):
+                wakes[key] = min(settle, wakes.get(key, settle))
+        return wakes
 
     def keys_for_event(self, event: Any) -> list[Key[Any]]:
         """The keys an event of another service wakes; kept first where declared."""
@@ -178,8 +186,11 @@ class Manager(Generic[C]):
     def _changed(self, change: Change) -> None:
         if self._on_object is not None and change.type != "DELETED":
             self._on_object(change.kind, change.obj)
-        for key in self.keys_for(change.kind, change.obj):
-            self.queue.add(key)
+        for key, settle in self._wakes(change.kind, change.obj).items():
+            if settle > 0:
+                self.queue.add_settled(key, settle)
+            else:
+                self.queue.add(key)
 
     def resync(self) -> None:
         """Queue every cached object of the kinds the controllers reconcile (no API call)."""
@@ -222,14 +233,16 @@ def _keys(kind: str, targets: Iterable[Target]) -> Iterable[Key[Any]]:
     return (Key(kind, namespace, name) for namespace, name in targets if name)
 
 
-def _routes(declared: Controllers) -> dict[str, list[_Route]]:
-    routes: dict[str, list[_Route]] = {}
+def _routes(declared: Controllers) -> dict[str, list[_Routed]]:
+    routes: dict[str, list[_Routed]] = {}
     for controller in declared.controllers:
-        routes.setdefault(controller.resource.kind, []).append(_own_key(controller))
+        routes.setdefault(controller.resource.kind, []).append((_own_key(controller), 0.0))
         for kind in controller.owns:
-            routes.setdefault(kind, []).append(_owner_key(controller))
+            routed = (_owner_key(controller), controller.owned_settle_seconds)
+            routes.setdefault(kind, []).append(routed)
         for watch in controller.watches:
-            routes.setdefault(watch.kind, []).append(_watched(controller.kind, watch.targets))
+            routed = (_watched(controller.kind, watch.targets), 0.0)
+            routes.setdefault(watch.kind, []).append(routed)
     return routes
 
 

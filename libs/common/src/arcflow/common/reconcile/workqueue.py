@@ -8,6 +8,10 @@ key that succeeds has its backoff reset. A :class:`~arcflow.common.errors.Termin
 drops the key until it is added again (retrying the same input cannot help). A pass that
 outlives ``deadline_seconds`` is cancelled and retried like a failure.
 
+:meth:`WorkQueue.add_settled` queues a key a little later, so that the changes in between
+coalesce into one pass (a set whose hundreds of runners each move through their phases); until
+it fires the key counts as busy, like a queued one.
+
 Waiting keys are taken by ``priorities[key.kind]`` (lower first, default 0), then in the
 order they came. ``caps[kind]`` bounds the passes of one kind running at once within the
 shared workers: a key of a kind at its cap waits (parked, still coalescing) until a pass of
@@ -80,6 +84,7 @@ class WorkQueue(Generic[K]):
         self._dirty: set[K] = set()  # added while active: run again afterwards
         self._failures: dict[K, int] = {}
         self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._settling: set[K] = set()  # on a timer of add_settled: busy, not yet queued
         self._tasks: list[asyncio.Task[None]] = []
         self._idle = asyncio.Event()
         self._idle.set()
@@ -97,6 +102,7 @@ class WorkQueue(Generic[K]):
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
+        self._settling.discard(key)
         if key in self._active:
             if key in self._dirty:
                 self.coalesced += 1
@@ -125,6 +131,20 @@ class WorkQueue(Generic[K]):
         self._idle.clear()
         self._timers[key] = loop.call_at(due, self._fire, key)
 
+    def add_settled(self, key: K, seconds: float) -> None:
+        """Queue ``key`` ``seconds`` from the first such add: later adds until then coalesce
+        into that one (a key already queued, or due sooner, stays as it is). Until it fires
+        the key counts as busy (:meth:`is_busy`): a change is waiting for its pass."""
+        if seconds <= 0 or key in self._queued:
+            self.add(key)
+            return
+        if key in self._settling:
+            self.coalesced += 1
+            return
+        self.add_after(key, seconds)
+        if key in self._timers:
+            self._settling.add(key)
+
     def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
         self.add(key)
@@ -144,6 +164,7 @@ class WorkQueue(Generic[K]):
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        self._settling.clear()
         deadline = time.monotonic() + drain_seconds
         if self._active and drain_seconds > 0:
             log.info(
@@ -174,11 +195,17 @@ class WorkQueue(Generic[K]):
         return key in self._queued or key in self._dirty or key in self._timers
 
     def is_busy(self, key: K) -> bool:
-        """``key`` is queued, being reconciled, or due again after the pass in flight; a
-        timer (``add_after``: a look again later, a retry's backoff) does not count. Once an
+        """``key`` is queued, being reconciled, due again after the pass in flight, or on an
+        :meth:`add_settled` timer; a timer of ``add_after`` (a look again later, a retry's
+        backoff) does not count. Once an
         add of ``key`` happened, this turning false says a pass that started after it has
         ended (tests check "nothing happened" only then)."""
-        return key in self._queued or key in self._active or key in self._dirty
+        return (
+            key in self._queued
+            or key in self._active
+            or key in self._dirty
+            or key in self._settling
+        )
 
     async def wait_idle(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
         """Wait until nothing is queued, running or scheduled (tests and shutdown)."""

@@ -137,6 +137,8 @@ def render_controllers_markdown(specs: Iterable[ServiceSpec[Any]]) -> str:
             continue
         for c in spec.controllers.controllers:
             owns = ", ".join(c.owns) or "-"
+            if c.owns and c.owned_settle_seconds:
+                owns += f" (settles {c.owned_settle_seconds:g} s)"
             watches = "; ".join(f"{w.kind}: {w.how}" for w in c.watches) or "-"
             events = ", ".join(
                 f"`{_type(t)}`" + (" (kept)" if source.keep is not None else "")

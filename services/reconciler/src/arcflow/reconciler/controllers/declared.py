@@ -57,6 +57,11 @@ KIND_ROLE, KIND_ROLE_BINDING, KIND_RESOURCE_QUOTA = "Role", "RoleBinding", "Reso
 
 _BY_LABELS = "its scale-set labels name the ARS"
 
+#: A runner set's pass reads all its runners; a runner's change asks nothing of it at once (the
+#: runner's own controller releases it, counts are paced, capacity looks again every 0.5 s), so
+#: a burst's runner changes wake their set once per this long (ADR 0117).
+RUNNER_SET_SETTLE_SECONDS = 0.5
+
 ARS = Controller(
     "ars",
     AUTOSCALING_RUNNER_SET,
@@ -96,6 +101,7 @@ RUNNER_SET = Controller(
     EphemeralRunnerSet.from_observed,
     reconcile_runner_set,
     owns=(KIND_ER, KIND_SECRET),
+    owned_settle_seconds=RUNNER_SET_SETTLE_SECONDS,
     state=(RunnerSetState, StatusPacer, StageClock),
     priority=PRIORITY["ers"],
 )
