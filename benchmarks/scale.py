@@ -7,6 +7,9 @@ once, then records when every runner scale set (simulator), EphemeralRunnerSet,
 AutoscalingListener and running listener pod exists, the services' RSS and CPU seconds, and,
 after ``--idle`` seconds of quiet, the controller's own API calls per second (watcher,
 registrar, reconciler). Three runs by default; results in ``benchmarks/results/scale.json``.
+With ``--real-listeners --settle-polls`` the idle window starts once every scale set's first
+message poll was answered (a settled fleet), and it also counts the Kubernetes writes per
+minute per client and the NATS messages per scale set per minute.
 
     .venv/bin/python benchmarks/scale.py --ars 100 --variants 10
     .venv/bin/python benchmarks/scale.py --ars 20 --variants 10 --real-listeners --kube alternate
@@ -30,6 +33,7 @@ import json
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +130,26 @@ def live_sessions(snapshot: dict[str, Any]) -> int:
     return sum(1 for scale_set in snapshot["scaleSets"] if scale_set.get("session"))
 
 
+def nats_in_msgs(stack: Stack) -> int:
+    """Messages the nats-server has received so far (its monitoring endpoint)."""
+    assert stack.nats is not None
+    with urllib.request.urlopen(f"{stack.nats.monitor_url}/varz", timeout=5) as r:  # noqa: S310
+        return int(json.load(r)["in_msgs"])
+
+
+def idle_writes_per_minute(calls: dict[str, dict[str, int]], seconds: float) -> dict[str, float]:
+    """Per arcflow client, its requests that change something (not get, list or watch), per
+    minute of the idle window."""
+    reads = ("get ", "list ", "watch ")
+    return {
+        client: round(
+            sum(n for verb, n in by_verb.items() if not verb.startswith(reads)) / (seconds / 60), 2
+        )
+        for client, by_verb in calls.items()
+        if client != "kubelet"
+    }
+
+
 async def one_run(
     ars: int,
     variants: int,
@@ -137,6 +161,7 @@ async def one_run(
     count_requests: bool = True,
     kube_backend: str = "emulator",
     identities: bool = True,
+    settle_polls: bool = False,
 ) -> dict[str, Any]:
     load_at_start = loadavg()
     async with Stack(
@@ -221,8 +246,22 @@ async def one_run(
         await asyncio.gather(watching, return_exceptions=True)
         with open("/proc/loadavg") as handle:  # noqa: ASYNC230
             load_when_done = [float(x) for x in handle.read().split()[:3]]
+        settled_after = None
+        if settle_polls and real_listeners:
+            # A settled fleet (issue 31, goal 6): every scale set's first message poll has
+            # been answered (the simulator holds an empty one for ``poll_timeout``), and the
+            # listener's patch after it has had time to be reconciled.
+            deadline = time.monotonic() + poll_timeout + 300
+            while time.monotonic() < deadline:
+                if len(timeline.stages.get("first_poll_answered", {})) >= sets:
+                    break
+                await asyncio.sleep(0.5)
+            await asyncio.sleep(10.0)
+            settled_after = round(time.monotonic() - started, 1)
         stack.reset_counts()
+        nats_before = nats_in_msgs(stack)
         await asyncio.sleep(idle)
+        nats_after = nats_in_msgs(stack)
         quiet = stack.counts()
         audit_quiet = stack.audit_counts()
         controller_calls = sum(
@@ -264,6 +303,11 @@ async def one_run(
                 round(controller_calls / idle / (sets / 100), 3) if count_requests else None
             ),
             "idle_calls": quiet,
+            "idle_after_seconds": settled_after,
+            "idle_kube_writes_per_minute": idle_writes_per_minute(quiet, idle),
+            "idle_nats_msgs_per_scale_set_per_minute": round(
+                (nats_after - nats_before) / sets / (idle / 60), 3
+            ),
             "services": usage,
             "timeline": timeline.summary(),
             "per_listener_seconds": per_listener_lags(timeline),
@@ -316,6 +360,12 @@ async def main() -> int:
         help="on the real server, each service as its chart's ServiceAccount (default)",
     )
     parser.add_argument(
+        "--settle-polls",
+        action="store_true",
+        help="with real listeners: start the idle window once every scale set's first poll "
+        "was answered (a settled fleet), and count NATS messages and Kubernetes writes in it",
+    )
+    parser.add_argument(
         "--fleet",
         type=int,
         default=0,
@@ -341,6 +391,7 @@ async def main() -> int:
             count_requests=not args.direct,
             kube_backend=kube,
             identities=args.identities,
+            settle_polls=args.settle_polls,
         )
         runs.append(result)
         per_100 = result["idle_controller_calls_per_second_per_100_scale_sets"]
@@ -356,6 +407,8 @@ async def main() -> int:
             f"  {result['seconds_until']} complete={result['complete']} "
             f"idle calls/s per 100 sets {per_100} services {result['services']} "
             f"listener CPU s {result['listener_cpu_seconds_total']} "
+            f"idle writes/min {result['idle_kube_writes_per_minute']} NATS msgs per set per "
+            f"min {result['idle_nats_msgs_per_scale_set_per_minute']} "
             f"load {result['loadavg_when_done']}",
             flush=True,
         )
@@ -401,6 +454,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             [r["seconds_until"].get("sessions", float("nan")) for r in runs]
         ),
         "reconciler_rss_mib": spread([r["services"]["reconciler"]["rss_mib"] for r in runs]),
+        "idle_nats_msgs_per_scale_set_per_minute": [
+            r.get("idle_nats_msgs_per_scale_set_per_minute") for r in runs
+        ],
+        "idle_kube_writes_per_minute": [r.get("idle_kube_writes_per_minute") for r in runs],
         "idle_calls_per_second_per_100_scale_sets": spread(
             [r["idle_controller_calls_per_second_per_100_scale_sets"] or float("nan") for r in runs]
         ),
