@@ -15,7 +15,6 @@ import yaml
 
 from arcflow.common.kube import (
     CONFIG_MAP,
-    SECRET,
     KubeClient,
     KubeConnectionError,
     KubeSettings,
@@ -150,53 +149,6 @@ async def test_a_watch_ends_when_the_server_ends_it(
         events = [event async for event in stream]
     assert [e for e in events if e.type != "BOOKMARK"] == []
     assert time.monotonic() - started < 10
-
-
-async def test_metadata_only_lists_and_watches_carry_no_payload(
-    kube_client: KubeClient, kube_namespace: str, on_real_server: bool
-) -> None:
-    """``metadata_only``: the server sends each Secret's metadata (name, labels,
-    resourceVersion) and not its data, in the list and in the watch's events."""
-    if not on_real_server:
-        pytest.skip("the emulator sends whole objects for metadata-only requests (its fallback)")
-    labels = {"arcflow-test": "metadata-only"}
-    await kube_client.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "payload", "namespace": kube_namespace, "labels": labels},
-            "stringData": {"token": "not-for-the-watcher"},
-        }
-    )
-    listed = await kube_client.list(
-        SECRET, namespace=kube_namespace, label_selector=labels, metadata_only=True
-    )
-    assert [item["metadata"]["name"] for item in listed.items] == ["payload"]
-    assert listed.items[0]["kind"] == "PartialObjectMetadata"
-    assert listed.items[0]["metadata"]["labels"] == labels
-    assert "data" not in listed.items[0]
-    assert "not-for-the-watcher" not in json.dumps(listed.items)
-    async with kube_client.watch(
-        SECRET,
-        namespace=kube_namespace,
-        label_selector=labels,
-        resource_version=listed.resource_version,
-        timeout_seconds=20,
-        metadata_only=True,
-    ) as stream:
-        await kube_client.patch_merge(
-            SECRET, "payload", {"stringData": {"token": "still-not"}}, namespace=kube_namespace
-        )
-        async for event in stream:
-            if event.type == "MODIFIED":
-                break
-        else:
-            pytest.fail("no MODIFIED event for the patched Secret within the watch's 20 s")
-    assert event.object["metadata"]["name"] == "payload"
-    assert event.object["kind"] == "PartialObjectMetadata"
-    assert int(event.resource_version or 0) > int(listed.resource_version)
-    assert "data" not in event.object
-    assert "still-not" not in json.dumps(event.object)
 
 
 _IMPORTS = """

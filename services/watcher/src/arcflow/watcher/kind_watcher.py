@@ -7,10 +7,6 @@ meanwhile, deletions included. Each change is published *before* the cache and t
 resourceVersion move past it, so a crash or a broker outage can repeat a change (stored once
 thanks to ``Nats-Msg-Id``) but never skip one.
 
-Lists and watches ask for metadata only (``PartialObjectMetadata``, ADR 0118): a summary is
-metadata, so the spec, status and data of the objects (a Secret's payload included) never
-reach this process, and the server sends and this process decodes a fraction of the bytes.
-
 Publishing is pipelined (ADR 0114): up to :data:`PUBLISH_WINDOW` changes of a scope are sent
 before their acknowledgements are awaited, in order, so a burst of changes goes out in a few
 socket writes instead of one round trip each. The in-memory cache records a change when it
@@ -213,7 +209,6 @@ class KindWatcher:
             self.scope.resource,
             namespace=self.scope.namespace,
             label_selector=self.scope.label_selector,
-            metadata_only=True,
         )
         seen_at = self._clock()
         listed: list[ObjectSummary] = []
@@ -247,7 +242,6 @@ class KindWatcher:
             label_selector=self.scope.label_selector,
             resource_version=self.cache.resource_version,
             timeout_seconds=self._timing.watch_timeout,
-            metadata_only=True,
         )
         async with stream:
             async for event in stream:

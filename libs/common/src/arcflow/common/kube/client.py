@@ -40,7 +40,7 @@ from arcflow.common.kube.lite_auth import (
 from arcflow.common.kube.ratelimit import TokenBucket
 from arcflow.common.kube.resources import EVENT, REGISTRY, Resource, ResourceRegistry
 from arcflow.common.kube.selectors import format_label_selector
-from arcflow.common.kube.transport import JSON, METADATA_LIST, METADATA_WATCH, KubeTransport
+from arcflow.common.kube.transport import JSON, KubeTransport
 
 if TYPE_CHECKING:
     from arcflow.common.kube.lite import LiteSettings
@@ -112,14 +112,12 @@ class WatchStream:
         resource_version: str | None,
         timeout_seconds: int | None,
         field_selector: str | None,
-        metadata_only: bool = False,
     ) -> None:
         self._client = client
         self._resource = resource
         self._namespace = namespace
         self._label_selector = label_selector
         self._field_selector = field_selector
-        self._accept = METADATA_WATCH if metadata_only else None
         self._timeout_seconds = timeout_seconds
         self.resource_version = resource_version
         self._response: httpx.Response | None = None
@@ -139,10 +137,7 @@ class WatchStream:
         connect = self._client.request_timeout
         read_timeout = (self._timeout_seconds + connect) if self._timeout_seconds else None
         return await self._client._transport.stream(
-            self._resource.path(self._namespace),
-            query,
-            read_timeout=read_timeout,
-            accept=self._accept,
+            self._resource.path(self._namespace), query, read_timeout=read_timeout
         )
 
     def __aiter__(self) -> WatchStream:
@@ -314,10 +309,9 @@ class KubeClient:
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,
         content_type: str = _JSON,
-        accept: str | None = None,
     ) -> Any:
         return await self._transport.request(
-            method, path, query=query, body=body, content_type=content_type, accept=accept
+            method, path, query=query, body=body, content_type=content_type
         )
 
     def _namespace_of(
@@ -344,19 +338,15 @@ class KubeClient:
         namespace: str | None = None,
         label_selector: LabelSelector = None,
         field_selector: str | None = None,
-        metadata_only: bool = False,
     ) -> ListResult:
-        """List objects; ``namespace=None`` lists across all namespaces. ``metadata_only``:
-        each item's ``metadata`` only (``kind: PartialObjectMetadata``; a server that cannot
-        convert sends whole objects)."""
+        """List objects; ``namespace=None`` lists across all namespaces."""
         res = self.resource(resource)
         query: list[tuple[str, str]] = []
         if (selector := _selector_param(label_selector)) is not None:
             query.append(("labelSelector", selector))
         if field_selector:
             query.append(("fieldSelector", field_selector))
-        accept = METADATA_LIST if metadata_only else None
-        payload = await self._request("GET", res.path(namespace), query=query, accept=accept)
+        payload = await self._request("GET", res.path(namespace), query=query)
         items = [_with_type(item, res) for item in payload.get("items") or []]
         rv = str(payload.get("metadata", {}).get("resourceVersion", ""))
         return ListResult(items=items, resource_version=rv)
@@ -370,11 +360,9 @@ class KubeClient:
         resource_version: str | None = None,
         timeout_seconds: int | None = None,
         field_selector: str | None = None,
-        metadata_only: bool = False,
     ) -> WatchStream:
         """Open a watch (lazily, on first iteration). Without ``resource_version`` the server
-        first sends ADDED for every existing object; with one, only changes after it.
-        ``metadata_only``: as :meth:`list`'s."""
+        first sends ADDED for every existing object; with one, only changes after it."""
         return WatchStream(
             self,
             self.resource(resource),
@@ -383,7 +371,6 @@ class KubeClient:
             resource_version,
             timeout_seconds,
             field_selector,
-            metadata_only,
         )
 
     # --- writes -----------------------------------------------------------------------

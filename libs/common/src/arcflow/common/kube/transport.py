@@ -29,11 +29,6 @@ from arcflow.common.kube.lite_auth import ApiConnection
 from arcflow.common.kube.ratelimit import TokenBucket
 
 JSON = "application/json"
-#: ``Accept`` for a list or watch of metadata only (``PartialObjectMetadata``: no spec,
-#: status or data), with plain JSON after it for a server that cannot convert (it then sends
-#: whole objects, which hold the same metadata).
-METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
-METADATA_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json"
 
 #: Request pools: 8 of 13 connections, about the 100 kubernetes_asyncio's one pool allowed, all
 #: kept alive between requests (a burst reuses them instead of new TLS handshakes).
@@ -94,7 +89,7 @@ class KubeTransport:
         in_flight = self._in_flight
         return in_flight.index(min(in_flight))
 
-    async def _headers(self, content_type: str | None, accept: str | None) -> dict[str, str]:
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
         if self.rate_limiter is not None:
             await self.rate_limiter.acquire()
         if self.connection.refresh is not None:
@@ -102,8 +97,6 @@ class KubeTransport:
         headers = self.connection.auth_headers()
         if content_type is not None:
             headers["Content-Type"] = content_type
-        if accept is not None:
-            headers["Accept"] = accept
         return headers
 
     async def request(
@@ -114,12 +107,11 @@ class KubeTransport:
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,
         content_type: str = JSON,
-        accept: str | None = None,
     ) -> Any:
         """Send one request and return its decoded JSON body (``None`` when empty or not JSON);
-        an HTTP error status raises its typed error. ``accept``: instead of plain JSON."""
+        an HTTP error status raises its typed error."""
         content = None if body is None else json.dumps(body).encode()
-        headers = await self._headers(content_type if content is not None else None, accept)
+        headers = await self._headers(content_type if content is not None else None)
         index = self._pick()
         self._in_flight[index] += 1
         try:
@@ -148,12 +140,11 @@ class KubeTransport:
         query: Sequence[tuple[str, str]],
         *,
         read_timeout: float | None,
-        accept: str | None = None,
     ) -> httpx.Response:
         """Open a streaming GET (a watch); the caller reads and closes the response. The
         connection times out after ``request_timeout``, a read after ``read_timeout`` (None:
-        never). ``accept``: instead of plain JSON."""
-        headers = await self._headers(None, accept)
+        never)."""
+        headers = await self._headers(None)
         connect = self.request_timeout
         request = self._watches.build_request(
             "GET",
