@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from arcflow.devstack.actions_sim.engine import JitConfigError
+from arcflow.devstack.actions_sim.jit import JitConfigError
 from arcflow.devstack.actions_sim.model import ServiceError
 from arcflow.devstack.actions_sim.wire import as_mapping, control_error, json_response
 

@@ -9,11 +9,8 @@ methods mutate state and ``_notify`` wakes the long polls
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import itertools
-import json
 import secrets
 import time
 import uuid
@@ -23,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from arcflow.devstack.actions_sim.faults import FaultBook
+from arcflow.devstack.actions_sim.jit import JitConfigError, decode_jit_config, encode_jit_config
 from arcflow.devstack.actions_sim.model import (
     MAX_JOB_ATTEMPTS,
     MAX_JOBS_PER_MESSAGE,
@@ -47,10 +45,6 @@ from arcflow.devstack.actions_sim.model import (
 
 Mode = Literal["direct", "acquire"]
 _ACTIVE = (JobState.ASSIGNED, JobState.RUNNING)
-
-
-class JitConfigError(ValueError):
-    """The JIT config is malformed or names no registered runner (message holds no secret)."""
 
 
 @dataclass(frozen=True)
@@ -714,48 +708,10 @@ class ActionsEngine:
             secret=secrets.token_urlsafe(24),
         )
         self.runners[runner.id] = runner
-        return runner, self._encode_jit(runner)
-
-    def _encode_jit(self, runner: Runner) -> str:
-        """Shaped like the real thing: base64 JSON of runner files, themselves base64 JSON."""
-
-        def b64(data: dict[str, Any]) -> str:
-            return base64.b64encode(json.dumps(data).encode()).decode()
-
-        files = {
-            ".runner": b64(
-                {
-                    "agentId": runner.id,
-                    "agentName": runner.name,
-                    "poolId": 0,
-                    "scaleSetId": runner.scale_set_id,
-                    "serverUrl": self._svc_url(),
-                    "workFolder": runner.work_folder or "_work",
-                    "ephemeral": True,
-                }
-            ),
-            ".credentials": b64(
-                {
-                    "scheme": "OAuth",
-                    "data": {
-                        "clientId": str(runner.id),
-                        "clientSecret": runner.secret,
-                        "authorizationUrl": f"{self._svc_url()}_apis/oauth2/token",
-                    },
-                }
-            ),
-        }
-        return b64(files)
+        return runner, encode_jit_config(runner, self._svc_url())
 
     def _runner_from_jit(self, encoded: str) -> Runner:
-        try:
-            files = json.loads(base64.b64decode(encoded, validate=True))
-            meta = json.loads(base64.b64decode(files[".runner"]))
-            creds = json.loads(base64.b64decode(files[".credentials"]))
-            runner_id = int(meta["agentId"])
-            secret = str(creds["data"]["clientSecret"])
-        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
-            raise JitConfigError("the JIT config is not one this simulator issued") from exc
+        runner_id, secret = decode_jit_config(encoded)
         runner = self.runners.get(runner_id)
         if runner is None:
             raise JitConfigError(f"runner {runner_id} is not registered (removed or finished)")

@@ -26,7 +26,7 @@ from urllib.parse import parse_qs
 
 from aiohttp import web
 
-from arcflow.devstack.actions_sim.engine import JitConfigError
+from arcflow.devstack.actions_sim.jit import JitConfigError
 from arcflow.devstack.actions_sim.model import Runner, ServiceError, TypeNames, lower_keys
 from arcflow.devstack.actions_sim.service_routes import SVC_PREFIX
 from arcflow.devstack.actions_sim.wire import (
