@@ -23,7 +23,6 @@ from arcflow.devstack.actions_sim.faults import FaultBook
 from arcflow.devstack.actions_sim.jit import JitConfigError, decode_jit_config, encode_jit_config
 from arcflow.devstack.actions_sim.model import (
     MAX_JOB_ATTEMPTS,
-    MAX_JOBS_PER_MESSAGE,
     Job,
     JobState,
     Message,
@@ -42,6 +41,7 @@ from arcflow.devstack.actions_sim.model import (
     parse_runner_setting,
     utcnow,
 )
+from arcflow.devstack.actions_sim.queues import MessageQueues
 
 Mode = Literal["direct", "acquire"]
 _ACTIVE = (JobState.ASSIGNED, JobState.RUNNING)
@@ -83,8 +83,7 @@ class ActionsEngine:
         self.groups: dict[int, RunnerGroup] = {1: RunnerGroup(1, "Default", is_default=True)}
         self.scale_sets: dict[int, ScaleSet] = {}
         self.sessions: dict[int, Session] = {}
-        self._pending: dict[int, list[dict[str, Any]]] = {}
-        self._messages: dict[int, list[Message]] = {}
+        self.queues = MessageQueues()
         self.jobs: dict[str, Job] = {}
         self._open_jobs: dict[str, Job] = {}
         #: Every change of a scale set's ``assigned + running`` count: (scale set id, +1/-1).
@@ -93,7 +92,6 @@ class ActionsEngine:
         self.runners: dict[int, Runner] = {}
         self._group_ids = itertools.count(2)
         self._scale_set_ids = itertools.count(1)
-        self._message_ids = itertools.count(1)
         self._runner_ids = itertools.count(1)
         self._request_ids = itertools.count(1001)
         self._run_ids = itertools.count(90001)
@@ -184,8 +182,7 @@ class ActionsEngine:
             created_on=utcnow(),
         )
         self.scale_sets[scale_set.id] = scale_set
-        self._pending[scale_set.id] = []
-        self._messages[scale_set.id] = []
+        self.queues.open(scale_set.id)
         self._dispatch()
         return scale_set
 
@@ -224,8 +221,7 @@ class ActionsEngine:
         self.scale_set(scale_set_id)
         del self.scale_sets[scale_set_id]
         self.sessions.pop(scale_set_id, None)
-        self._pending.pop(scale_set_id, None)
-        self._messages.pop(scale_set_id, None)
+        self.queues.drop(scale_set_id)
         busy = {
             j.runner_id
             for j in self._open_jobs.values()
@@ -343,7 +339,7 @@ class ActionsEngine:
             while True:
                 if self.closing or self.sessions.get(scale_set_id) is not session:
                     return None
-                found = self._take_message(scale_set_id, last_message_id)
+                found = self.queues.take(scale_set_id, last_message_id)
                 if found is not None:
                     return found, self.statistics(scale_set_id)
                 remaining = deadline - time.monotonic()
@@ -354,27 +350,9 @@ class ActionsEngine:
             session.polls_in_flight -= 1
             session.last_activity = time.monotonic()
 
-    def _take_message(self, scale_set_id: int, last_message_id: int) -> Message | None:
-        queue = self._messages.get(scale_set_id)
-        if queue is None:
-            return None
-        # lastMessageId acknowledges everything up to it.
-        queue[:] = [m for m in queue if m.id > last_message_id]
-        if queue:
-            return queue[0]
-        pending = self._pending[scale_set_id]
-        if not pending:
-            return None
-        batch = pending[:MAX_JOBS_PER_MESSAGE]
-        del pending[:MAX_JOBS_PER_MESSAGE]
-        message = Message(next(self._message_ids), batch)
-        queue.append(message)
-        return message
-
     def delete_message(self, session: Session, message_id: int) -> None:
         session.last_activity = time.monotonic()
-        queue = self._messages.get(session.scale_set_id, [])
-        queue[:] = [m for m in queue if m.id != message_id]
+        self.queues.delete(session.scale_set_id, message_id)
 
     def acquirable_jobs(self, scale_set_id: int) -> list[Job]:
         self.scale_set(scale_set_id)
@@ -485,13 +463,11 @@ class ActionsEngine:
         return scale_set.max_capacity is None or active[scale_set.id] < scale_set.max_capacity
 
     def _emit(self, scale_set_id: int, kind: str, job: Job, **extra: Any) -> None:
-        pending = self._pending.get(scale_set_id)
-        if pending is None:
-            return
         request_id = 0 if self._faults.zero_runner_request_ids and self.mode == "direct" else None
         acquire_url = f"{self._svc_url()}_apis/runtime/runnerscalesets/{scale_set_id}/acquirejobs"
-        pending.append(
-            job_message(kind, job, acquire_url=acquire_url, runner_request_id=request_id, **extra)
+        self.queues.emit(
+            scale_set_id,
+            job_message(kind, job, acquire_url=acquire_url, runner_request_id=request_id, **extra),
         )
 
     def _record_active(self, scale_set_id: int, delta: int) -> None:
@@ -842,10 +818,7 @@ class ActionsEngine:
             entry["session"] = (
                 None if session is None else {"sessionId": session.id, "ownerName": session.owner}
             )
-            entry["queue"] = {
-                "messageIds": [m.id for m in self._messages.get(scale_set.id, [])],
-                "pendingEvents": len(self._pending.get(scale_set.id, [])),
-            }
+            entry["queue"] = self.queues.snapshot(scale_set.id)
             scale_sets.append(entry)
         return {
             "mode": self.mode,
