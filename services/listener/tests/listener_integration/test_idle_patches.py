@@ -1,6 +1,7 @@
 """At idle every empty long poll gives a statistics tick; an unchanged count is not patched
-again within the window (issue 11 item 4, ADR 0043 as amended in ADR 0104), so an idle
-listener does not write to the API server once per poll."""
+again within the window (issue 11 item 4, ADR 0043 as amended in ADR 0104), and the forced
+state (patchID 0) the ERS holds is not patched again at all (ADR 0119), so an idle listener
+does not write to the API server once per poll."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from arcflow.listener.app import Listener
 
 from .helpers import ListenerRig, RunningListener, Variant, eventually, ready
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
 
 async def test_identical_idle_patches_are_not_repeated(
@@ -26,15 +27,16 @@ async def test_identical_idle_patches_are_not_repeated(
     async with RunningListener(listener):
         await eventually(
             lambda: ready(sim.requests_matching(f"*/runnerscalesets/{ids['cpu']}/messages", "GET")),
-            lambda polls: len(polls) >= 4,
-            within=30,
+            # Past the 30 s window of ADR 0043, after which an unchanged count used to be
+            # sent again (about 38 polls of 1 s; a loaded machine only makes it longer).
+            lambda polls: len(polls) >= 38,
+            within=90,
         )
         decider = listener.units[0].decider
         # Not sent: skipped as an unchanged count (ADR 0043), or as the identical patch.
-        assert decider.unchanged_batches + decider.ers.patches_skipped >= 2
+        assert decider.unchanged_batches + decider.ers.patches_skipped >= 30
     patches = [r for r in kube_proxy.requests if r.method == "PATCH" and r.path.endswith(ers_path)]
-    # The session's first forced patchID 0; idle repeats within 5 s skipped (a slow machine
-    # may stretch four 1 s polls past one window).
-    assert 1 <= len(patches) <= 2
+    # The session's first forced patchID 0, and never again while nothing changes.
+    assert len(patches) == 1
     assert {(r.content_type, r.status) for r in patches} == {("application/merge-patch+json", 200)}
     assert (await rig.ers_specs(variants))["cpu"]["patchID"] == 0

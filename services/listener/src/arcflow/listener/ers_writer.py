@@ -25,7 +25,8 @@ from arcflow.listener.scaler import Decision, ers_patch
 if TYPE_CHECKING:  # only sets with a shared capacity import it (ADR 0074)
     from arcflow.listener.capacity import CapacityBoard
 
-#: An ERS patch identical to the previous one is not sent again within this many seconds.
+#: An ERS patch identical to the previous one is not sent again within this many seconds
+#: (a forced-state patch, patchID 0, is not sent again at all, ADR 0119).
 IDENTICAL_PATCH_WINDOW = 5.0
 #: A batch that completed no job and leaves the count as last written sends no ERS patch
 #: within this many seconds of that write (ADR 0043); after it, the batch patches as upstream.
@@ -89,7 +90,16 @@ class ErsWriter:
         body = ers_patch(decision, share)
         now = self._clock()
         last = self.written
-        if last is not None and last.body == body and now - last.at < IDENTICAL_PATCH_WINDOW:
+        if (
+            last is not None
+            and last.body == body
+            and (now - last.at < IDENTICAL_PATCH_WINDOW or decision.patch_id == 0)
+        ):
+            # The forced state (patchID 0) the ERS holds from this writer is never re-sent:
+            # the runner set applies it on each of its own passes (level-based: it creates
+            # what is missing and removes idle runners above the count whenever its runners
+            # change), so sending it again would only re-stamp the set and wake its
+            # controllers, once per scale set per empty long poll (ADR 0119).
             self.patches_skipped += 1
             return
         self.written = None
