@@ -34,8 +34,13 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+import nats
+from nats.aio.msg import Msg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -135,6 +140,28 @@ def nats_in_msgs(stack: Stack) -> int:
     assert stack.nats is not None
     with urllib.request.urlopen(f"{stack.nats.monitor_url}/varz", timeout=5) as r:  # noqa: S310
         return int(json.load(r)["in_msgs"])
+
+
+@contextlib.asynccontextmanager
+async def count_subjects(stack: Stack, *, enabled: bool) -> AsyncIterator[Counter[str]]:
+    """Every message on the (authorization-free) benchmark server while inside, counted by
+    its subject's first three tokens (inboxes as one): where a settled fleet's traffic goes."""
+    counts: Counter[str] = Counter()
+    if not enabled:
+        yield counts
+        return
+    assert stack.nats is not None
+    client = await nats.connect(stack.nats.url)
+
+    async def count(msg: Msg) -> None:
+        tokens = msg.subject.split(".")
+        counts["_INBOX" if tokens[0] == "_INBOX" else ".".join(tokens[:3])] += 1
+
+    try:
+        await client.subscribe(">", cb=count)
+        yield counts
+    finally:
+        await client.close()
 
 
 def idle_writes_per_minute(calls: dict[str, dict[str, int]], seconds: float) -> dict[str, float]:
@@ -260,7 +287,8 @@ async def one_run(
             settled_after = round(time.monotonic() - started, 1)
         stack.reset_counts()
         nats_before = nats_in_msgs(stack)
-        await asyncio.sleep(idle)
+        async with count_subjects(stack, enabled=settle_polls) as subjects:
+            await asyncio.sleep(idle)
         nats_after = nats_in_msgs(stack)
         quiet = stack.counts()
         audit_quiet = stack.audit_counts()
@@ -305,6 +333,9 @@ async def one_run(
             "idle_calls": quiet,
             "idle_after_seconds": settled_after,
             "idle_kube_writes_per_minute": idle_writes_per_minute(quiet, idle),
+            "idle_nats_subjects_per_minute": {
+                k: round(n / (idle / 60), 1) for k, n in subjects.most_common(20)
+            },
             "idle_nats_msgs_per_scale_set_per_minute": round(
                 (nats_after - nats_before) / sets / (idle / 60), 3
             ),
