@@ -141,9 +141,8 @@ class WorkQueue(Generic[K]):
         if key in self._settling:
             self.coalesced += 1
             return
-        self.add_after(key, seconds)
-        if key in self._timers:
-            self._settling.add(key)
+        self.add_after(key, seconds)  # always leaves a timer: this one, or one due sooner
+        self._settling.add(key)
 
     def _fire(self, key: K) -> None:
         self._timers.pop(key, None)
