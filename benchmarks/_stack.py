@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,13 @@ def proc_usage(pid: int) -> tuple[float, float]:
 def loadavg() -> list[float]:
     with open("/proc/loadavg") as handle:
         return [float(x) for x in handle.read().split()[:3]]
+
+
+def nats_in_msgs(stack: Stack) -> int:
+    """Messages the stack's nats-server has received so far (its monitoring endpoint)."""
+    assert stack.nats is not None
+    with urllib.request.urlopen(f"{stack.nats.monitor_url}/varz", timeout=5) as r:  # noqa: S310
+        return int(json.load(r)["in_msgs"])
 
 
 def machine() -> dict[str, Any]:

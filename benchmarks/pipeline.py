@@ -63,7 +63,15 @@ from _floor import (
     ratio,
 )
 from _report import wait_quiet
-from _stack import CONTROLLER_NAMESPACE, Stack, loadavg, machine, spread, write_result
+from _stack import (
+    CONTROLLER_NAMESPACE,
+    Stack,
+    loadavg,
+    machine,
+    nats_in_msgs,
+    spread,
+    write_result,
+)
 from _stages import (
     breakdown,
     bucket_quantile,
@@ -278,13 +286,11 @@ def varz(stack: Stack) -> dict[str, Any]:
     assert stack.nats is not None
     with urllib.request.urlopen(f"{stack.nats.monitor_url}/jsz?streams=true", timeout=5) as r:  # noqa: S310
         jsz = json.load(r)
-    with urllib.request.urlopen(f"{stack.nats.monitor_url}/varz", timeout=5) as r:  # noqa: S310
-        v = json.load(r)
     streams: dict[str, int] = {}
     for account in jsz.get("account_details") or []:
         for stream in account.get("stream_detail") or []:
             streams[stream["name"]] = int(stream["state"]["last_seq"])
-    return {"in_msgs": int(v["in_msgs"]), "streams": streams}
+    return {"in_msgs": nats_in_msgs(stack), "streams": streams}
 
 
 #: What the deletion of an ARS must remove (in its namespace and the controller's): the kinds the

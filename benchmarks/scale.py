@@ -33,7 +33,6 @@ import json
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -44,7 +43,7 @@ from nats.aio.msg import Msg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _stack import Stack, loadavg, machine, proc_usage, spread, write_result
+from _stack import Stack, loadavg, machine, nats_in_msgs, proc_usage, spread, write_result
 from _timeline import (
     RecordingRequests,
     Timeline,
@@ -135,17 +134,11 @@ def live_sessions(snapshot: dict[str, Any]) -> int:
     return sum(1 for scale_set in snapshot["scaleSets"] if scale_set.get("session"))
 
 
-def nats_in_msgs(stack: Stack) -> int:
-    """Messages the nats-server has received so far (its monitoring endpoint)."""
-    assert stack.nats is not None
-    with urllib.request.urlopen(f"{stack.nats.monitor_url}/varz", timeout=5) as r:  # noqa: S310
-        return int(json.load(r)["in_msgs"])
-
-
 @contextlib.asynccontextmanager
 async def count_subjects(stack: Stack, *, enabled: bool) -> AsyncIterator[Counter[str]]:
     """Every message on the (authorization-free) benchmark server while inside, counted by
-    its subject's first three tokens (inboxes as one): where a settled fleet's traffic goes."""
+    its subject's first three tokens (each client's inboxes as one): where a settled fleet's
+    traffic goes."""
     counts: Counter[str] = Counter()
     if not enabled:
         yield counts
@@ -155,7 +148,8 @@ async def count_subjects(stack: Stack, *, enabled: bool) -> AsyncIterator[Counte
 
     async def count(msg: Msg) -> None:
         tokens = msg.subject.split(".")
-        counts["_INBOX" if tokens[0] == "_INBOX" else ".".join(tokens[:3])] += 1
+        inbox = tokens[0].startswith("_INBOX")  # _INBOX, or a service's _INBOX_<name>
+        counts[tokens[0] if inbox else ".".join(tokens[:3])] += 1
 
     try:
         await client.subscribe(">", cb=count)
