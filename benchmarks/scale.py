@@ -43,6 +43,7 @@ from nats.aio.msg import Msg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _floor import commit
 from _stack import Stack, loadavg, machine, nats_in_msgs, proc_usage, spread, write_result
 from _timeline import (
     RecordingRequests,
@@ -135,10 +136,12 @@ def live_sessions(snapshot: dict[str, Any]) -> int:
 
 
 @contextlib.asynccontextmanager
-async def count_subjects(stack: Stack, *, enabled: bool) -> AsyncIterator[Counter[str]]:
+async def count_subjects(
+    stack: Stack, *, enabled: bool, tokens: int = 3
+) -> AsyncIterator[Counter[str]]:
     """Every message on the (authorization-free) benchmark server while inside, counted by
-    its subject's first three tokens (each client's inboxes as one): where a settled fleet's
-    traffic goes."""
+    its subject's first ``tokens`` tokens (each client's inboxes as one): where a settled
+    fleet's traffic goes."""
     counts: Counter[str] = Counter()
     if not enabled:
         yield counts
@@ -147,9 +150,9 @@ async def count_subjects(stack: Stack, *, enabled: bool) -> AsyncIterator[Counte
     client = await nats.connect(stack.nats.url)
 
     async def count(msg: Msg) -> None:
-        tokens = msg.subject.split(".")
-        inbox = tokens[0].startswith("_INBOX")  # _INBOX, or a service's _INBOX_<name>
-        counts[tokens[0] if inbox else ".".join(tokens[:3])] += 1
+        parts = msg.subject.split(".")
+        inbox = parts[0].startswith("_INBOX")  # _INBOX, or a service's _INBOX_<name>
+        counts[parts[0] if inbox else ".".join(parts[:tokens])] += 1
 
     try:
         await client.subscribe(">", cb=count)
@@ -183,9 +186,12 @@ async def one_run(
     kube_backend: str = "emulator",
     identities: bool = True,
     settle_polls: bool = False,
+    subject_tokens: int = 3,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     load_at_start = loadavg()
     async with Stack(
+        env=env or {},
         count_requests=count_requests,
         kube_backend=kube_backend,
         identities=identities,
@@ -281,7 +287,7 @@ async def one_run(
             settled_after = round(time.monotonic() - started, 1)
         stack.reset_counts()
         nats_before = nats_in_msgs(stack)
-        async with count_subjects(stack, enabled=settle_polls) as subjects:
+        async with count_subjects(stack, enabled=settle_polls, tokens=subject_tokens) as subjects:
             await asyncio.sleep(idle)
         nats_after = nats_in_msgs(stack)
         quiet = stack.counts()
@@ -391,6 +397,19 @@ async def main() -> int:
         "was answered (a settled fleet), and count NATS messages and Kubernetes writes in it",
     )
     parser.add_argument(
+        "--subject-tokens",
+        type=int,
+        default=3,
+        help="with --settle-polls: count subjects by this many leading tokens "
+        "(5 names each KV bucket and stream)",
+    )
+    parser.add_argument(
+        "--before-rev",
+        default="",
+        help="alternate each run between the services of this revision (its libs and "
+        "services, exported read-only) and this tree's",
+    )
+    parser.add_argument(
         "--fleet",
         type=int,
         default=0,
@@ -404,8 +423,20 @@ async def main() -> int:
     shapes = [(args.ars, args.variants)]
     if args.fleet:
         shapes = [(args.fleet, 0), (1, args.fleet)]
-    cases = [(k, a, v) for _ in range(args.runs) for k in kubes for a, v in shapes]
-    for index, (kube, n_ars, n_variants) in enumerate(cases):
+    sides: dict[str, dict[str, str]] = {"": {}}
+    if args.before_rev:
+        from one_trigger import export_tree, pythonpath
+
+        before = {"PYTHONPATH": pythonpath(export_tree(args.before_rev))}
+        sides = {"before": before, "after": {}}
+    cases = [
+        (k, a, v, side)
+        for _ in range(args.runs)
+        for k in kubes
+        for a, v in shapes
+        for side in sides
+    ]
+    for index, (kube, n_ars, n_variants, side) in enumerate(cases):
         result = await one_run(
             n_ars,
             n_variants,
@@ -417,11 +448,14 @@ async def main() -> int:
             kube_backend=kube,
             identities=args.identities,
             settle_polls=args.settle_polls,
+            subject_tokens=args.subject_tokens,
+            env=sides[side],
         )
+        result["side"] = side
         runs.append(result)
         per_100 = result["idle_controller_calls_per_second_per_100_scale_sets"]
         print(
-            f"run {index + 1} ({kube}, {n_ars} ARS x {n_variants} variants, load "
+            f"run {index + 1} {side} ({kube}, {n_ars} ARS x {n_variants} variants, load "
             f"{result['loadavg_at_start'][0]}): objects {result['objects_total']} "
             f"{result['objects']} listener RSS {result['listener_rss_mib_total']} MiB "
             f"audit {result['api_calls_until_done_audit_by_identity']} "
@@ -443,13 +477,19 @@ async def main() -> int:
     with open("/proc/loadavg") as handle:  # noqa: ASYNC230
         info["loadavg_at_end"] = [float(x) for x in handle.read().split()[:3]]
     summary = {
-        f"{k} {a}x{v}": summarize(
-            [r for r in runs if (r["kube"], r["ars"], r["variants"]) == (k, a, v)]
+        f"{k} {a}x{v}" + (f" {side}" if side else ""): summarize(
+            [r for r in runs if (r["kube"], r["ars"], r["variants"], r["side"]) == (k, a, v, side)]
         )
         for k in kubes
         for a, v in shapes
+        for side in sides
     }
-    payload = {"machine": info, "summary": summary, "runs": runs}
+    payload = {
+        "machine": info | commit(),
+        "before_rev": args.before_rev,
+        "summary": summary,
+        "runs": runs,
+    }
     name = "scale" + (f"-{args.label}" if args.label else "")
     print(json.dumps(summary, indent=2))
     print(f"written to {write_result(name, payload)}")

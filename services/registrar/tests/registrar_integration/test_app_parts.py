@@ -10,7 +10,12 @@ import aiohttp
 import nats
 import pytest
 from nats.js.api import KeyValueConfig
+from nats.js.errors import KeyNotFoundError
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from arcflow.common.nats import KV_SCALESETS
+from arcflow.common.scaleset_records import ScaleSetRecord, record_key
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.registrar.locks import LeaseLocks, LockBusyError
 from tests.polling import eventually, settled
@@ -71,6 +76,60 @@ async def test_sweep_registers_an_ars_whose_event_was_lost(stack: Stack) -> None
     # Created without any change event: only the periodic sweep can find it.
     await stack.kube.create(stack.ars_manifest("quiet"))
     await eventually(lambda: registered(stack, {"quiet"}))
+
+
+def _sweep_settled(reader: InMemoryMetricReader) -> int:
+    data = reader.get_metrics_data()
+    return sum(
+        int(point.value)
+        for resource in (data.resource_metrics if data else [])
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "arcflow_registrar_sweep_settled"
+        for point in metric.data.data_points
+    )
+
+
+async def test_sweep_leaves_a_settled_ars_alone_and_finds_a_lost_record(stack: Stack) -> None:
+    """ADR 0120: once registered (and checked on GitHub), an ARS costs its sweeps no pass and
+    no Actions call; a record taken out of the bucket behind the registrar's back is seen by
+    the live watch, and the next sweep registers the variant again."""
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    await stack.create_secret({"github_token": stack.pat})
+    app = await stack.start_registrar(meter=meter)
+    await stack.kube.create(stack.ars_manifest("calm", [{"name": "a"}, {"name": "b"}]))
+    sets = await eventually(lambda: registered(stack, {"calm-a", "calm-b"}))
+    state = state_of(app)
+
+    async def sweeps_settled(at_least: int) -> int:
+        seen = _sweep_settled(reader)
+        assert seen >= at_least, f"sweeps that found the ARS settled: {seen}"
+        return seen
+
+    await eventually(lambda: sweeps_settled(1), what="a sweep finding the ARS settled")
+    await state.queue.wait_idle(10)  # the pass that announced the last record has finished
+    first = _sweep_settled(reader)
+    handled, requests = state.handled, len(stack.sim.requests)
+    await eventually(lambda: sweeps_settled(first + 4), what="four more settled sweeps")
+    assert state.handled == handled, "a settled ARS gets no converge pass from the sweep"
+    assert len(stack.sim.requests) == requests, "nor any Actions call"
+
+    kv = await stack.js.key_value(KV_SCALESETS.bucket)
+    key = record_key(stack.namespace, "calm", "a")
+    await kv.delete(key)
+
+    async def registered_again() -> bool:
+        try:
+            entry = await kv.get(key)
+        except KeyNotFoundError:  # a deleted key's marker too
+            return False
+        record = ScaleSetRecord.decode(entry.value or b"")
+        assert record.scale_set_id == sets["calm-a"]["id"], record
+        return True
+
+    await eventually(registered_again, what="the lost record written again by a swept pass")
+    assert state.handled > handled
 
 
 async def test_same_event_twice_is_idempotent(stack: Stack) -> None:

@@ -19,6 +19,7 @@ from arcflow.registrar.planning import (
     ars_of,
     desired_scale_sets,
     github_config_of,
+    is_settled,
     live_variants,
     plan_scale_sets,
     registration_of,
@@ -146,6 +147,22 @@ def test_everything_current_needs_no_service_call() -> None:
     assert kinds(plan) == {"a": ActionKind.KEEP}
     assert not plan.needs_actions_service
     assert not plan.actions[0].announce
+
+
+def test_settled_only_when_a_pass_would_do_nothing() -> None:
+    """What the sweep skips (ADR 0120): every wanted variant registered, current and
+    announced; anything else (new, changed, unannounced, left over, deleting) is not."""
+    ars = make_ars(variants=[{"name": "a"}, {"name": "b"}])
+    a, b = record("a", name="arc-a"), record("b", name="arc-b", set_id=8)
+    assert is_settled(ars, {"a": a, "b": b})
+    assert is_settled(None, {})
+    assert not is_settled(ars, {"a": a})
+    assert not is_settled(ars, {"a": a, "b": record("b", name="arc-b", announced=False)})
+    assert not is_settled(ars, {"a": a, "b": record("b", name="arc-b", labels=["other"])})
+    assert not is_settled(make_ars(variants=[{"name": "a"}]), {"a": a, "b": b})
+    assert not is_settled(None, {"a": a})
+    deleting = make_ars(variants=[{"name": "a"}, {"name": "b"}], deleting=True)
+    assert not is_settled(deleting, {"a": a, "b": b})
 
 
 def test_unannounced_record_is_reannounced() -> None:

@@ -62,6 +62,10 @@ class GoneScaleSets:
         """The variant's scale set was deleted on purpose."""
         self.gone.pop((namespace, ars, variant), None)
 
+    def marked(self, namespace: str, ars: str) -> bool:
+        """Whether a scale set of this ARS is marked gone (its next pass registers it again)."""
+        return any(key[0] == namespace and key[1] == ars for key in self.gone)
+
     def _checked_within(self, namespace: str, name: str, seconds: float) -> bool:
         last = self._verified.get((namespace, name))
         return last is not None and time.monotonic() - last < seconds

@@ -67,6 +67,8 @@ class JitLookup:
         self._secret_locks: dict[tuple[str, str, str], asyncio.Lock] = {}
         self._records: dict[str, ScaleSetRecord] = {}
         self._records_synced = asyncio.Event()
+        #: The records watch is running and has replayed the bucket.
+        self._records_live = False
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -96,12 +98,23 @@ class JitLookup:
             try:
                 watcher = await self._records_kv.watchall()
                 try:
+                    replayed: set[str] | None = set()
                     async for entry in watcher:
                         if entry is None:  # the initial values are all delivered
+                            if replayed is not None:
+                                # Keys deleted while a previous watch was down are not
+                                # replayed: they go now.
+                                for key in set(self._records) - replayed:
+                                    del self._records[key]
+                                replayed = None
+                            self._records_live = True
                             self._records_synced.set()
                             continue
+                        if replayed is not None:
+                            replayed.add(entry.key)
                         self._record(entry.key, entry.value, entry.operation)
                 finally:
+                    self._records_live = False
                     with contextlib.suppress(Exception):
                         await watcher.stop()  # type: ignore[no-untyped-call]
             except asyncio.CancelledError:
@@ -121,6 +134,17 @@ class JitLookup:
 
     def records_of(self, namespace: str, ars: str) -> list[ScaleSetRecord]:
         return [r for r in self._records.values() if r.namespace == namespace and r.ars == ars]
+
+    def live_records(self) -> dict[tuple[str, str], dict[str, ScaleSetRecord]] | None:
+        """Every registration by (namespace, ARS) and variant, as the live watch has them;
+        ``None`` unless that watch is running and has replayed the bucket (its view is then
+        at most one delivery behind the bucket)."""
+        if not self._records_live:
+            return None
+        found: dict[tuple[str, str], dict[str, ScaleSetRecord]] = {}
+        for record in self._records.values():
+            found.setdefault((record.namespace, record.ars), {})[record.variant] = record
+        return found
 
     # --- credentials: one watch per Secret named by an ARS ------------------------------
 

@@ -24,6 +24,10 @@ class RegistrarMetrics:
         self.converges = meter.create_counter(
             "arcflow_registrar_converges", description="ARS convergence passes (attribute trigger)"
         )
+        self.sweep_settled = meter.create_counter(
+            "arcflow_registrar_sweep_settled",
+            description="ARSs the periodic sweep found settled and did not enqueue",
+        )
         self.converge_duration = meter.create_histogram(
             "arcflow_registrar_converge_duration",
             unit="s",

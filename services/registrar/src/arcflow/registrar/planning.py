@@ -277,6 +277,14 @@ def plan_scale_sets(
     return Plan(tuple(actions), runner_group=group)
 
 
+def is_settled(ars: AutoscalingRunnerSet | None, records: Mapping[str, ScaleSetRecord]) -> bool:
+    """True when a pass over ``ars`` and ``records`` would call nothing and write nothing:
+    every wanted variant registered, current and announced, and no registration left over
+    (a left-over one is never settled here: whether its runners are gone takes a list)."""
+    plan = plan_scale_sets(ars, records, live_variants=())
+    return all(a.kind is ActionKind.KEEP and not a.announce for a in plan.actions)
+
+
 def live_variants(
     ars_name: str,
     runner_sets: Sequence[ObjectMeta],

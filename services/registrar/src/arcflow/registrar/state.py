@@ -153,4 +153,4 @@ def components(ctx: ServiceContext, state: RegistrarState) -> Sequence[Component
 
 
 async def sweep(state: RegistrarState) -> None:
-    await sweep_once(state.context)
+    await sweep_once(state.context, state.lookup.live_records())
