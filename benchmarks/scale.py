@@ -44,6 +44,7 @@ from nats.aio.msg import Msg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _floor import commit
+from _report import wait_quiet
 from _stack import Stack, loadavg, machine, nats_in_msgs, proc_usage, spread, write_result
 from _timeline import (
     RecordingRequests,
@@ -404,6 +405,12 @@ async def main() -> int:
         "(5 names each KV bucket and stream)",
     )
     parser.add_argument(
+        "--max-load",
+        type=float,
+        default=2.5,
+        help="wait (up to 10 min) before each run until the 1-minute load is under this; 0: no",
+    )
+    parser.add_argument(
         "--before-rev",
         default="",
         help="alternate each run between the services of this revision (its libs and "
@@ -437,6 +444,8 @@ async def main() -> int:
         for side in sides
     ]
     for index, (kube, n_ars, n_variants, side) in enumerate(cases):
+        if args.max_load:
+            wait_quiet(args.max_load)
         result = await one_run(
             n_ars,
             n_variants,

@@ -20,7 +20,7 @@ from typing import Any
 
 from arcflow.common.cache.store import resource_version_of
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET
-from arcflow.common.models import InvalidManifestError
+from arcflow.common.models import AutoscalingRunnerSet, InvalidManifestError
 from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.registrar.context import RegistrarContext
 from arcflow.registrar.planning import is_settled, registration_of, sessions_say_not_found
@@ -52,11 +52,15 @@ async def sweep(ctx: RegistrarContext, live_records: Records | None = None) -> i
     enqueued = 0
     for namespace, name in sorted(keys):
         doc = docs.get((namespace, name))
-        if live_records is not None and settled(
-            ctx, namespace, name, doc, live_records.get((namespace, name), {})
-        ):
-            ctx.metrics.sweep_settled.add(1)
-            continue
+        if live_records is not None:
+            try:
+                ars = registration_of(doc).ars if doc is not None else None
+            except InvalidManifestError:
+                pass  # not settled: its pass reports it
+            else:
+                if settled(ctx, namespace, name, ars, live_records.get((namespace, name), {})):
+                    ctx.metrics.sweep_settled.add(1)
+                    continue
         ctx.enqueue(
             namespace,
             name,
@@ -72,17 +76,13 @@ def settled(
     ctx: RegistrarContext,
     namespace: str,
     name: str,
-    doc: dict[str, Any] | None,
+    ars: AutoscalingRunnerSet | None,
     records: Mapping[str, ScaleSetRecord],
 ) -> bool:
-    """Whether a sweep pass for this ARS would do nothing: no GitHub check due or cued, no
-    scale set marked gone, a valid spec, and a plan of current registrations only."""
+    """Whether a sweep pass for this (valid) ARS would do nothing: no GitHub check due or
+    cued, no scale set marked gone, and a plan of current registrations only."""
     if ctx.gone.verify_due(namespace, name) or ctx.gone.marked(namespace, name):
         return False
-    try:
-        ars = registration_of(doc).ars if doc is not None else None
-    except InvalidManifestError:
-        return False  # the pass reports it
     if sessions_say_not_found(ars) and ctx.gone.cue_due(namespace, name):
         return False
     return is_settled(ars, records)
