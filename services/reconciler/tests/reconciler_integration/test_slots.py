@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -388,3 +389,68 @@ async def _every_removal_path_calls_once(
     await eventually(both_gone, within=20, what="the re-registered and the invalid runner released")
     ids = (ghost.id, stale.id, outdated_id, fresh_id, invalid_id)
     assert [await removal_calls(sim, i) for i in ids] == [1, 1, 1, 1, 1]
+
+
+async def _agent_listings(sim: ActionsSimulator) -> int:
+    """GETs of the runners endpoint the Actions simulator received (its own request log)."""
+    async with httpx.AsyncClient(base_url=sim.base_url) as http:
+        answer = await http.get("/_sim/requests", params={"route": "*/agents", "method": "GET"})
+    answer.raise_for_status()
+    return len(answer.json()["requests"])
+
+
+async def test_the_orphan_scan_lists_github_once_per_ars(parts: dict[str, Any]) -> None:
+    """ADR 0121: the scan asks for the runners of all an ARS's scale sets at once; one listing
+    on GitHub answers them, and an orphan in any of them is still found and removed."""
+    sim: ActionsSimulator = parts["sim"]
+    kube: KubeClient = parts["kube"]
+    ns: str = parts["ns"]
+    reader: InMemoryMetricReader = parts["reader"]
+    await kube.create(pat_secret(SECRET_NAME, ns, sim.add_pat()))
+    await kube.create(
+        {
+            "apiVersion": "actions.github.com/v1alpha1",
+            "kind": "AutoscalingRunnerSet",
+            "metadata": {"name": "shapes", "namespace": ns},
+            "spec": {
+                "githubConfigUrl": sim.config_url("my-org"),
+                "githubConfigSecret": SECRET_NAME,
+                "template": _template(),
+                "runnerVariants": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
+            },
+        }
+    )
+
+    async def scale_set_ids() -> list[int] | None:
+        found = (await kube.list("EphemeralRunnerSet", namespace=ns)).items
+        ids = sorted(
+            int(s["spec"].get("ephemeralRunnerSpec", {}).get("runnerScaleSetId") or 0)
+            for s in found
+        )
+        return ids if len(ids) == 3 and all(ids) else None
+
+    ids = await eventually(scale_set_ids, within=30, what="three runner sets with scale set ids")
+    # GitHub runners no EphemeralRunner stands for, in two of the three scale sets.
+    ghosts = [sim.engine.generate_jit_config(i, {"name": f"ghost-{i}"})[0] for i in ids[1:]]
+
+    async def ghosts_removed() -> bool:
+        calls = {g.id: await removal_calls(sim, g.id) for g in ghosts}
+        assert all(calls.values()), calls
+        return True
+
+    await eventually(ghosts_removed, within=30, what="both orphaned GitHub runners removed")
+
+    scans = metric_total(reader, "arcflow_reconciler_orphan_scans")
+    listings = await _agent_listings(sim)
+
+    async def three_more_scans() -> int:
+        now = metric_total(reader, "arcflow_reconciler_orphan_scans")
+        assert now >= scans + 3, f"orphan scans: {now - scans} since the count started"
+        return now
+
+    done = await eventually(three_more_scans, within=30, what="three more orphan scans")
+    listed = await _agent_listings(sim) - listings
+    # One listing per scan for the one ARS (a scan under way at either end counts once more);
+    # a listing per scale set would be three per scan.
+    assert listed <= done - scans + 1, f"{listed} listings in {done - scans} scans"
+    assert listed >= done - scans - 1, f"{listed} listings in {done - scans} scans"

@@ -82,6 +82,10 @@ class ReconcilerMetrics:
             "held the slot: alive after their job, or killed for memory (attributes name, "
             "namespace, variant, reason: alive_after_job, oom_killed)",
         )
+        self.orphan_scans = meter.create_counter(
+            "arcflow_reconciler_orphan_scans",
+            description="Orphan scans finished (each lists GitHub's runners once per ARS)",
+        )
         self.orphans_removed = meter.create_counter(
             "arcflow_reconciler_orphan_runners_removed",
             description="GitHub runners with no EphemeralRunner behind them removed "

@@ -177,6 +177,7 @@ class ReconcilerState:
         """GitHub runners with no EphemeralRunner, EphemeralRunners with no GitHub runner
         (ADR 0065, controllers/orphans.py)."""
         removed = await scan_orphans(self.context, self.orphan_suspects)
+        self.metrics.orphan_scans.add(1)
         if any(removed.values()):
             log.info("orphan scan: %s (GitHub runners handed to the removal pool)", removed)
 

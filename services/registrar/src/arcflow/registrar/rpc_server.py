@@ -368,8 +368,10 @@ class RegistrarRpcServer:
     async def _list_runners(
         self, request: ListRunnersRequest, received: float
     ) -> ListRunnersResult:
-        """The runners GitHub has in one scale set of the ARS (the reconciler's orphan scan)."""
+        """The runners GitHub has in the named scale sets of the ARS (the reconciler's orphan
+        scan): one listing answers them all."""
         client, _ = await self._client(request.namespace, request.ars)
+        wanted = request.wanted
         try:
             with retry_deadline(_deadline(request.budget_seconds, received)):
                 runners = await client.list_runners()
@@ -379,6 +381,6 @@ class RegistrarRpcServer:
             runners=[
                 RunnerInfo(id=r.id, name=r.name, runner_scale_set_id=r.runner_scale_set_id)
                 for r in runners
-                if r.runner_scale_set_id == request.scale_set_id
+                if r.runner_scale_set_id in wanted
             ]
         )

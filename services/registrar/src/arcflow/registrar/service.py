@@ -77,7 +77,8 @@ SERVICE: ServiceSpec[state.RegistrarState] = ServiceSpec(
             rpc.LIST_RUNNERS_SUBJECT,
             rpc.ListRunnersRequest,
             rpc.ListRunnersResult,
-            "the runners registered in one scale set (the reconciler's orphan scan)",
+            "the runners registered in the named scale sets of one ARS, from one listing (the "
+            "reconciler's orphan scan)",
         ),
         RpcEndpoint(
             rpc.SCALE_SETS_SUBJECT,

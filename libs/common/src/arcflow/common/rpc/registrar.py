@@ -18,7 +18,15 @@ from typing import Final, Generic, Literal, TypeVar
 
 import nats.errors
 from nats.aio.client import Client as NatsClient
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_serializer,
+    model_validator,
+)
 
 from arcflow.common.subjects import (
     RPC_REGISTRAR_GET_RUNNER,
@@ -156,13 +164,36 @@ class ScaleSetsResult(_Model):
     scale_sets: list[ScaleSetView] = Field(default_factory=list)
 
 
+#: Most scale sets one ``list-runners`` request may name (an ARS's variants, with room).
+MAX_LISTED_SCALE_SETS: Final = 1000
+
+
 class ListRunnersRequest(_ArsScoped):
-    scale_set_id: int = Field(gt=0, lt=2**63)
+    """The runners of some scale sets of one ARS: ``scale_set_ids`` (one listing on GitHub
+    answers them all), or the one ``scale_set_id`` of callers from before it."""
+
+    scale_set_ids: list[int] = Field(default_factory=list, max_length=MAX_LISTED_SCALE_SETS)
+    scale_set_id: int | None = Field(default=None, gt=0, lt=2**63)
+
+    @model_validator(mode="after")
+    def _one_way_to_name_them(self) -> ListRunnersRequest:
+        if self.scale_set_ids and self.scale_set_id is not None:
+            raise ValueError("give scale_set_ids or scale_set_id, not both")
+        if not self.scale_set_ids and self.scale_set_id is None:
+            raise ValueError("scale_set_ids or scale_set_id is required")
+        if any(not 0 < i < 2**63 for i in self.scale_set_ids):
+            raise ValueError("scale_set_ids must be positive 63-bit integers")
+        return self
+
+    @property
+    def wanted(self) -> frozenset[int]:
+        return frozenset(self.scale_set_ids or (self.scale_set_id or 0,))
 
 
 class ListRunnersResult(_Model):
     runners: list[RunnerInfo] = Field(default_factory=list)
-    """The runners GitHub has registered in that scale set (busy or not)."""
+    """The runners GitHub has registered in those scale sets (busy or not), each with its
+    ``runner_scale_set_id``."""
 
 
 ResultT = TypeVar("ResultT", bound=BaseModel)
@@ -309,9 +340,12 @@ class RegistrarRpcClient:
         result = await self._call(REMOVE_RUNNER_SUBJECT, request, RemoveRunnerResult)
         return result.outcome
 
-    async def list_runners(self, namespace: str, ars: str, scale_set_id: int) -> list[RunnerInfo]:
-        """The runners registered in one scale set (the orphan scan, ADR 0065)."""
-        request = ListRunnersRequest(namespace=namespace, ars=ars, scale_set_id=scale_set_id)
+    async def list_runners(
+        self, namespace: str, ars: str, scale_set_ids: list[int]
+    ) -> list[RunnerInfo]:
+        """The runners registered in these scale sets of the ARS, from one listing on GitHub
+        (the orphan scan, ADR 0065, ADR 0121)."""
+        request = ListRunnersRequest(namespace=namespace, ars=ars, scale_set_ids=scale_set_ids)
         result = await self._call(LIST_RUNNERS_SUBJECT, request, ListRunnersResult)
         return list(result.runners)
 

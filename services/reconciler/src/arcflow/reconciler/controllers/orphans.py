@@ -1,10 +1,10 @@
 """The orphan scan's I/O (ADR 0065; the rules are in :mod:`.orphan_rules`).
 
-Every ``orphan_scan_seconds``, per scale set the cache's EphemeralRunners name: the registrar
+Every ``orphan_scan_seconds``, per scale set the cache's EphemeralRunnerSets name: the registrar
 lists GitHub's runners of that set; orphans confirmed over two scans are removed: GitHub
 runners through the bounded removal pool (ADR 0108; the counts say what was handed in),
 EphemeralRunners with a delete whose finalizer then makes the one removal call. Reads only the
-cache and the one list call per set.
+cache and one list call per ARS, which answers all its scale sets (ADR 0121).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from arcflow.common.constants import (
 )
 from arcflow.common.kube import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from arcflow.common.models import EphemeralRunner, EphemeralRunnerSet, InvalidManifestError
-from arcflow.common.rpc.registrar import RegistrarRpcError
+from arcflow.common.rpc.registrar import RegistrarRpcError, RunnerInfo
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.manifest import Manifest
@@ -68,12 +68,24 @@ async def scan_orphans(ctx: Context, suspects: Suspects) -> dict[str, int]:
     removed = {"github_runners": 0, "ephemeral_runners": 0}
     # Every runner is parsed once per scan (ADR 0071: a periodic pass, not the hot path).
     parsed: dict[int, EphemeralRunner | None] = {}
+    by_ars: dict[tuple[str, str], list[int]] = {}
+    for scope_namespace, ars, scale_set_id in sets:
+        by_ars.setdefault((scope_namespace, ars), []).append(scale_set_id)
+    # One listing per ARS answers all its scale sets (ADR 0121).
+    listings: dict[tuple[str, str], list[RunnerInfo] | None] = {}
     for (scope_namespace, ars, scale_set_id), (namespace, variant) in sets.items():
-        try:
-            listed = await ctx.registrar.list_runners(scope_namespace, ars, scale_set_id)
-        except RegistrarRpcError as exc:
-            log.info("orphan scan of scale set %d skipped: %s", scale_set_id, exc)
+        if (scope_namespace, ars) not in listings:
+            try:
+                listings[(scope_namespace, ars)] = await ctx.registrar.list_runners(
+                    scope_namespace, ars, sorted(by_ars[(scope_namespace, ars)])
+                )
+            except RegistrarRpcError as exc:
+                log.info("orphan scan of %s/%s skipped: %s", scope_namespace, ars, exc)
+                listings[(scope_namespace, ars)] = None
+        all_listed = listings[(scope_namespace, ars)]
+        if all_listed is None:
             continue
+        listed = [r for r in all_listed if r.runner_scale_set_id == scale_set_id]
         # Read after the call: a runner the cache saw since the listing is not an orphan.
         ers = [
             er
