@@ -55,6 +55,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _audit import audit_counts
+from _report import wait_quiet
 from _stack import loadavg, machine, proc_usage, warm_bytecode_cache, write_result
 
 from arcflow.common.actions.auth import KEY_TOKEN
@@ -616,6 +617,13 @@ async def main() -> int:
     parser.add_argument("--poll-timeout", type=float, default=50.0)
     parser.add_argument("--ready-within", type=float, default=600.0)
     parser.add_argument("--label", default="")
+    parser.add_argument(
+        "--max-load",
+        type=float,
+        default=2.5,
+        help="wait (up to 10 min) before each layout run until the 1-minute load is under "
+        "this; 0: no",
+    )
     parser.add_argument("--report", help="print the Markdown tables of a result file, run nothing")
     args = parser.parse_args()
     if args.report:
@@ -642,6 +650,8 @@ async def main() -> int:
             for layout in layouts:
                 work = base / f"r{run_index}-n{size}-{layout}"
                 payload["order"].append(f"run {run_index + 1} N={size} {layout}")
+                if args.max_load:
+                    wait_quiet(args.max_load)
                 try:
                     result = await one_run(layout, size, work, build, args)
                 except Exception as exc:
