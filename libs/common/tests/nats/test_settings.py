@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+
 import nats
+import nats.errors
 import pytest
 
 from arcflow.common.nats import NatsSettings, NatsSettingsError, jetstream_of, make_broker
-from arcflow.common.nats.settings import service_inbox_prefix, validate_inbox_prefix
+from arcflow.common.nats.settings import (
+    FASTSTREAM_LOGGER,
+    service_inbox_prefix,
+    validate_inbox_prefix,
+)
 from arcflow.devstack.nats_server import NatsServer
 
 
@@ -113,3 +120,24 @@ async def test_user_password_authenticate_with_nats_py_and_faststream() -> None:
         bad = NatsSettings(url=server.url, user="svc", password="wrong", max_reconnect_attempts=0)
         with pytest.raises(Exception, match=r"(?i)authorization"):
             await nats.connect(**bad.connect_options("svc"), allow_reconnect=False)
+
+
+def test_faststreams_echo_of_a_connection_outage_is_dropped_and_other_errors_pass(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server restart is reported once by the connection's own callbacks; FastStream's
+    "Connection broken" warning with a traceback for the same outage (logged or not, by
+    timing) is dropped. A different error still reaches the log with its traceback."""
+    make_broker(NatsSettings(url="nats://127.0.0.1:1"), "registrar")
+    logger = logging.getLogger(FASTSTREAM_LOGGER)
+    caplog.set_level(logging.WARNING, logger=FASTSTREAM_LOGGER)
+    for outage in (nats.errors.UnexpectedEOF(), nats.errors.ConnectionClosedError(), OSError()):
+        logger.warning(f"Connection broken with {outage!r}", exc_info=outage)
+    other = nats.errors.AuthorizationError()
+    logger.warning(f"Connection broken with {other!r}", exc_info=other)
+    logger.warning("Task supervisor restarted a loop", exc_info=nats.errors.UnexpectedEOF())
+    kept = [(r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    assert kept == [
+        (f"Connection broken with {other!r}", True),
+        ("Task supervisor restarted a loop", True),
+    ]

@@ -67,12 +67,39 @@ class NatsSettings(NatsConnection, BaseSettings):
 FASTSTREAM_LOGGER = "arcflow.faststream"
 
 
+class OutageEchoFilter(logging.Filter):
+    """Drops FastStream's "Connection broken with <error>" warning (with its traceback) when the
+    error is the connection itself going away: the socket closed under it (EOF, a stale
+    connection, a closed connection, an OS error). The connection's own callbacks report such
+    an outage once, as "NATS disconnected; reconnecting" (``connection.py``); FastStream logs
+    it too, but only when its error callback runs before it has seen the disconnect, so a
+    server restart gave a traceback or not depending on timing. Every other error passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith("Connection broken with "):
+            return True
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, _OUTAGE_ERRORS)
+
+
+def _outage_errors() -> tuple[type[BaseException], ...]:
+    from nats.errors import ConnectionClosedError, StaleConnectionError
+
+    # UnexpectedEOF is a StaleConnectionError.
+    return (StaleConnectionError, ConnectionClosedError, OSError)
+
+
+_OUTAGE_ERRORS = _outage_errors()
+
+
 def _faststream_logger() -> logging.Logger:
     """FastStream's logger; its INFO lines (a task callback ran) are dropped, which leaves its
-    warnings and errors."""
+    warnings and errors, less its echo of a connection outage (:class:`OutageEchoFilter`)."""
     logger = logging.getLogger(FASTSTREAM_LOGGER)
     if logger.level == logging.NOTSET:
         logger.setLevel(logging.WARNING)
+    if not any(isinstance(f, OutageEchoFilter) for f in logger.filters):
+        logger.addFilter(OutageEchoFilter())
     return logger
 
 
