@@ -20,7 +20,7 @@ from arcflow.common.constants import (
 )
 from arcflow.common.kube import EPHEMERAL_RUNNER, EPHEMERAL_RUNNER_SET
 from arcflow.common.models import EphemeralRunner, EphemeralRunnerSet, InvalidManifestError
-from arcflow.common.rpc.registrar import RegistrarRpcError, RunnerInfo
+from arcflow.common.rpc.registrar import RegistrarRpcError
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.base import Context
 from arcflow.reconciler.controllers.manifest import Manifest
@@ -51,7 +51,8 @@ async def scan_orphans(ctx: Context, suspects: Suspects) -> dict[str, int]:
     if ctx.cache is None or ctx.registrar is None:
         return {}
     # The scale sets: one per EphemeralRunnerSet (its runners may all be gone).
-    sets: dict[tuple[str, str, int], tuple[str, str]] = {}
+    # By ARS (one listing per ARS answers all its scale sets, ADR 0121), then by scale set id.
+    sets: dict[tuple[str, str], dict[int, tuple[str, str]]] = {}
     for doc in ctx.cache.list(EPHEMERAL_RUNNER_SET, None, shared=True):
         try:
             runner_set = EphemeralRunnerSet.from_observed(doc)
@@ -64,66 +65,56 @@ async def scan_orphans(ctx: Context, suspects: Suspects) -> dict[str, int]:
         scope_namespace = labels.get(LABEL_SCALE_SET_NAMESPACE) or namespace
         if scale_set_id and ars and not runner_set.is_deleting:
             variant = labels.get(LABEL_RUNNER_VARIANT, "")
-            sets[(scope_namespace, ars, scale_set_id)] = (namespace, variant)
+            sets.setdefault((scope_namespace, ars), {})[scale_set_id] = (namespace, variant)
     removed = {"github_runners": 0, "ephemeral_runners": 0}
     # Every runner is parsed once per scan (ADR 0071: a periodic pass, not the hot path).
     parsed: dict[int, EphemeralRunner | None] = {}
-    by_ars: dict[tuple[str, str], list[int]] = {}
-    for scope_namespace, ars, scale_set_id in sets:
-        by_ars.setdefault((scope_namespace, ars), []).append(scale_set_id)
-    # One listing per ARS answers all its scale sets (ADR 0121).
-    listings: dict[tuple[str, str], list[RunnerInfo] | None] = {}
-    for (scope_namespace, ars, scale_set_id), (namespace, variant) in sets.items():
-        if (scope_namespace, ars) not in listings:
-            try:
-                listings[(scope_namespace, ars)] = await ctx.registrar.list_runners(
-                    scope_namespace, ars, sorted(by_ars[(scope_namespace, ars)])
-                )
-            except RegistrarRpcError as exc:
-                log.info("orphan scan of %s/%s skipped: %s", scope_namespace, ars, exc)
-                listings[(scope_namespace, ars)] = None
-        all_listed = listings[(scope_namespace, ars)]
-        if all_listed is None:
+    for (scope_namespace, ars), of_ars in sets.items():
+        try:
+            all_listed = await ctx.registrar.list_runners(scope_namespace, ars, sorted(of_ars))
+        except RegistrarRpcError as exc:
+            log.info("orphan scan of %s/%s skipped: %s", scope_namespace, ars, exc)
             continue
-        listed = [r for r in all_listed if r.runner_scale_set_id == scale_set_id]
-        # Read after the call: a runner the cache saw since the listing is not an orphan.
-        ers = [
-            er
-            for er in _parsed(ctx.cache.list(EPHEMERAL_RUNNER, namespace, shared=True), parsed)
-            if er.spec.runner_scale_set_id == scale_set_id
-        ]
-        runners = [_kube_runner(er) for er in ers]
-        github = [GitHubRunner(r.id, r.name) for r in listed]
-        now = time.monotonic()
-        scope_key = f"{namespace}/{ars}/{scale_set_id}"
-        scope = Scope(scope_namespace, ars, variant)
-        orphans = {str(g.id): g for g in orphaned_on_github(github, runners)}
-        removals = ctx.state(RunnerRemovals)
-        for key in suspects.confirm(f"gh:{scope_key}", orphans, now):
-            # Off the scan, through the bounded pool (ADR 0108); the key cannot name an
-            # EphemeralRunner (a name has no "/").
-            orphan = orphans[key]
-            removals.submit(
-                ctx.registrar,
-                scope,
-                namespace,
-                f"github-runner/{orphan.id}",
-                orphan.id,
-                on_end=_orphan_removed(ctx, suspects, scope_key, orphan, scale_set_id),
-            )
-            removed["github_runners"] += 1
-        by_name = {item.name: item for item in ers}
-        gone = {r.name: r for r in gone_from_github(github, runners)}
-        for name in suspects.confirm(f"er:{scope_key}", gone, now):
-            doomed = by_name[name]
-            why = (
-                f"its GitHub runner {gone[name].runner_id} is gone and it runs no job: "
-                "its set makes a fresh one"
-            )
-            log.warning("EphemeralRunner %s/%s: %s", namespace, name, why)
-            await ctx.writer.delete(doomed.manifest, scope, why, unchanged=True)
-            suspects.forget(f"er:{scope_key}", name)
-            removed["ephemeral_runners"] += 1
+        for scale_set_id, (namespace, variant) in of_ars.items():
+            listed = [r for r in all_listed if r.runner_scale_set_id == scale_set_id]
+            # Read after the call: a runner the cache saw since the listing is not an orphan.
+            ers = [
+                er
+                for er in _parsed(ctx.cache.list(EPHEMERAL_RUNNER, namespace, shared=True), parsed)
+                if er.spec.runner_scale_set_id == scale_set_id
+            ]
+            runners = [_kube_runner(er) for er in ers]
+            github = [GitHubRunner(r.id, r.name) for r in listed]
+            now = time.monotonic()
+            scope_key = f"{namespace}/{ars}/{scale_set_id}"
+            scope = Scope(scope_namespace, ars, variant)
+            orphans = {str(g.id): g for g in orphaned_on_github(github, runners)}
+            removals = ctx.state(RunnerRemovals)
+            for key in suspects.confirm(f"gh:{scope_key}", orphans, now):
+                # Off the scan, through the bounded pool (ADR 0108); the key cannot name an
+                # EphemeralRunner (a name has no "/").
+                orphan = orphans[key]
+                removals.submit(
+                    ctx.registrar,
+                    scope,
+                    namespace,
+                    f"github-runner/{orphan.id}",
+                    orphan.id,
+                    on_end=_orphan_removed(ctx, suspects, scope_key, orphan, scale_set_id),
+                )
+                removed["github_runners"] += 1
+            by_name = {item.name: item for item in ers}
+            gone = {r.name: r for r in gone_from_github(github, runners)}
+            for name in suspects.confirm(f"er:{scope_key}", gone, now):
+                doomed = by_name[name]
+                why = (
+                    f"its GitHub runner {gone[name].runner_id} is gone and it runs no job: "
+                    "its set makes a fresh one"
+                )
+                log.warning("EphemeralRunner %s/%s: %s", namespace, name, why)
+                await ctx.writer.delete(doomed.manifest, scope, why, unchanged=True)
+                suspects.forget(f"er:{scope_key}", name)
+                removed["ephemeral_runners"] += 1
     return removed
 
 
