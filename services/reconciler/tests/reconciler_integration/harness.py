@@ -438,12 +438,15 @@ def metric_total(reader: InMemoryMetricReader, name: str, **attributes: str) -> 
     )
 
 
-async def removal_calls(sim: ActionsSimulator, runner_id: int) -> int:
-    """DELETEs of this runner the Actions simulator received, read through its HTTP control
-    API (its own request log, not a fake's call log)."""
+async def simulator_requests(sim: ActionsSimulator, route: str, method: str) -> int:
+    """Requests whose path matches ``route`` (a glob) the Actions simulator received, read
+    through its HTTP control API (its own request log, not a fake's call log)."""
     async with httpx.AsyncClient(base_url=sim.base_url) as http:
-        answer = await http.get(
-            "/_sim/requests", params={"route": f"*/agents/{runner_id}", "method": "DELETE"}
-        )
+        answer = await http.get("/_sim/requests", params={"route": route, "method": method})
     answer.raise_for_status()
     return len(answer.json()["requests"])
+
+
+async def removal_calls(sim: ActionsSimulator, runner_id: int) -> int:
+    """DELETEs of this runner the Actions simulator received."""
+    return await simulator_requests(sim, f"*/agents/{runner_id}", "DELETE")

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -35,7 +34,7 @@ from tests.fast_services import control_plane
 from tests.manifests import pat_secret
 from tests.polling import eventually
 
-from .harness import metric_total, reconciler_test_settings, removal_calls
+from .harness import metric_total, reconciler_test_settings, removal_calls, simulator_requests
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -82,6 +81,25 @@ async def parts(
     )
     async with running(*runs, kube=kube_client):
         yield {"sim": actions_sim, "kube": kube_client, "ns": kube_namespace, "reader": reader}
+
+
+def _ars(
+    name: str, ns: str, sim: ActionsSimulator, variants: list[str] | None = None
+) -> dict[str, Any]:
+    """An ARS on the simulator's organization with the runner-and-sidecar template."""
+    spec: dict[str, Any] = {
+        "githubConfigUrl": sim.config_url("my-org"),
+        "githubConfigSecret": SECRET_NAME,
+        "template": _template(),
+    }
+    if variants:
+        spec["runnerVariants"] = [{"name": v} for v in variants]
+    return {
+        "apiVersion": "actions.github.com/v1alpha1",
+        "kind": "AutoscalingRunnerSet",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }
 
 
 def _kubelet_status(runner: dict[str, Any], phase: str = "Running") -> dict[str, Any]:
@@ -148,18 +166,7 @@ async def test_runners_that_can_do_no_more_work_give_their_slot_back(
     ns: str = parts["ns"]
     reader: InMemoryMetricReader = parts["reader"]
     await kube.create(pat_secret(SECRET_NAME, ns, sim.add_pat()))
-    await kube.create(
-        {
-            "apiVersion": "actions.github.com/v1alpha1",
-            "kind": "AutoscalingRunnerSet",
-            "metadata": {"name": ARS, "namespace": ns},
-            "spec": {
-                "githubConfigUrl": sim.config_url("my-org"),
-                "githubConfigSecret": SECRET_NAME,
-                "template": _template(),
-            },
-        }
-    )
+    await kube.create(_ars(ARS, ns, sim))
 
     async def runner_set() -> str | None:
         found = (await kube.list("EphemeralRunnerSet", namespace=ns)).items
@@ -391,14 +398,6 @@ async def _every_removal_path_calls_once(
     assert [await removal_calls(sim, i) for i in ids] == [1, 1, 1, 1, 1]
 
 
-async def _agent_listings(sim: ActionsSimulator) -> int:
-    """GETs of the runners endpoint the Actions simulator received (its own request log)."""
-    async with httpx.AsyncClient(base_url=sim.base_url) as http:
-        answer = await http.get("/_sim/requests", params={"route": "*/agents", "method": "GET"})
-    answer.raise_for_status()
-    return len(answer.json()["requests"])
-
-
 async def test_the_orphan_scan_lists_github_once_per_ars(parts: dict[str, Any]) -> None:
     """ADR 0121: the scan asks for the runners of all an ARS's scale sets at once; one listing
     on GitHub answers them, and an orphan in any of them is still found and removed."""
@@ -407,19 +406,7 @@ async def test_the_orphan_scan_lists_github_once_per_ars(parts: dict[str, Any]) 
     ns: str = parts["ns"]
     reader: InMemoryMetricReader = parts["reader"]
     await kube.create(pat_secret(SECRET_NAME, ns, sim.add_pat()))
-    await kube.create(
-        {
-            "apiVersion": "actions.github.com/v1alpha1",
-            "kind": "AutoscalingRunnerSet",
-            "metadata": {"name": "shapes", "namespace": ns},
-            "spec": {
-                "githubConfigUrl": sim.config_url("my-org"),
-                "githubConfigSecret": SECRET_NAME,
-                "template": _template(),
-                "runnerVariants": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
-            },
-        }
-    )
+    await kube.create(_ars("shapes", ns, sim, variants=["a", "b", "c"]))
 
     async def scale_set_ids() -> list[int] | None:
         found = (await kube.list("EphemeralRunnerSet", namespace=ns)).items
@@ -441,7 +428,7 @@ async def test_the_orphan_scan_lists_github_once_per_ars(parts: dict[str, Any]) 
     await eventually(ghosts_removed, within=30, what="both orphaned GitHub runners removed")
 
     scans = metric_total(reader, "arcflow_reconciler_orphan_scans")
-    listings = await _agent_listings(sim)
+    listings = await simulator_requests(sim, "*/agents", "GET")
 
     async def three_more_scans() -> int:
         now = metric_total(reader, "arcflow_reconciler_orphan_scans")
@@ -449,7 +436,7 @@ async def test_the_orphan_scan_lists_github_once_per_ars(parts: dict[str, Any]) 
         return now
 
     done = await eventually(three_more_scans, within=30, what="three more orphan scans")
-    listed = await _agent_listings(sim) - listings
+    listed = await simulator_requests(sim, "*/agents", "GET") - listings
     # One listing per scan for the one ARS (a scan under way at either end counts once more);
     # a listing per scale set would be three per scan.
     assert listed <= done - scans + 1, f"{listed} listings in {done - scans} scans"
