@@ -23,7 +23,6 @@ import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from opentelemetry.metrics import Meter
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from arcflow.common import subjects
 from arcflow.common.events import ObjectWritten, parse_event
@@ -39,6 +38,7 @@ from arcflow.reconciler.service import SERVICE
 from arcflow.reconciler.settings import ReconcilerSettings
 from arcflow.reconciler.state import ReconcilerState
 from tests.manifests import pat_secret
+from tests.metrics import metric_total as metric_total
 from tests.polling import eventually
 
 CONTROLLER_NS = "arc-systems"
@@ -421,20 +421,6 @@ def reconciler_runtime(
         serve_health=serve_health,
         serve_metrics=False,
         meter=meter,
-    )
-
-
-def metric_total(reader: InMemoryMetricReader, name: str, **attributes: str) -> int:
-    """The sum of a counter's points whose attributes include ``attributes``, as read now."""
-    data = reader.get_metrics_data()
-    return sum(
-        int(point.value)
-        for resource in (data.resource_metrics if data else [])
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if metric.name == name
-        for point in metric.data.data_points
-        if all(point.attributes.get(k) == v for k, v in attributes.items())
     )
 
 

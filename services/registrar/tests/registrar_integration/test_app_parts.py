@@ -18,6 +18,7 @@ from arcflow.common.nats import KV_SCALESETS
 from arcflow.common.scaleset_records import ScaleSetRecord, record_key
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.registrar.locks import LeaseLocks, LockBusyError
+from tests.metrics import metric_total
 from tests.polling import eventually, settled
 
 from .harness import Stack, state_of
@@ -78,18 +79,6 @@ async def test_sweep_registers_an_ars_whose_event_was_lost(stack: Stack) -> None
     await eventually(lambda: registered(stack, {"quiet"}))
 
 
-def _sweep_settled(reader: InMemoryMetricReader) -> int:
-    data = reader.get_metrics_data()
-    return sum(
-        int(point.value)
-        for resource in (data.resource_metrics if data else [])
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if metric.name == "arcflow_registrar_sweep_settled"
-        for point in metric.data.data_points
-    )
-
-
 async def test_sweep_leaves_a_settled_ars_alone_and_finds_a_lost_record(stack: Stack) -> None:
     """ADR 0120: once registered (and checked on GitHub), an ARS costs its sweeps no pass and
     no Actions call; a record taken out of the bucket behind the registrar's back is seen by
@@ -103,13 +92,13 @@ async def test_sweep_leaves_a_settled_ars_alone_and_finds_a_lost_record(stack: S
     state = state_of(app)
 
     async def sweeps_settled(at_least: int) -> int:
-        seen = _sweep_settled(reader)
+        seen = metric_total(reader, "arcflow_registrar_sweep_settled")
         assert seen >= at_least, f"sweeps that found the ARS settled: {seen}"
         return seen
 
     await eventually(lambda: sweeps_settled(1), what="a sweep finding the ARS settled")
     await state.queue.wait_idle(10)  # the pass that announced the last record has finished
-    first = _sweep_settled(reader)
+    first = metric_total(reader, "arcflow_registrar_sweep_settled")
     handled, requests = state.handled, len(stack.sim.requests)
     await eventually(lambda: sweeps_settled(first + 4), what="four more settled sweeps")
     assert state.handled == handled, "a settled ARS gets no converge pass from the sweep"
