@@ -18,6 +18,7 @@ from arcflow.common.rpc.registrar import (
     REMOVE_RUNNER_SUBJECT,
     RegistrarRpcClient,
 )
+from tests.metrics import metric_total
 from tests.polling import eventually
 
 from .harness import LogCapture, Stack, all_stored_messages
@@ -61,20 +62,6 @@ WRONG_TYPES: dict[str, list[bytes]] = {
 }
 
 
-def _invalid_requests(reader: InMemoryMetricReader) -> int:
-    data = reader.get_metrics_data()
-    total = 0
-    for resource in data.resource_metrics if data else []:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                if metric.name != "arcflow_registrar_rpc_requests":
-                    continue
-                for point in metric.data.data_points:
-                    if point.attributes.get("outcome") == "invalid_request":
-                        total += int(point.value)
-    return total
-
-
 async def test_bad_requests_get_clear_errors_and_break_nothing(
     stack: Stack, captured_logs: LogCapture
 ) -> None:
@@ -97,7 +84,7 @@ async def test_bad_requests_get_clear_errors_and_break_nothing(
             assert len(reply.data) < 2048, (subject, what)  # never an echo of the input
             assert LONG[:100] not in body["error"]["reason"]
 
-    assert _invalid_requests(reader) == sent
+    assert metric_total(reader, "arcflow_registrar_rpc_requests", outcome="invalid_request") == sent
     warnings = [line for line in captured_logs.lines if "rejected an invalid RPC request" in line]
     assert 1 <= len(warnings) <= len(WRONG_TYPES), warnings  # one per subject, then counted
     assert LONG[:100] not in captured_logs.text
