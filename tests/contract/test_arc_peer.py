@@ -127,7 +127,10 @@ async def test_one_upstream_scale_set_runs_one_job(
                 assert not left, f"runner pods left: {left}"
                 return True
 
-            await eventually(cleaned_up, within=60, interval=0.25, what="the runner cleaned up")
+            try:
+                await eventually(cleaned_up, within=60, interval=0.25, what="the runner cleaned up")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{await _world(parts, peer, tmp_path)}") from None
             # Upstream's controller ran as its chart's ServiceAccount: the audit log names it.
             log = parts.control_plane.audit_log.read_text()
             assert f'"username":"{peer.username}"' in log
