@@ -163,6 +163,12 @@ async def test_each_service_does_its_job_with_its_own_user(secured: SecuredNats)
     await msgs[0].ack_sync()
     ids = await reconciler.key_value(KV_SCALESETS.bucket)
     assert (await ids.get(f"{NS}.{ARS}._")).value == b'{"scale_set_id": 7}'
+    # its ARS passes read the records from a live watch of the bucket (ADR 0122)
+    records_watch = await ids.watchall()
+    entry = await records_watch.updates(timeout=2)  # type: ignore[no-untyped-call]
+    assert entry is not None
+    assert entry.key == f"{NS}.{ARS}._"
+    await records_watch.stop()  # type: ignore[no-untyped-call]
     jit = await RegistrarRpcClient(reconciler_nc, timeout=2).generate_jit_config(
         NS, ARS, 7, "runner-1"
     )
@@ -223,6 +229,15 @@ async def test_watcher_cannot_publish_outside_its_domain(secured: SecuredNats) -
             nc.jetstream(), subjects.scale_subject("x", "x"), _change("x", "1"), timeout=0.5
         )
     assert "arc.scale.x.x._" in await secured.denied("watcher", "arc.scale.x.x._")
+
+
+async def test_reconciler_watches_the_records_but_cannot_write_them(secured: SecuredNats) -> None:
+    """The records watch (ADR 0122) is read-only: a put on the bucket's subject is refused."""
+    subject = f"$KV.{KV_SCALESETS.bucket}.{NS}.{ARS}._"
+    nc = await secured.connect("reconciler")
+    await nc.publish(subject, b'{"scale_set_id": 8}')
+    await nc.flush()
+    assert subject.lower() in (await secured.denied("reconciler", subject)).lower()
 
 
 async def test_listener_cannot_publish_changes_nor_call_the_registrar(

@@ -1,4 +1,5 @@
-"""The decision heartbeat setting (ADR 0061): options, then the environment, then 60 s."""
+"""The decision heartbeat setting (ADR 0061): options, then the environment, then 300 s
+(ADR 0122)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from arcflow.listener.app import DECISION_HEARTBEAT_ENV, ListenerOptions, decisi
 from arcflow.listener.config import ConfigError
 
 
-def test_default_is_a_minute() -> None:
-    assert decision_heartbeat(ListenerOptions(environ={})) == 60.0
+def test_default_is_five_minutes() -> None:
+    assert decision_heartbeat(ListenerOptions(environ={})) == 300.0
 
 
 def test_environment_and_options() -> None:

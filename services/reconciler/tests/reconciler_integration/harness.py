@@ -266,12 +266,27 @@ class Stack:
             "github_config_url": "https://github.com/acme",
             "github_config_secret": SECRET_NAME,
         }
-        await kv.put(record_key(self.namespace, ars, variant), json.dumps(record).encode())
+        value = json.dumps(record).encode()
+        await kv.put(record_key(self.namespace, ars, variant), value)
+        await self._records_seen(ars, variant, value)
 
     async def unregister(self, ars: str, variant: str) -> None:
         """Delete the KV record, as the registrar does once it deleted the scale set."""
         kv = await self.js.key_value(KV_SCALESETS.bucket)
         await kv.delete(record_key(self.namespace, ars, variant))
+        await self._records_seen(ars, variant, None)
+
+    async def _records_seen(self, ars: str, variant: str, value: bytes | None) -> None:
+        """Until every replica's next ARS pass reads ``value``: the registrar publishes an event
+        after its write, which sends the pass to the bucket (ADR 0122); this write has none, so
+        wait for the records watch to deliver it."""
+
+        async def seen() -> bool:
+            for app in self.apps or [self.app]:
+                assert app.ids is None or app.ids.caught_up(self.namespace, ars, variant, value)
+            return True
+
+        await eventually(seen, within=10, what=f"the records watch delivering {ars}/{variant}")
 
     async def apply_ars(self, manifest: dict[str, Any]) -> None:
         name = manifest["metadata"]["name"]

@@ -92,7 +92,7 @@ class ListenerOptions:
     replicas: ReplicaSettings | None = None
     lease_timing: LeaseTiming = field(default_factory=LeaseTiming)
     #: ADR 0061: an idle ``scale.decision`` that changes nothing, at most this often per set
-    #: (``ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS``; None: that variable or 60 s).
+    #: (``ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS``; None: that variable or 300 s).
     decision_heartbeat: float | None = None
     #: The time scheduledOverrides are evaluated at (ADR 0063); tests may move it.
     wall_clock: Callable[[], datetime] = utc_now
@@ -104,7 +104,7 @@ DECISION_HEARTBEAT_ENV = "ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS"
 
 
 def decision_heartbeat(options: ListenerOptions) -> float:
-    """The options' heartbeat, else ``ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS``, else 60 s;
+    """The options' heartbeat, else ``ARCFLOW_LISTENER_DECISION_HEARTBEAT_SECONDS``, else 300 s;
     :class:`ConfigError` unless it is a positive number."""
     if options.decision_heartbeat is not None:
         value: float | str = options.decision_heartbeat

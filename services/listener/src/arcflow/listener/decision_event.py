@@ -30,8 +30,9 @@ MESSAGE_ID_HEADER = "Arcflow-Github-Message-Id"
 SCALE_SET_ID_HEADER = "Arcflow-Scale-Set-Id"
 SESSION_ID_HEADER = "Arcflow-Session-Id"
 JOBS_SEQ_HEADER = "Arcflow-Jobs-Stream-Seq"
-#: A statistics decision that changes nothing is published at most this often (ADR 0061).
-DECISION_HEARTBEAT = 60.0
+#: A statistics decision that changes nothing is published at most this often (ADR 0061; five
+#: minutes since ADR 0122).
+DECISION_HEARTBEAT = 300.0
 
 
 @dataclass(frozen=True)

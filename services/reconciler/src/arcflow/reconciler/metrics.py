@@ -91,6 +91,11 @@ class ReconcilerMetrics:
             description="GitHub runners with no EphemeralRunner behind them removed "
             "(attributes namespace, name)",
         )
+        self.scaleset_reads = meter.create_counter(
+            "arcflow_reconciler_scaleset_record_reads",
+            description="Scale set records read by ARS passes (attribute source: watch, from "
+            "the live KV watch; bucket, from the KV bucket itself; ADR 0122)",
+        )
         self.writes = meter.create_counter(
             "arcflow_reconciler_writes",
             description="Objects created/patched/deleted (attributes action, kind)",

@@ -11,6 +11,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from nats.js.kv import KeyValue
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import TracerProvider
@@ -55,7 +56,7 @@ class ReconcilerState:
         self,
         ctx: ServiceContext,
         *,
-        ids: ScaleSetIds | None = None,
+        records: KeyValue | None = None,
         listener_sessions: ListenerSessions | None = None,
         tracer_provider: TracerProvider | None = None,
     ) -> None:
@@ -66,6 +67,13 @@ class ReconcilerState:
         self._trace_parents: dict[Key, otel_context.Context] = {}
         self.kube = ctx.require_kube()
         self.metrics = ReconcilerMetrics(ctx.meter)
+        #: The registrar's scale set records, from a live watch of its bucket (ADR 0122).
+        self.ids = (
+            ScaleSetIds(records, self.metrics.scaleset_reads, connection=ctx.nc)
+            if records
+            else None
+        )
+        ids = self.ids
         stages = StageClock(record=self.metrics.record_stage)
 
         def make_context(manager: Manager[Context]) -> Context:
@@ -164,6 +172,9 @@ class ReconcilerState:
         parent = extract_trace_context(delivery.headers or trace_headers_of(event.trace))
         has_trace = trace.get_current_span(parent).get_span_context().is_valid
         for key in self.manager.keys_for_event(event):
+            if self.ids is not None and key.kind == "ars":
+                # the event may announce a write the records watch has not delivered yet
+                self.ids.refresh(key.namespace, key.name)
             if has_trace:
                 self._trace_parents[key] = parent
             self.queue.add(key)
@@ -188,18 +199,24 @@ class ReconcilerState:
 
 
 async def build(ctx: ServiceContext) -> ReconcilerState:
-    ids = ScaleSetIds(await ctx.js.key_value(KV_SCALESETS.bucket))
     return ReconcilerState(
         ctx,
-        ids=ids,
+        records=await ctx.js.key_value(KV_SCALESETS.bucket),
         listener_sessions=ListenerSessions(ctx.js),
         tracer_provider=ctx.overrides.get("tracer_provider"),
     )
 
 
 def components(ctx: ServiceContext, state: ReconcilerState) -> Sequence[Component]:
-    """The cache, the work queue, then the first resync (all before the subscribers)."""
+    """The scale set records' watch, the cache, the work queue, then the first resync (all
+    before the subscribers)."""
+    records = (
+        [Part("scaleset-records", on_start=state.ids.start, on_stop=state.ids.stop)]
+        if state.ids is not None
+        else []
+    )
     return [
+        *records,
         Part(
             "cache",
             on_start=state.manager.start_cache,

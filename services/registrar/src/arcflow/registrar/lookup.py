@@ -9,7 +9,8 @@ throwaway KV watchers for the scale set records. :class:`JitLookup` keeps instea
   name), started the first time a request needs it; its data stays in this process's memory
   only, never in a stream, bucket, log or event; the same for the CA ConfigMap
   (``githubServerTLS``) and the proxy credential Secrets (``proxy``) an ARS names;
-* the scale set records, from **one** live watch of the ``arcflow_scalesets`` KV bucket.
+* the scale set records, from **one** live watch of the ``arcflow_scalesets`` KV bucket
+  (:class:`~arcflow.common.nats.kv_mirror.KvMirror`).
 
 Requests are served concurrently by the RPC server; nothing here blocks another request.
 """
@@ -17,16 +18,16 @@ Requests are served concurrently by the RPC server; nothing here blocks another 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 
-import nats.errors
+from nats.aio.client import Client as NatsClient
 from nats.js.kv import KeyValue
 
 from arcflow.common.actions.client import ActionsClient
 from arcflow.common.cache import CachedKind, Informer, KindStore, ObjectCache
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, SECRET, KubeClient, Resource
+from arcflow.common.nats.kv_mirror import KvMirror
 from arcflow.common.scaleset_records import ScaleSetRecord
 from arcflow.registrar.connection import Manifest, read_server_connection
 from arcflow.registrar.credentials import (
@@ -56,81 +57,40 @@ class JitLookup:
         clients: ActionsClientCache,
         *,
         namespaces: Sequence[str] = (),
+        connection: NatsClient | None = None,
     ) -> None:
         self.kube = kube
         self.clients = clients
-        self._records_kv = records
         #: The managed namespaces (empty: all); a request for a set elsewhere is refused here.
         self.namespaces = tuple(sorted(set(namespaces)))
         self.ars = ObjectCache(kube, [ars_cached_kind(self.namespaces)])
         self._secrets: dict[tuple[str, str, str], Informer] = {}
         self._secret_locks: dict[tuple[str, str, str], asyncio.Lock] = {}
-        self._records: dict[str, ScaleSetRecord] = {}
-        self._records_synced = asyncio.Event()
-        #: The records watch is running and has replayed the bucket.
-        self._records_live = False
+        self._records = KvMirror(
+            records, ScaleSetRecord.decode, what="scale set record", connection=connection
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
         """Start the watches; requests wait for their first snapshot (:meth:`synced`), so an
         API server that is down at start delays answers instead of failing the service."""
         self._tasks.extend(self.ars.start())
-        self._tasks.append(asyncio.create_task(self._follow_records(), name="jit-records"))
+        await self._records.start()
 
     async def synced(self) -> None:
         """Until the ARS list and the records are in memory (``TimeoutError`` after 10 s)."""
         await asyncio.wait_for(self.ars.synced(), _SYNC_SECONDS)
-        await asyncio.wait_for(self._records_synced.wait(), _SYNC_SECONDS)
+        await asyncio.wait_for(self._records.synced(), _SYNC_SECONDS)
 
     async def stop(self) -> None:
         await self.ars.stop()
         for informer in self._secrets.values():
             await informer.stop()
+        await self._records.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-
-    # --- scale set records: one live KV watch -----------------------------------------------
-
-    async def _follow_records(self) -> None:
-        while True:
-            try:
-                watcher = await self._records_kv.watchall()
-                try:
-                    replayed: set[str] | None = set()
-                    async for entry in watcher:
-                        if entry is None:  # the initial values are all delivered
-                            if replayed is not None:
-                                # Keys deleted while a previous watch was down are not
-                                # replayed: they go now.
-                                for key in set(self._records) - replayed:
-                                    del self._records[key]
-                                replayed = None
-                            self._records_live = True
-                            self._records_synced.set()
-                            continue
-                        if replayed is not None:
-                            replayed.add(entry.key)
-                        self._record(entry.key, entry.value, entry.operation)
-                finally:
-                    self._records_live = False
-                    with contextlib.suppress(Exception):
-                        await watcher.stop()  # type: ignore[no-untyped-call]
-            except asyncio.CancelledError:
-                raise
-            except (nats.errors.Error, OSError, TimeoutError) as exc:
-                log.warning("scale set record watch failed", extra={"error": type(exc).__name__})
-                await asyncio.sleep(1.0)
-
-    def _record(self, key: str, value: bytes | None, operation: str | None) -> None:
-        if operation in ("DEL", "PURGE") or not value:
-            self._records.pop(key, None)
-            return
-        try:
-            self._records[key] = ScaleSetRecord.decode(value)
-        except ValueError:
-            log.error("ignoring a malformed scale set record", extra={"key": key})
 
     def records_of(self, namespace: str, ars: str) -> list[ScaleSetRecord]:
         return [r for r in self._records.values() if r.namespace == namespace and r.ars == ars]
@@ -139,7 +99,7 @@ class JitLookup:
         """Every registration by (namespace, ARS) and variant, as the live watch has them;
         ``None`` unless that watch is running and has replayed the bucket (its view is then
         at most one delivery behind the bucket)."""
-        if not self._records_live:
+        if not self._records.live:
             return None
         found: dict[tuple[str, str], dict[str, ScaleSetRecord]] = {}
         for record in self._records.values():

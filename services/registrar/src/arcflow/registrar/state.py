@@ -95,7 +95,9 @@ async def build(ctx: ServiceContext) -> RegistrarState:
     )
     records = await ctx.js.key_value(KV_SCALESETS.bucket)
     # JIT requests answered from memory (ADR 0010); passes read the same ARS cache (0031)
-    lookup = JitLookup(ctx.require_kube(), records, clients, namespaces=settings.namespaces)
+    lookup = JitLookup(
+        ctx.require_kube(), records, clients, namespaces=settings.namespaces, connection=ctx.nc
+    )
     provider = ctx.overrides.get("tracer_provider")
 
     def make_context(manager: Manager[RegistrarContext]) -> RegistrarContext:

@@ -338,6 +338,8 @@ def reconciler_permissions() -> Permissions:
         *ensure_jetstream_publish(durables),
         *REGISTRAR_RPC_SUBJECTS,
         *kv_read(KV_SCALESETS.bucket),
+        # Its ARS passes read the records from a live watch of the bucket (ADR 0122).
+        *kv_watch(KV_SCALESETS.bucket),
         # Read-only: which listener sessions are open (ListenerSessionsOpen, ADR 0073).
         *kv_read(LISTENER_SESSIONS_BUCKET),
     ]
@@ -348,7 +350,8 @@ def reconciler_permissions() -> Permissions:
         publish,
         [inbox_subscription("reconciler")],
         why="consumes reconciler-scalesets/reconciler-errors; publishes "
-        "arc.audit.>; calls arc.rpc.registrar.* (replies on its inbox); reads arcflow_scalesets "
+        "arc.audit.>; calls arc.rpc.registrar.* (replies on its inbox); reads and watches "
+        "arcflow_scalesets "
         "and arcflow_listener_sessions; "
         "declares the layout at start-up",
     )

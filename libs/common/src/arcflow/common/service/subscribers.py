@@ -73,9 +73,11 @@ _CURRENT: contextvars.ContextVar[tuple[float, list[tuple[Msg, Delivery, EventBas
 
 #: Longest a fetch waits to fill its batch (FastStream's ``PullSub.timeout``): an event that
 #: arrives alone waits at most this long before its handler runs. It also sets how often an
-#: idle subscriber fetches: 50 ms cost the registrar's and reconciler's four subscribers
-#: 20 times the idle CPU of 1 s (ADR 0070, benchmarks/idle_fetch.py).
-DEFAULT_BATCH_WINDOW_SECONDS = 0.25
+#: idle subscriber fetches (two pull requests per window): 50 ms cost the registrar's and
+#: reconciler's subscribers 20 times the idle CPU of 1 s (ADR 0070, benchmarks/idle_fetch.py),
+#: and 250 ms were 1.7 NATS messages per scale set per minute in a settled 1,000-set fleet
+#: (ADR 0122). No subscriber is on the job path; registration and scale set events are.
+DEFAULT_BATCH_WINDOW_SECONDS = 1.0
 
 log = logging.getLogger(__name__)
 
