@@ -192,3 +192,48 @@ async def test_an_owned_change_settles_where_the_owner_says_so_and_its_own_does_
         assert passes[1] - changed < 0.3
     finally:
         await manager.queue.stop()
+
+
+async def test_a_watched_change_settles_where_the_watch_says_so() -> None:
+    """A watch that declares ``settle_seconds`` wakes its target once, that long after the
+    first of a run of changes; the target's own change wakes it at once (ADR 0123)."""
+    settled = Controllers(
+        (
+            Controller(
+                "ars",
+                AUTOSCALING_RUNNER_SET,
+                dict,
+                _reconcile,
+                watches=(Watch(EPHEMERAL_RUNNER_SET.kind, _label, "label", settle_seconds=0.3),),
+            ),
+        ),
+        read=_read,
+        on_unparsable=_unparsable,
+    )
+    loop = asyncio.get_running_loop()
+    passes: list[float] = []
+
+    async def run(ctx: Any, key: Key[Any], call: Any) -> Result:
+        passes.append(loop.time())
+        return Result.done()
+
+    manager = Manager(settled, lambda _m: None, run=run)
+    manager.queue.start()
+    try:
+        first = loop.time()
+        for index in range(20):
+            runner_set = _obj("EphemeralRunnerSet", f"s{index}", labels={"ars": "a"})
+            manager._changed(Change("EphemeralRunnerSet", "MODIFIED", runner_set))
+        assert manager.queue.is_busy(Key("ars", "ns", "a"))
+        await manager.queue.wait_idle(5)
+        assert len(passes) == 1
+        assert passes[0] - first >= 0.3
+
+        changed = loop.time()
+        own = _obj("AutoscalingRunnerSet", "a")
+        manager._changed(Change("AutoscalingRunnerSet", "MODIFIED", own))
+        await manager.queue.wait_idle(5)
+        assert len(passes) == 2
+        assert passes[1] - changed < 0.3
+    finally:
+        await manager.queue.stop()

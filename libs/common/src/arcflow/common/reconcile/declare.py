@@ -54,6 +54,11 @@ class Watch:
     targets: Callable[[Mapping[str, Any], Lookup], Iterable[Target]]
     #: How it routes, in a few words (the flow table shows it).
     how: str
+    #: Like ``Controller.owned_settle_seconds`` for this route: a change wakes the targets this
+    #: many seconds after the first such change, and the changes in between coalesce into one
+    #: pass (0: at once). For a target whose pass reads everything the kind feeds it and has
+    #: nothing urgent to do about one change (ADR 0123).
+    settle_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

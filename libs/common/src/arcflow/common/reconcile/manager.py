@@ -241,7 +241,7 @@ def _routes(declared: Controllers) -> dict[str, list[_Routed]]:
             routed = (_owner_key(controller), controller.owned_settle_seconds)
             routes.setdefault(kind, []).append(routed)
         for watch in controller.watches:
-            routed = (_watched(controller.kind, watch.targets), 0.0)
+            routed = (_watched(controller.kind, watch.targets), watch.settle_seconds)
             routes.setdefault(watch.kind, []).append(routed)
     return routes
 

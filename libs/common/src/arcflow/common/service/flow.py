@@ -139,7 +139,14 @@ def render_controllers_markdown(specs: Iterable[ServiceSpec[Any]]) -> str:
             owns = ", ".join(c.owns) or "-"
             if c.owns and c.owned_settle_seconds:
                 owns += f" (settles {c.owned_settle_seconds:g} s)"
-            watches = "; ".join(f"{w.kind}: {w.how}" for w in c.watches) or "-"
+            watches = (
+                "; ".join(
+                    f"{w.kind}: {w.how}"
+                    + (f" (settles {w.settle_seconds:g} s)" if w.settle_seconds else "")
+                    for w in c.watches
+                )
+                or "-"
+            )
             events = ", ".join(
                 f"`{_type(t)}`" + (" (kept)" if source.keep is not None else "")
                 for source in c.events

@@ -62,13 +62,20 @@ _BY_LABELS = "its scale-set labels name the ARS"
 #: a burst's runner changes wake their set once per this long (ADR 0117).
 RUNNER_SET_SETTLE_SECONDS = 0.5
 
+#: An ARS pass reads all its runner sets and writes what they add up to (its status and
+#: capacity report, a missing set made again); one set's change asks nothing of it at once
+#: (the shared budget is kept by the runner sets' own passes). With 88 variants a burst changes
+#: its sets hundreds of times, and each change woke the one ARS, whose pass is 88 variants' work
+#: and ran ahead of every runner key: they now wake it once per this long (ADR 0123).
+ARS_SETTLE_SECONDS = 1.0
+
 ARS = Controller(
     "ars",
     AUTOSCALING_RUNNER_SET,
     AutoscalingRunnerSet.from_observed,
     reconcile_ars,
     watches=(
-        Watch(KIND_ERS, ars_of_labels, _BY_LABELS),
+        Watch(KIND_ERS, ars_of_labels, _BY_LABELS, settle_seconds=ARS_SETTLE_SECONDS),
         Watch(KIND_AL, ars_of_labels, _BY_LABELS),
         Watch(KIND_RESOURCE_QUOTA, sets_using_quota, "the sets of its namespace it budgets"),
     ),
