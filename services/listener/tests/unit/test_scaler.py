@@ -136,6 +136,23 @@ def test_a_skip_consumes_the_dirty_flag_like_a_sent_patch() -> None:
     assert scaler.decide(0).patch_id == 0
 
 
+def test_an_idle_tick_at_the_minimum_forces_the_state_within_the_window() -> None:
+    """A batch that completed the last jobs writes the minimum with a new patchID; the next
+    idle tick forces patchID 0 at once although that count stands in the window, so the set
+    removes idle runners a superseded request made (upstream forces it on every empty batch at
+    the minimum). The forced state, once written, holds the later ticks back (ADR 0119)."""
+    scaler = DesiredRunnerScaler(min_runners=0, max_runners=5)
+    scaler.decide(4)
+    scaler.job_completed()
+    last = scaler.decide(0)  # the batch with the last completions
+    assert (last.target, last.skipped) == (0, False)
+    assert last.patch_id != 0
+    forced = scaler.decide(0, unchanged_since=(0, last.patch_id))
+    assert (forced.target, forced.patch_id, forced.skipped) == (0, 0, False)
+    again = scaler.decide(0, unchanged_since=(0, 0))
+    assert again.skipped
+
+
 def test_without_a_standing_request_nothing_is_skipped() -> None:
     scaler = DesiredRunnerScaler(min_runners=0, max_runners=5)
     scaler.decide(1)

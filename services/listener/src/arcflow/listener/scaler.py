@@ -93,7 +93,16 @@ class DesiredRunnerScaler:
         target = self.desired_count(assigned_jobs, capacity)
         was_dirty = self.dirty
         self.dirty = False
-        if unchanged_since is not None and unchanged_since[0] == target:
+        # An idle tick at the minimum forces the state (patchID 0): the set removes idle
+        # runners a superseded request made (upstream does the same). The count standing in
+        # the window does not hold it back unless that write was the forced state itself
+        # (sent once, ADR 0119); before, such runners lingered until the window passed.
+        forced = not was_dirty and target == self.target and target == self.min_runners
+        if (
+            unchanged_since is not None
+            and unchanged_since[0] == target
+            and not (forced and unchanged_since[1] != 0)
+        ):
             self.target = target
             return Decision(
                 target=target,
