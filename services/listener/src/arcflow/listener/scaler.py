@@ -114,11 +114,8 @@ class DesiredRunnerScaler:
         if self.patch_seq == MAX_INT32:
             self.patch_seq = 0
         self.patch_seq += 1
-        previous = self.target
         self.target = target
-        patch_id = self.patch_seq
-        if not was_dirty and target == previous and target == self.min_runners:
-            patch_id = 0
+        patch_id = 0 if forced else self.patch_seq
         return Decision(
             target=target, patch_id=patch_id, assigned_jobs=assigned_jobs, was_dirty=was_dirty
         )
