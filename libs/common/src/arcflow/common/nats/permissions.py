@@ -351,9 +351,7 @@ def reconciler_permissions() -> Permissions:
         [inbox_subscription("reconciler")],
         why="consumes reconciler-scalesets/reconciler-errors; publishes "
         "arc.audit.>; calls arc.rpc.registrar.* (replies on its inbox); reads and watches "
-        "arcflow_scalesets "
-        "and arcflow_listener_sessions; "
-        "declares the layout at start-up",
+        "arcflow_scalesets and reads arcflow_listener_sessions; declares the layout at start-up",
     )
 
 
