@@ -25,9 +25,9 @@ from nats.aio.msg import Msg
 from opentelemetry.metrics import Meter
 
 from arcflow.common import subjects
-from arcflow.common.events import ObjectWritten, parse_event
+from arcflow.common.events import EventKeys, ObjectWritten, ScaleSetAssigned, parse_event
 from arcflow.common.kube import ConflictError, ForbiddenError, KubeClient, NotFoundError
-from arcflow.common.nats import KV_SCALESETS, NatsSettings, ensure_jetstream
+from arcflow.common.nats import KV_SCALESETS, NatsSettings, ensure_jetstream, publish_event
 from arcflow.common.scaleset_records import record_key
 from arcflow.common.service.runtime import ServiceRuntime
 from arcflow.devstack.actions_sim import ActionsSimulator
@@ -254,6 +254,12 @@ class Stack:
 
     async def register(self, ars: str, variant: str, scale_set_id: int) -> None:
         """Write the KV record the registrar writes after registering a variant."""
+        value = await self.put_record(ars, variant, scale_set_id)
+        await self._records_seen(ars, variant, value)
+
+    async def put_record(self, ars: str, variant: str, scale_set_id: int) -> bytes:
+        """Only the KV write of :meth:`register`, not waiting for the records watch; returns
+        the value written."""
         kv = await self.js.key_value(KV_SCALESETS.bucket)
         record = {
             "namespace": self.namespace,
@@ -268,7 +274,20 @@ class Stack:
         }
         value = json.dumps(record).encode()
         await kv.put(record_key(self.namespace, ars, variant), value)
-        await self._records_seen(ars, variant, value)
+        return value
+
+    async def announce(self, ars: str, scale_set_id: int) -> None:
+        """Publish the registrar's ``scaleset.assigned`` of a single-shape ARS (after its
+        record, as the registrar does)."""
+        assigned = ScaleSetAssigned(
+            source="test-registrar",
+            keys=EventKeys(namespace=self.namespace, ars=ars, scale_set_id=scale_set_id),
+            scale_set_id=scale_set_id,
+            scale_set_name=ars,
+            runner_group_id=1,
+            runner_group_name="Default",
+        )
+        await publish_event(self.js, subjects.scalesets_subject(self.namespace, ars), assigned)
 
     async def unregister(self, ars: str, variant: str) -> None:
         """Delete the KV record, as the registrar does once it deleted the scale set."""

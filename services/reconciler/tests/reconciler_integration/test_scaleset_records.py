@@ -6,21 +6,14 @@ reaches the ARS from the watch. Real nats-server and kube-apiserver."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from arcflow.common import subjects
 from arcflow.common.constants import ANNOTATION_SCALE_SET_ID
-from arcflow.common.events import EventKeys, ScaleSetAssigned
-from arcflow.common.nats import publish_event
-from arcflow.common.nats.jetstream import KV_SCALESETS
-from arcflow.common.scaleset_records import record_key
 from tests.metrics import metric_total
 from tests.polling import eventually
 
-from .harness import SECRET_NAME, Stack, ars_manifest
+from .harness import Stack, ars_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -60,29 +53,9 @@ async def test_resync_reads_the_watch_and_the_registrars_event_reads_the_bucket(
         await eventually(resync_reads_only_the_watch, what="a resync that reads only the watch")
 
     # The registrar's order: the record, then its event. The event's pass reads the bucket.
-    kv = await stack.js.key_value(KV_SCALESETS.bucket)
-    record = {
-        "namespace": stack.namespace,
-        "ars": "recs",
-        "variant": "",
-        "scale_set_id": 8,
-        "scale_set_name": "recs",
-        "runner_group_id": 1,
-        "runner_group_name": "Default",
-        "github_config_url": "https://github.com/acme",
-        "github_config_secret": SECRET_NAME,
-    }
     bucket = reads("bucket")
-    await kv.put(record_key(stack.namespace, "recs", ""), json.dumps(record).encode())
-    assigned = ScaleSetAssigned(
-        source="test-registrar",
-        keys=EventKeys(namespace=stack.namespace, ars="recs", scale_set_id=8),
-        scale_set_id=8,
-        scale_set_name="recs",
-        runner_group_id=1,
-        runner_group_name="Default",
-    )
-    await publish_event(stack.js, subjects.scalesets_subject(stack.namespace, "recs"), assigned)
+    await stack.put_record("recs", "", 8)
+    await stack.announce("recs", 8)
     await annotated(8)
     await stack.wait_idle()
     assert reads("bucket") > bucket, "the event's pass did not read the bucket"

@@ -11,10 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from arcflow.common import subjects
-from arcflow.common.events import EventKeys, ScaleSetAssigned
 from arcflow.common.kube import KubeClient
-from arcflow.common.nats import publish_event
 from arcflow.devstack.nats_server import NatsServer
 from tests.polling import eventually
 
@@ -34,19 +31,9 @@ async def test_reconcile_span_continues_the_trace_of_the_triggering_event(
     ) as stack:
         await stack.register("traced", "", 5)
         await stack.kube.create(ars_manifest(stack.namespace, "traced"))
-        assigned = ScaleSetAssigned(
-            source="test-registrar",
-            keys=EventKeys(namespace=stack.namespace, ars="traced", scale_set_id=5),
-            scale_set_id=5,
-            scale_set_name="traced",
-            runner_group_id=1,
-            runner_group_name="Default",
-        )
         with provider.get_tracer("test-registrar").start_as_current_span("assign") as span:
             trace_id = span.get_span_context().trace_id
-            await publish_event(
-                stack.js, subjects.scalesets_subject(stack.namespace, "traced"), assigned
-            )
+            await stack.announce("traced", 5)
 
         async def reconciled_in_trace() -> list[object]:
             return [
