@@ -78,10 +78,15 @@ async def _reap(proc: asyncio.subprocess.Process) -> None:
 
 
 async def _watch_ers(kube: KubeClient, namespace: str, seen: list[tuple[int, int]]) -> None:
-    """Record every (patchID, replicas) the ERS goes through, as a watch delivers them."""
+    """Record every (patchID, replicas) the ERS goes through, as a watch delivers them.
+
+    A BOOKMARK (the server's progress note, sent when it chooses) carries no spec: it is not
+    a state of the ERS."""
     stream = kube.watch("EphemeralRunnerSet", namespace=namespace)
     async with stream:
         async for event in stream:
+            if event.type == "BOOKMARK":
+                continue
             spec = event.object.get("spec") or {}
             seen.append((int(spec.get("patchID") or 0), int(spec.get("replicas") or 0)))
 
