@@ -302,7 +302,9 @@ async def warm_bytecode_cache(env: dict[str, str]) -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        "import arcflow.listener.lean as l; l.skip_optional_imports(); "
+        "try:\n    import arcflow.common.lean as l\n"
+        "except ImportError:\n    import arcflow.listener.lean as l\n"
+        "l.skip_optional_imports()\n"
         "import arcflow.listener.app\n"
         "try:\n    import arcflow.listener.service, arcflow.common.service.entry\n"
         "except ImportError:\n    import arcflow.listener.main",

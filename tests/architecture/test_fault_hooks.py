@@ -44,7 +44,7 @@ def test_an_environment_with_every_former_switch_leaves_the_listener_hook_off() 
     """The listener process as its image starts it (``arcflow.listener``'s modules), with
     every former switch in its environment, as a rendered pod could carry them."""
     probe = (
-        "from arcflow.listener.lean import skip_optional_imports; skip_optional_imports(); "
+        "from arcflow.common.lean import skip_optional_imports; skip_optional_imports(); "
         "import arcflow.listener.service, arcflow.listener.settings; "
         "from arcflow.listener import pump; print(pump.after_publish_hook)"
     )

@@ -44,7 +44,7 @@ def crash_hook(after: int, barrier: Path | None) -> AfterPublishHook:
 
 
 def _main() -> int:
-    from arcflow.listener.lean import skip_optional_imports
+    from arcflow.common.lean import skip_optional_imports
 
     skip_optional_imports()  # as arcflow.listener's __main__ does, before anything else
     from arcflow.common.service import main

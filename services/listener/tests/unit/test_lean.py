@@ -30,7 +30,7 @@ HEAVY = (
 
 PROBE = """
 import sys
-from arcflow.listener.lean import skip_optional_imports
+from arcflow.common.lean import skip_optional_imports
 skip_optional_imports()
 import arcflow.listener.service, arcflow.common.service.entry, nats, httpx
 loaded = sorted({m.split('.')[0] for m, mod in sys.modules.items() if mod is not None})

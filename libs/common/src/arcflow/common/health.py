@@ -1,5 +1,6 @@
 """One small ``/healthz`` + ``/readyz`` HTTP server for every service (and, when profiling is
-on, ``/debug/stacks`` and ``/debug/memory?top=N``: ADR 0086).
+on, ``/debug/stacks`` and ``/debug/memory?top=N``: ADR 0086), on the asyncio endpoint the
+listener's metrics use (ADR 0125: no aiohttp in a service process).
 
 Kubernetes probes only need a status code; the JSON body is for humans (``curl``). The two
 callables are read on every request, so the server never caches a stale answer; a callable
@@ -8,11 +9,12 @@ that raises counts as "not ok" rather than crashing the probe handler.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aiohttp import web
+from arcflow.common.http_endpoint import JSON, Handler, HttpEndpoint, Reply
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,10 @@ def _safe(check: Check) -> bool:
     except Exception as exc:  # a broken check means "not ok", never a 500
         log.warning("health check raised", extra={"error": type(exc).__name__})
         return False
+
+
+def _json(body: Mapping[str, Any], ok: bool) -> Reply:
+    return Reply(200 if ok else 503, json.dumps(body).encode(), JSON)
 
 
 class HealthServer:
@@ -50,38 +56,36 @@ class HealthServer:
         self._live = live
         self._ready = ready
         self._details = details
-        self._runner: web.AppRunner | None = None
+        self._endpoint: HttpEndpoint | None = None
         self.bound_port: int | None = None
 
-    def app(self) -> web.Application:
-        application = web.Application()
-        application.router.add_get("/healthz", self._healthz)
-        application.router.add_get("/readyz", self._readyz)
+    def routes(self) -> dict[str, Handler]:
+        routes: dict[str, Handler] = {"/healthz": self._healthz, "/readyz": self._readyz}
         if self._profiling:  # opt-in (ADR 0086): a stack dump and the memory top
             from arcflow.common.profiling import start_tracing
 
             start_tracing()
-            application.router.add_get("/debug/stacks", self._stacks)
-            application.router.add_get("/debug/memory", self._memory)
-        return application
+            routes["/debug/stacks"] = self._stacks
+            routes["/debug/memory"] = self._memory
+        return routes
 
-    async def _stacks(self, _request: web.Request) -> web.Response:
+    def _stacks(self, _query: Mapping[str, str]) -> Reply:
         from arcflow.common.profiling import stack_dump
 
-        return web.Response(text=stack_dump())
+        return Reply(200, stack_dump().encode())
 
-    async def _memory(self, request: web.Request) -> web.Response:
+    def _memory(self, query: Mapping[str, str]) -> Reply:
         from arcflow.common.profiling import memory_top
 
-        raw = request.query.get("top", "25")
+        raw = query.get("top", "25")
         limit = int(raw) if raw.isdigit() else 25
-        return web.Response(text=memory_top(min(limit, 500)))
+        return Reply(200, memory_top(min(limit, 500)).encode())
 
-    async def _healthz(self, _request: web.Request) -> web.Response:
+    def _healthz(self, _query: Mapping[str, str]) -> Reply:
         ok = _safe(self._live)
-        return web.json_response({"status": "ok" if ok else "failed"}, status=200 if ok else 503)
+        return _json({"status": "ok" if ok else "failed"}, ok)
 
-    async def _readyz(self, _request: web.Request) -> web.Response:
+    def _readyz(self, _query: Mapping[str, str]) -> Reply:
         ok = _safe(self._live) and _safe(self._ready)
         body: dict[str, Any] = {"status": "ready" if ok else "not ready"}
         if self._details is not None:
@@ -89,26 +93,18 @@ class HealthServer:
                 body.update(self._details())
             except Exception as exc:
                 log.warning("health details raised", extra={"error": type(exc).__name__})
-        return web.json_response(body, status=200 if ok else 503)
+        return _json(body, ok)
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port (``port=0`` picks a free one)."""
-        if self._runner is not None:
+        if self._endpoint is not None:
             raise RuntimeError("health server already started")
-        runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        addresses = runner.addresses
-        self.bound_port = int(addresses[0][1]) if addresses else self.port
+        endpoint = HttpEndpoint(self.routes())
+        self.bound_port = await endpoint.start(self.host, self.port)
+        self._endpoint = endpoint
         return self.bound_port
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        endpoint, self._endpoint = self._endpoint, None
+        if endpoint is not None:
+            await endpoint.stop()

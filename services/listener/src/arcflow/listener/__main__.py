@@ -3,7 +3,7 @@ run by the service runtime; exit codes in docs/listener.md."""
 
 import sys
 
-from arcflow.listener.lean import skip_optional_imports
+from arcflow.common.lean import skip_optional_imports
 
 skip_optional_imports()
 

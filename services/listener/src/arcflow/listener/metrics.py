@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.metrics import MeterProvider
     from prometheus_client import CollectorRegistry
 
-    from arcflow.listener.http_endpoint import HttpEndpoint
+    from arcflow.common.http_endpoint import HttpEndpoint
 
 log = logging.getLogger("arcflow.listener.metrics")
 
@@ -394,9 +394,12 @@ class ListenerMetrics:
         self.endpoint = endpoint or "/metrics"
         if not self.endpoint.startswith("/"):
             self.endpoint = "/" + self.endpoint
-        from arcflow.listener.http_endpoint import HttpEndpoint  # metrics on only (ADR 0074)
+        from arcflow.common.http_endpoint import HttpEndpoint, Reply  # metrics on (ADR 0074)
 
-        server = HttpEndpoint(self.endpoint, self.exposition, CONTENT_TYPE_LATEST)
+        def scrape(_query: Mapping[str, str]) -> Reply:
+            return Reply(200, self.exposition(), CONTENT_TYPE_LATEST)
+
+        server = HttpEndpoint({self.endpoint: scrape})
         await server.start(host, port)
         self._endpoint = server
         self.port = server.port

@@ -2,8 +2,12 @@
 
 import sys
 
-from arcflow.common.service import main
-from arcflow.registrar.service import SERVICE
+from arcflow.common.lean import skip_optional_imports
+
+skip_optional_imports()  # ADR 0125: before nats, httpx and pydantic are imported
+
+from arcflow.common.service import main  # noqa: E402
+from arcflow.registrar.service import SERVICE  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(SERVICE))

@@ -1,17 +1,19 @@
-"""Keep optional imports out of the listener process (issue 14: a light process).
+"""Keep optional imports out of every arcflow process (issue 14 for the listener; ADR 0125
+for the services).
 
-Two libraries pull in large optional parts the listener never runs:
+Two libraries pull in large optional parts no arcflow process runs:
 
-- nats-py imports aiohttp (~13 MB, ~0.6 CPU s) only for its WebSocket transport; it treats
-  aiohttp as optional. The listener blocks it unless ``ARCFLOW_NATS_URL`` names a ``ws://`` or
-  ``wss://`` server.
+- nats-py imports aiohttp (~10-13 MiB, ~0.6 CPU s) only for its WebSocket transport; it
+  treats aiohttp as optional. It is blocked unless ``ARCFLOW_NATS_URL`` names a ``ws://`` or
+  ``wss://`` server. (The services' health endpoint no longer uses aiohttp either.)
 - httpx imports its command-line tool (click, rich, pygments) when they are installed; it
-  treats that module as optional too. The listener never runs it.
+  treats that module as optional too. No process runs it.
 
 A ``None`` entry in ``sys.modules`` makes ``import x`` raise ImportError, which both libraries
 catch. pydantic's plugin discovery (a scan of every installed package's entry points) is
 switched off with ``PYDANTIC_DISABLE_PLUGINS`` unless the environment sets it. Call
-:func:`skip_optional_imports` before anything imports nats, httpx or pydantic.
+:func:`skip_optional_imports` first in a ``__main__``, before anything imports nats, httpx or
+pydantic.
 """
 
 from __future__ import annotations
