@@ -525,6 +525,9 @@ async def one_run(
             "cpu_seconds_benchmark_process": round(bench_cpu, 2),
             "cpu_seconds_control_plane": plane_cpu,
             "rss_mib_after": {name: usage_after[name]["rss_mib"] for name in usage_after},
+            # Each service started and settled, before the first job: what it costs idle (its
+            # imports and connections), the floor under ``rss_mib_after``.
+            "rss_mib_before": {name: usage_before[name]["rss_mib"] for name in usage_before},
         }
 
 
