@@ -81,18 +81,22 @@ for name, code in steps:
 """
 
 
-def _attribute(service: str) -> dict[str, float]:
-    env = {**os.environ, "ARCFLOW_NATS_URL": "nats://127.0.0.1:4222"}
+def _python(code: str, **env: str) -> str:
+    """What a fresh ``python -c code`` prints, with a NATS URL (so the block applies) and
+    ``env`` added to this environment."""
     out = subprocess.run(
-        [sys.executable, "-c", ATTRIBUTION.format(service=service)],
-        env=env,
+        [sys.executable, "-c", code],
+        env={**os.environ, "ARCFLOW_NATS_URL": "nats://127.0.0.1:4222", **env},
         capture_output=True,
         text=True,
         check=True,
     )
-    return {
-        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in out.stdout.splitlines()
-    }
+    return out.stdout
+
+
+def _attribute(service: str) -> dict[str, float]:
+    lines = _python(ATTRIBUTION.format(service=service)).splitlines()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in lines}
 
 
 def _source_tree(rev: str, into: Path) -> list[str]:
@@ -106,22 +110,11 @@ def _source_tree(rev: str, into: Path) -> list[str]:
 
 
 def _probe(service: str, pythonpath: list[str], cache: Path) -> dict[str, Any]:
-    env = {
-        **os.environ,
-        "ARCFLOW_NATS_URL": "nats://127.0.0.1:4222",
-        "PYTHONPYCACHEPREFIX": str(cache),
-    }
+    env = {"PYTHONPYCACHEPREFIX": str(cache)}
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(pythonpath)
     started = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE.format(service=service)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    rss, cpu, modules, aiohttp = out.stdout.split()
+    rss, cpu, modules, aiohttp = _python(PROBE.format(service=service), **env).split()
     return {
         "rss_mib": round(float(rss), 1),
         "cpu_seconds": round(float(cpu), 3),
@@ -178,8 +171,8 @@ def main() -> None:
         "attribution": {service: _attribute(service) for service in SERVICES},
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"import-footprint-{args.label}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    written = RESULTS / f"import-footprint-{args.label}.json"
+    written.write_text(json.dumps(result, indent=2) + "\n")
     for key, row in summary.items():
         print(
             f"{key:22} RSS {row['rss_mib']['median']:6.1f} MiB "
@@ -189,7 +182,7 @@ def main() -> None:
         )
     for service, steps in result["attribution"].items():
         print(service, ", ".join(f"{name} +{mib}" for name, mib in steps.items()))
-    print(f"result: {path}")
+    print(f"result: {written}")
 
 
 if __name__ == "__main__":
