@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from _audit import audit_counts
+from _cpu_timeline import CpuTimeline
 from _floor_client import (
     CLIENT_QPS,
     DEFAULT_CONCURRENCY,
@@ -54,6 +55,7 @@ from _floor_client import (
     client_in_child,
     client_settings,
 )
+from _pprof import ServerProfile
 from _stack import ROOT, loadavg, proc_usage
 
 from arcflow.common.kube import KubeClient
@@ -131,16 +133,22 @@ async def floor_run(
     audit_log: Path | None = None,
     timeout: float = DEFAULT_TIMEOUT,  # noqa: ASYNC109
     kubeconfig: str | None = None,
+    plane: Any = None,
 ) -> dict[str, Any]:
     """N runner chains over ``variants`` variants, round-robin; see the module's doc. The
     pod runner must play pods with :class:`HoldBackend` (or any backend that ends them). With
     ``kubeconfig`` the chains' client runs in a process of its own (``_floor_client.py``),
-    else in this one, beside the pod runner."""
+    else in this one, beside the pod runner. ``plane`` (the control plane) lets
+    ``ARCFLOW_BENCH_APISERVER_PPROF`` profile its server over the run (``_pprof.py``)."""
     options = ClientOptions(namespace, n, variants, concurrency, listener_writes, timeout)
     before = set(pod_runner.records)
     load_at_start = loadavg()
     cpu_before = time.process_time()
     plane_before = control_plane_cpu()
+    server_profile = ServerProfile(plane, f"floor-{n}")
+    server_profile.start()
+    timeline = CpuTimeline()
+    timeline.start()
     if kubeconfig is None:
         client = await client_chains(kube, options)
     else:
@@ -155,6 +163,9 @@ async def floor_run(
         if uid not in before and r.kind == "runner" and r.name in names
     ]
     await asyncio.sleep(1.0)  # the last requests reach the audit log
+    await timeline.stop()
+    all_pods_at = max((r.seen_at for r in seen), default=started)
+    apiserver_profile = await server_profile.wait()
     audit = audit_counts(audit_log, since=started - 0.05) if audit_log is not None else None
     cpu_client = client.pop("cpu_seconds_client")
     return {
@@ -175,6 +186,10 @@ async def floor_run(
         "cpu_seconds_benchmark_process": round(cpu_seconds, 2),
         "cpu_seconds_floor_client": cpu_client if kubeconfig is not None else None,
         "cpu_seconds_control_plane": plane_cpu,
+        "apiserver_profile": apiserver_profile,
+        # Who used the cores until every runner pod existed, and over the whole run.
+        "cpu_to_all_pods": timeline.between(started, all_pods_at),
+        "cpu_whole_run": timeline.between(started, time.time()),
     }
 
 
@@ -252,6 +267,7 @@ async def measure_floor(
             listener_writes=listener_writes,
             audit_log=stack.audit_log,
             kubeconfig=stack.parts.kubeconfig if client_process else None,
+            plane=stack.parts.control_plane,
         )
     result["kube"] = kube_backend
     return result

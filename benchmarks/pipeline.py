@@ -54,6 +54,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nats
+from _cpu_timeline import CpuTimeline
 from _floor import (
     DEFAULT_CONCURRENCY,
     commit,
@@ -62,6 +63,7 @@ from _floor import (
     measure_floor,
     ratio,
 )
+from _pprof import ServerProfile
 from _report import wait_quiet
 from _stack import (
     CONTROLLER_NAMESPACE,
@@ -405,6 +407,11 @@ async def one_run(
         bench_cpu_before, plane_before = time.process_time(), control_plane_cpu()
         hops = Hops()
         await hops.start(stack)
+        plane = stack.parts.control_plane if stack.parts is not None else None
+        server_profile = ServerProfile(plane, f"arcflow-{mode}-{jobs}")
+        server_profile.start()
+        timeline = CpuTimeline()
+        timeline.start()
         queued: dict[str, float] = {}
         started = time.time()
         for index in range(jobs):
@@ -423,6 +430,7 @@ async def one_run(
         else:
             raise TimeoutError("jobs did not complete")
         await stack.wait_drained()
+        drained_after = time.time() - started
         await asyncio.sleep(1.0)
         await hops.stop()
         after = varz(stack)
@@ -430,6 +438,11 @@ async def one_run(
         bench_cpu = time.process_time() - bench_cpu_before
         plane_cpu = control_plane_cpu_since(plane_before)
         runner_pods = [r for r in stack.pod_runner.records.values() if r.kind == "runner"]
+        await timeline.stop()
+        # Who used the cores until every runner pod existed, and over the whole run.
+        all_pods_at = max((r.seen_at for r in runner_pods), default=started)
+        cpu_to_all_pods = timeline.between(started, all_pods_at)
+        cpu_whole_run = timeline.between(started, time.time())
         pod_of_job = {r.job_id: r.seen_at for r in runner_pods if r.job_id}
         to_pod = [pod_of_job[j] - t for j, t in queued.items() if j in pod_of_job]
         to_start = []
@@ -454,6 +467,7 @@ async def one_run(
         arcflow_calls = sum(n for c, n in totals.items() if c != "kubelet")
         if direct and audit:  # no proxy: the server's audit log is the only count
             arcflow_calls = sum(stack.arcflow_users(audit).values())
+        apiserver_profile = await server_profile.wait()
         deletion = await delete_set(stack)
         streams = {
             name: seq - before["streams"].get(name, 0) for name, seq in after["streams"].items()
@@ -524,6 +538,11 @@ async def one_run(
             # watches) and the control plane.
             "cpu_seconds_benchmark_process": round(bench_cpu, 2),
             "cpu_seconds_control_plane": plane_cpu,
+            "apiserver_profile": apiserver_profile,
+            "cpu_to_all_pods": cpu_to_all_pods,
+            "cpu_whole_run": cpu_whole_run,
+            # Every EphemeralRunner and runner pod gone (the harness's LIST, every 0.25 s).
+            "all_drained_after_first_enqueue": round(drained_after, 2),
             "rss_mib_after": {name: usage_after[name]["rss_mib"] for name in usage_after},
             # Each service started and settled, before the first job: what it costs idle (its
             # imports and connections), the floor under ``rss_mib_after``.
@@ -597,6 +616,9 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "runner_gone_p50": spread(pick(("runner_gone_p50",))),
         "runner_gone_p95": spread(pick(("runner_gone_p95",))),
         "jit_config_mean": spread(pick(("stage_breakdown", "stages", "jit_config", "mean"))),
+        # How busy the machine was until every runner pod existed (cores, of os.cpu_count()).
+        "cores_busy_to_all_pods": spread(pick(("cpu_to_all_pods", "cores_busy"))),
+        "floor_cores_busy_to_all_pods": spread(pick(("floor", "cpu_to_all_pods", "cores_busy"))),
         "stage_sum_to_end_to_end_ratio": spread(pick(("stage_breakdown", "ratio"))),
         "stage_sum_less_start_reported_to_github_ratio": spread(
             pick(("stage_breakdown", "ratio_by_github"))

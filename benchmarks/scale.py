@@ -43,6 +43,7 @@ from nats.aio.msg import Msg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _cpu_timeline import CpuTimeline
 from _floor import commit
 from _report import wait_quiet
 from _stack import Stack, loadavg, machine, nats_in_msgs, proc_usage, spread, write_result
@@ -228,7 +229,9 @@ async def one_run(
         await asyncio.sleep(0.5)  # the watches are open before the apply
         timeline.started = time.time()
         harness_cpu = time.process_time()
-        started = time.monotonic()
+        cpu = CpuTimeline()  # who used the cores until each stage was done
+        cpu.start()
+        started_wall, started = time.time(), time.monotonic()
         config_url = stack.simulator.config_url("example-org")
         await asyncio.gather(
             *(kube.create(ars_manifest(i, variants, config_url)) for i in range(ars))
@@ -256,6 +259,7 @@ async def one_run(
                 if name in want and name not in done and n >= want[name]:
                     done[name] = time.monotonic() - started
             await asyncio.sleep(0.5)
+        await cpu.stop()
         busy = stack.counts()
         audit_busy = stack.audit_counts()
         usage = stack.usage()
@@ -318,6 +322,7 @@ async def one_run(
             "counting_proxies": count_requests,
             "apply_seconds": round(applied, 2),
             "seconds_until": {k: round(v, 1) for k, v in done.items()},
+            "cpu_until": {k: cpu.between(started_wall, started_wall + v) for k, v in done.items()},
             "all_objects_seconds": max(
                 done.get(k, float("nan")) for k in ("scale_sets", "ers", "al")
             ),

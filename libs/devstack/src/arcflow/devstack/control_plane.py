@@ -650,10 +650,14 @@ class ControlPlane:
 
     def get_text(self, path: str, *, timeout: float = 2.0) -> str:
         """A GET as the admin, the body as text (``/readyz``, a pod's ``/log``)."""
+        return self.get_bytes(path, timeout=timeout).decode()
+
+    def get_bytes(self, path: str, *, timeout: float = 2.0) -> bytes:
+        """A GET as the admin, the body as it came (a ``/debug/pprof`` profile)."""
         url = f"{self.url}{path}"
         context = self._ssl_context()
         with urllib.request.urlopen(url, timeout=timeout, context=context) as response:  # noqa: S310
-            return str(response.read().decode())
+            return bytes(response.read())
 
     def request(
         self, method: str, path: str, body: Any = None, *, content_type: str = "application/json"
