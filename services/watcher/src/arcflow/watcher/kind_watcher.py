@@ -14,6 +14,9 @@ is sent (the next change is computed against it); what is saved as the resume po
 ever a state whose every change was acknowledged (a checkpoint first waits for the window),
 and a change whose publish fails for good is taken back out of the cache before the scope
 lists again.
+
+Lists and watches ask for metadata only (ADR 0126): the events carry nothing else, so the
+server sends no spec, status or Secret data and this process decodes none.
 """
 
 from __future__ import annotations
@@ -209,6 +212,7 @@ class KindWatcher:
             self.scope.resource,
             namespace=self.scope.namespace,
             label_selector=self.scope.label_selector,
+            metadata_only=True,
         )
         seen_at = self._clock()
         listed: list[ObjectSummary] = []
@@ -242,6 +246,7 @@ class KindWatcher:
             label_selector=self.scope.label_selector,
             resource_version=self.cache.resource_version,
             timeout_seconds=self._timing.watch_timeout,
+            metadata_only=True,
         )
         async with stream:
             async for event in stream:

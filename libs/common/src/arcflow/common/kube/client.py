@@ -40,7 +40,12 @@ from arcflow.common.kube.lite_auth import (
 from arcflow.common.kube.ratelimit import TokenBucket
 from arcflow.common.kube.resources import EVENT, REGISTRY, Resource, ResourceRegistry
 from arcflow.common.kube.selectors import format_label_selector
-from arcflow.common.kube.transport import JSON, KubeTransport
+from arcflow.common.kube.transport import (
+    JSON,
+    METADATA_ONLY_LIST,
+    METADATA_ONLY_WATCH,
+    KubeTransport,
+)
 
 if TYPE_CHECKING:
     from arcflow.common.kube.lite import LiteSettings
@@ -112,8 +117,10 @@ class WatchStream:
         resource_version: str | None,
         timeout_seconds: int | None,
         field_selector: str | None,
+        metadata_only: bool = False,
     ) -> None:
         self._client = client
+        self._accept = METADATA_ONLY_WATCH if metadata_only else None
         self._resource = resource
         self._namespace = namespace
         self._label_selector = label_selector
@@ -137,7 +144,10 @@ class WatchStream:
         connect = self._client.request_timeout
         read_timeout = (self._timeout_seconds + connect) if self._timeout_seconds else None
         return await self._client._transport.stream(
-            self._resource.path(self._namespace), query, read_timeout=read_timeout
+            self._resource.path(self._namespace),
+            query,
+            read_timeout=read_timeout,
+            accept=self._accept,
         )
 
     def __aiter__(self) -> WatchStream:
@@ -309,9 +319,10 @@ class KubeClient:
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,
         content_type: str = _JSON,
+        accept: str | None = None,
     ) -> Any:
         return await self._transport.request(
-            method, path, query=query, body=body, content_type=content_type
+            method, path, query=query, body=body, content_type=content_type, accept=accept
         )
 
     def _namespace_of(
@@ -338,15 +349,19 @@ class KubeClient:
         namespace: str | None = None,
         label_selector: LabelSelector = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> ListResult:
-        """List objects; ``namespace=None`` lists across all namespaces."""
+        """List objects; ``namespace=None`` lists across all namespaces. ``metadata_only``: each
+        item is its ``metadata`` alone (a real server's ``PartialObjectMetadata``; one that
+        cannot convert sends whole objects, which carry the same metadata)."""
         res = self.resource(resource)
         query: list[tuple[str, str]] = []
         if (selector := _selector_param(label_selector)) is not None:
             query.append(("labelSelector", selector))
         if field_selector:
             query.append(("fieldSelector", field_selector))
-        payload = await self._request("GET", res.path(namespace), query=query)
+        accept = METADATA_ONLY_LIST if metadata_only else None
+        payload = await self._request("GET", res.path(namespace), query=query, accept=accept)
         items = [_with_type(item, res) for item in payload.get("items") or []]
         rv = str(payload.get("metadata", {}).get("resourceVersion", ""))
         return ListResult(items=items, resource_version=rv)
@@ -360,9 +375,11 @@ class KubeClient:
         resource_version: str | None = None,
         timeout_seconds: int | None = None,
         field_selector: str | None = None,
+        metadata_only: bool = False,
     ) -> WatchStream:
         """Open a watch (lazily, on first iteration). Without ``resource_version`` the server
-        first sends ADDED for every existing object; with one, only changes after it."""
+        first sends ADDED for every existing object; with one, only changes after it.
+        ``metadata_only`` as for :meth:`list`: every change still comes, with metadata alone."""
         return WatchStream(
             self,
             self.resource(resource),
@@ -371,6 +388,7 @@ class KubeClient:
             resource_version,
             timeout_seconds,
             field_selector,
+            metadata_only,
         )
 
     # --- writes -----------------------------------------------------------------------

@@ -29,6 +29,10 @@ from arcflow.common.kube.lite_auth import ApiConnection
 from arcflow.common.kube.ratelimit import TokenBucket
 
 JSON = "application/json"
+#: A list or watch of metadata only (``PartialObjectMetadata``: no spec, status or data), with
+#: plain JSON after it for a server that cannot convert (it then sends whole objects).
+METADATA_ONLY_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, " + JSON
+METADATA_ONLY_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, " + JSON
 
 #: Request pools: 8 of 13 connections, about the 100 kubernetes_asyncio's one pool allowed, all
 #: kept alive between requests (a burst reuses them instead of new TLS handshakes).
@@ -89,7 +93,7 @@ class KubeTransport:
         in_flight = self._in_flight
         return in_flight.index(min(in_flight))
 
-    async def _headers(self, content_type: str | None) -> dict[str, str]:
+    async def _headers(self, content_type: str | None, accept: str | None) -> dict[str, str]:
         if self.rate_limiter is not None:
             await self.rate_limiter.acquire()
         if self.connection.refresh is not None:
@@ -97,6 +101,8 @@ class KubeTransport:
         headers = self.connection.auth_headers()
         if content_type is not None:
             headers["Content-Type"] = content_type
+        if accept is not None:
+            headers["Accept"] = accept
         return headers
 
     async def request(
@@ -107,11 +113,12 @@ class KubeTransport:
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,
         content_type: str = JSON,
+        accept: str | None = None,
     ) -> Any:
         """Send one request and return its decoded JSON body (``None`` when empty or not JSON);
-        an HTTP error status raises its typed error."""
+        an HTTP error status raises its typed error. ``accept`` replaces the JSON default."""
         content = None if body is None else json.dumps(body).encode()
-        headers = await self._headers(content_type if content is not None else None)
+        headers = await self._headers(content_type if content is not None else None, accept)
         index = self._pick()
         self._in_flight[index] += 1
         try:
@@ -140,11 +147,12 @@ class KubeTransport:
         query: Sequence[tuple[str, str]],
         *,
         read_timeout: float | None,
+        accept: str | None = None,
     ) -> httpx.Response:
         """Open a streaming GET (a watch); the caller reads and closes the response. The
         connection times out after ``request_timeout``, a read after ``read_timeout`` (None:
         never)."""
-        headers = await self._headers(None)
+        headers = await self._headers(None, accept)
         connect = self.request_timeout
         request = self._watches.build_request(
             "GET",
