@@ -23,6 +23,8 @@ def test_defaults_watch_everything_cluster_wide(monkeypatch: pytest.MonkeyPatch)
         ("secrets", None, DEFAULT_OWNED_SELECTOR),
     ]
     assert DEFAULT_OWNED_SELECTOR == "app.kubernetes.io/part-of=gha-runner-scale-set"
+    # ADR 0126: Secrets as metadata alone (the watcher never receives their data).
+    assert [s.resource.plural for s in scopes if s.metadata_only] == ["secrets"]
 
 
 def test_env_namespaces_and_selectors(monkeypatch: pytest.MonkeyPatch) -> None:

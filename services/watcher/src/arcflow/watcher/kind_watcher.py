@@ -15,8 +15,8 @@ ever a state whose every change was acknowledged (a checkpoint first waits for t
 and a change whose publish fails for good is taken back out of the cache before the scope
 lists again.
 
-Lists and watches ask for metadata only (ADR 0126): the events carry nothing else, so the
-server sends no spec, status or Secret data and this process decodes none.
+Secrets are listed and watched as metadata only (ADR 0126): the events carry nothing else,
+so the server sends no Secret data and this process never holds a JIT configuration.
 """
 
 from __future__ import annotations
@@ -29,7 +29,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from arcflow.common.kube import KubeApiError, KubeClient, Resource, ResourceVersionExpired
+from arcflow.common.kube import (
+    SECRET,
+    KubeApiError,
+    KubeClient,
+    Resource,
+    ResourceVersionExpired,
+)
 from arcflow.watcher.changes import (
     Change,
     KindCache,
@@ -83,6 +89,14 @@ class WatchScope:
     @property
     def label(self) -> str:
         return f"{self.resource.plural}@{self.namespace or '*'}"
+
+    @property
+    def metadata_only(self) -> bool:
+        """Secrets are listed and watched as metadata alone (ADR 0126): the watcher never
+        receives their data. Other kinds come whole: the API server encodes a whole object
+        once for every watcher of it, and converting it for this one costs the server more
+        than decoding it here costs the watcher."""
+        return self.resource.kind == SECRET.kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +226,7 @@ class KindWatcher:
             self.scope.resource,
             namespace=self.scope.namespace,
             label_selector=self.scope.label_selector,
-            metadata_only=True,
+            metadata_only=self.scope.metadata_only,
         )
         seen_at = self._clock()
         listed: list[ObjectSummary] = []
@@ -246,7 +260,7 @@ class KindWatcher:
             label_selector=self.scope.label_selector,
             resource_version=self.cache.resource_version,
             timeout_seconds=self._timing.watch_timeout,
-            metadata_only=True,
+            metadata_only=self.scope.metadata_only,
         )
         async with stream:
             async for event in stream:
