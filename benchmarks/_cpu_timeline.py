@@ -19,7 +19,7 @@ import os
 import time
 from collections import defaultdict
 
-_TICK = os.sysconf("SC_CLK_TCK")
+from _stack import CLK_TCK
 
 
 def _stat(pid: str) -> tuple[int, float] | None:
@@ -29,7 +29,7 @@ def _stat(pid: str) -> tuple[int, float] | None:
             fields = handle.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def _name(pid: str) -> str:

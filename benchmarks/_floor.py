@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from _audit import audit_counts
-from _cpu_timeline import CpuTimeline
+from _cpu_timeline import CpuTimeline, sample
 from _floor_client import (
     CLIENT_QPS,
     DEFAULT_CONCURRENCY,
@@ -56,7 +56,7 @@ from _floor_client import (
     client_settings,
 )
 from _pprof import ServerProfile
-from _stack import ROOT, loadavg, proc_usage
+from _stack import ROOT, loadavg
 
 from arcflow.common.kube import KubeClient
 from arcflow.devstack.factory import StackFactory, StackParts
@@ -83,21 +83,9 @@ def control_plane_cpu() -> dict[str, float]:
     """CPU seconds so far of this process's control plane children, by name (the floor's
     client and the pod runner are this process: its own CPU is measured apart)."""
     out: dict[str, float] = {}
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            if int(fields[1]) != me:
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                name = os.path.basename(handle.read().split(b"\0")[0].decode())
-        except (OSError, ValueError, IndexError):
-            continue
+    for name, cpu in sample(os.getpid()).values():
         if name in CONTROL_PLANE:
-            out[name] = out.get(name, 0.0) + proc_usage(int(entry))[1]
+            out[name] = out.get(name, 0.0) + cpu
     return out
 
 

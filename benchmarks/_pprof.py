@@ -37,11 +37,12 @@ class ServerProfile:
         self._plane = plane
         self._label = label
         self._thread: threading.Thread | None = None
+        self._seconds = window_seconds()
         self.path: Path | None = None
         self.error: str | None = None
 
     def start(self) -> None:
-        seconds = window_seconds()
+        seconds = self._seconds
         if seconds is None or self._plane is None:
             return
         default = Path(tempfile.gettempdir()) / "arcflow-apiserver-pprof"
@@ -66,4 +67,4 @@ class ServerProfile:
         if self._thread is None:
             return None
         await asyncio.to_thread(self._thread.join)
-        return {"window_seconds": window_seconds(), "file": str(self.path), "error": self.error}
+        return {"window_seconds": self._seconds, "file": str(self.path), "error": self.error}

@@ -37,6 +37,7 @@ from arcflow.common.actions.auth import KEY_TOKEN
 from arcflow.common.kube import EPHEMERAL_RUNNER, POD, ConflictError, KubeClient, KubeSettings
 from arcflow.devstack import demo
 from arcflow.devstack.actions_sim import ActionsSimulator
+from arcflow.devstack.control_plane import ControlPlane
 from arcflow.devstack.factory import ApiProxy, StackFactory, StackParts
 from arcflow.devstack.nats_server import NatsServer
 from arcflow.devstack.pod_runner import PodRunner, classify_pod
@@ -255,13 +256,15 @@ class Stack:
     def counts(self) -> dict[str, dict[str, int]]:
         return self.proxy.totals() if self.proxy is not None else {}
 
+    @property
+    def control_plane(self) -> ControlPlane | None:
+        """The real control plane (``None`` on the emulator, or before the stack started)."""
+        return self.parts.control_plane if self.parts is not None else None
+
     def audit_counts(self) -> dict[str, Any] | None:
         """Requests per user (and per verb/resource) in the audit log since the last
         :meth:`reset_counts` (``None`` on the emulator, which has no audit log)."""
-        plane = self.parts.control_plane if self.parts is not None else None
-        if plane is None:
-            return None
-        return audit_counts(plane.audit_log, since=self.counted_since)
+        return self.audit_counts_since(self.counted_since)
 
     def arcflow_users(self, audit: dict[str, Any] | None) -> dict[str, int]:
         """Of an :meth:`audit_counts` answer: requests per arcflow identity (the services'
@@ -283,7 +286,7 @@ class Stack:
         }
 
     def audit_counts_since(self, since: float) -> dict[str, Any] | None:
-        plane = self.parts.control_plane if self.parts is not None else None
+        plane = self.control_plane
         return None if plane is None else audit_counts(plane.audit_log, since=since)
 
     def usage(self) -> dict[str, dict[str, float]]:

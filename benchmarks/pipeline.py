@@ -407,8 +407,7 @@ async def one_run(
         bench_cpu_before, plane_before = time.process_time(), control_plane_cpu()
         hops = Hops()
         await hops.start(stack)
-        plane = stack.parts.control_plane if stack.parts is not None else None
-        server_profile = ServerProfile(plane, f"arcflow-{mode}-{jobs}")
+        server_profile = ServerProfile(stack.control_plane, f"arcflow-{mode}-{jobs}")
         server_profile.start()
         timeline = CpuTimeline()
         timeline.start()
