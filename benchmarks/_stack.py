@@ -66,6 +66,14 @@ def proc_usage(pid: int) -> tuple[float, float]:
         return 0.0, 0.0
 
 
+def profiled_services(folder: Path) -> dict[str, tuple[str, ...]]:
+    """``ARCFLOW_BENCH_PROFILE=<service>[,<service>...]``: the ``python`` arguments that run
+    those services under cProfile; each profile is written to ``<folder>/<service>.prof``
+    when the service stops (SIGTERM ends it cleanly)."""
+    names = os.environ.get("ARCFLOW_BENCH_PROFILE", "").split(",")
+    return {name: ("-m", "cProfile", "-o", str(folder / f"{name}.prof")) for name in names if name}
+
+
 def loadavg() -> list[float]:
     with open("/proc/loadavg") as handle:
         return [float(x) for x in handle.read().split()[:3]]
@@ -156,7 +164,6 @@ class Stack:
         if "PYTHONPATH" in self.env:  # another source tree (--before-rev): the listener's too
             listener_env["PYTHONPATH"] = self.env["PYTHONPATH"]
         raw = demo.load_example_ars(EXAMPLE)
-        profiled = os.environ.get("ARCFLOW_BENCH_PROFILE", "")
         factory = StackFactory(
             kube=self.kube_backend,
             audit=self.kube_backend == "apiserver",
@@ -165,14 +172,7 @@ class Stack:
             pod_runner=not stand_in,
             job_duration=1.0,
             service_env=self.env,
-            # ARCFLOW_BENCH_PROFILE=<service>[,<service>...]: run those services under
-            # cProfile; each profile is written to <temp>/<service>.prof when it stops (SIGTERM
-            # ends it cleanly).
-            service_python_args={
-                name: ("-m", "cProfile", "-o", str(self.temp / f"{name}.prof"))
-                for name in profiled.split(",")
-                if name
-            },
+            service_python_args=profiled_services(self.temp),
             listener_env=listener_env,
             namespaces=[str(raw["metadata"]["namespace"])] if self.example else [],
             proxy=self.count_requests,

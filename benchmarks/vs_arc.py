@@ -25,6 +25,9 @@ For N in ``--sizes`` (default 3 and 88), ``--runs`` times, alternating layouts. 
   (upstream: its controller; arcflow: watcher, registrar, reconciler and nats-server) and of
   the listener processes.
 
+``ARCFLOW_BENCH_PROFILE=<service>[,...]`` runs those arcflow services under cProfile, each
+profile written into the layout run's folder (printed at the start) as ``<service>.prof``.
+
 Results: ``benchmarks/results/vs-arc[-LABEL].json`` (rewritten after each layout run), the
 table in docs/benchmarks/vs-arc.md.
 
@@ -56,7 +59,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _audit import audit_counts
 from _report import wait_quiet
-from _stack import loadavg, machine, proc_usage, warm_bytecode_cache, write_result
+from _stack import (
+    loadavg,
+    machine,
+    proc_usage,
+    profiled_services,
+    warm_bytecode_cache,
+    write_result,
+)
 
 from arcflow.common.actions.auth import KEY_TOKEN
 from arcflow.common.kube import (
@@ -197,6 +207,7 @@ async def start_layout(
         pod_runner=True,
         job_duration=1.0,
         listener_env=listener_env,
+        service_python_args=profiled_services(work) if arcflow else {},
         namespaces=[NAMESPACE],
         proxy=False,
         work_dir=work,
@@ -637,6 +648,7 @@ async def main() -> int:
         return 2
     build = upstream_arc.locate_arc()
     base = Path(tempfile.mkdtemp(prefix="arcflow-vs-arc-"))
+    print(f"work folder: {base}", flush=True)
     payload: dict[str, Any] = {
         "machine": machine(),
         "arc_module_version": build.version,
