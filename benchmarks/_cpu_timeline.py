@@ -65,6 +65,15 @@ def sample(root: int) -> dict[int, tuple[str, float]]:
     return out
 
 
+def used_since(before: dict[int, tuple[str, float]], root: int) -> dict[str, float]:
+    """CPU seconds by name since ``before`` (a :func:`sample` of the same ``root``), of the
+    processes alive now; one born since counts from 0."""
+    by_name: dict[str, float] = defaultdict(float)
+    for pid, (name, cpu) in sample(root).items():
+        by_name[name] += cpu - (before[pid][1] if pid in before else 0.0)
+    return {k: round(v, 2) for k, v in sorted(by_name.items(), key=lambda kv: -kv[1])}
+
+
 class CpuTimeline:
     """``start()``, run, ``await stop()``, then ``between(t0, t1)`` (wall-clock times)."""
 

@@ -30,6 +30,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -43,7 +44,7 @@ from nats.aio.msg import Msg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _cpu_timeline import CpuTimeline
+from _cpu_timeline import CpuTimeline, sample, used_since
 from _floor import commit
 from _report import wait_quiet
 from _stack import Stack, loadavg, machine, nats_in_msgs, proc_usage, spread, write_result
@@ -292,8 +293,10 @@ async def one_run(
             settled_after = round(time.monotonic() - started, 1)
         stack.reset_counts()
         nats_before = nats_in_msgs(stack)
+        idle_cpu_before = sample(os.getpid())
         async with count_subjects(stack, enabled=settle_polls, tokens=subject_tokens) as subjects:
             await asyncio.sleep(idle)
+        idle_cpu = used_since(idle_cpu_before, os.getpid())
         nats_after = nats_in_msgs(stack)
         quiet = stack.counts()
         audit_quiet = stack.audit_counts()
@@ -330,6 +333,11 @@ async def one_run(
             "api_calls_until_done": {c: sum(v.values()) for c, v in busy.items()},
             "api_calls_until_done_detail": busy,
             "idle_window_seconds": idle,
+            # Who uses the cores while the fleet is idle (the benchmark process: the
+            # simulator holding polls, the pod runner), CPU seconds per minute.
+            "idle_cpu_seconds_per_minute": {
+                k: round(v / (idle / 60), 2) for k, v in idle_cpu.items()
+            },
             "idle_controller_calls_per_second": (
                 round(controller_calls / idle, 3) if count_requests else None
             ),
@@ -482,6 +490,7 @@ async def main() -> int:
             f"listener CPU s {result['listener_cpu_seconds_total']} "
             f"idle writes/min {result['idle_kube_writes_per_minute']} NATS msgs per set per "
             f"min {result['idle_nats_msgs_per_scale_set_per_minute']} "
+            f"idle CPU s/min {result['idle_cpu_seconds_per_minute']} "
             f"load {result['loadavg_when_done']}",
             flush=True,
         )

@@ -16,6 +16,8 @@ For N in ``--sizes`` (default 3 and 88), ``--runs`` times, alternating layouts. 
 * setup: apply, then wait until every scale set has an open message session; the seconds,
   then the pods and the objects in the two namespaces (the controllers' own install
   identities, the ``default`` ServiceAccounts and the shared credentials Secret left out);
+* idle (``--idle`` seconds, none by default): nothing queued; the controller side's and the
+  listeners' CPU per minute;
 * trickle: ``--trickle`` jobs, one every ``--interval`` s, round-robin over the scale sets;
   then a burst of ``--burst`` jobs at once; each drained (every job completed, no runner left);
 * per phase: job queued -> the runner pod that took it (p50/p95/max, the pod runner's clock),
@@ -506,6 +508,7 @@ async def one_run(
         objects_incl_user = await count_objects(layout.parts.kube, install_objects(layout))
         pods = (await layout.parts.kube.list(POD)).items
         usage_setup = layout.usage()
+        idle = await idle_phase(layout, args.idle) if args.idle else None
         trickle = await phase(layout, "trickle", args.trickle, args.interval)
         burst = await phase(layout, "burst", args.burst, 0.0)
         result = {
@@ -529,6 +532,7 @@ async def one_run(
                 ),
                 "usage": usage_setup,
             },
+            "idle": idle,
             "trickle": trickle,
             "burst": burst,
             "upstream_runner_log": upstream_runner_log(layout),
@@ -539,6 +543,29 @@ async def one_run(
             layout.peer.stop()
         await factory.aclose()
     return result
+
+
+async def idle_phase(layout: Layout, seconds: float) -> dict[str, Any]:
+    """Nothing queued for ``seconds`` after setup: CPU seconds per minute of the controller
+    side (by process) and of the listeners, what a fleet costs while it waits for jobs."""
+    before = layout.usage()
+    await asyncio.sleep(seconds)
+    after = layout.usage()
+    per_minute = 60.0 / seconds
+
+    def rate(a: float, b: float) -> float:
+        return round((b - a) * per_minute, 3)
+
+    return {
+        "seconds": seconds,
+        "controller_cpu_s_per_minute": rate(before["controller_cpu_s"], after["controller_cpu_s"]),
+        "controller_cpu_s_per_minute_by_process": {
+            name: rate(before["controller_by_process"][name]["cpu_s"], use["cpu_s"])
+            for name, use in after["controller_by_process"].items()
+            if name in before["controller_by_process"]
+        },
+        "listener_cpu_s_per_minute": rate(before["listener_cpu_s"], after["listener_cpu_s"]),
+    }
 
 
 def upstream_runner_log(layout: Layout) -> dict[str, int] | None:
@@ -647,6 +674,13 @@ async def main() -> int:
     parser.add_argument("--trickle", type=int, default=30, help="trickle jobs (default 30)")
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--burst", type=int, default=200)
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=0.0,
+        help="seconds of an idle phase after setup (CPU per minute while nothing is queued); "
+        "0: none",
+    )
     parser.add_argument("--poll-timeout", type=float, default=50.0)
     parser.add_argument("--ready-within", type=float, default=600.0)
     parser.add_argument("--label", default="")
