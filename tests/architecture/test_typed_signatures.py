@@ -12,7 +12,8 @@ live one and the wire form of merge patches (``ars_children.py``, ``listener.py`
 ``runner_set.py``'s runners built from the set's manifest and the live runner spec its
 integrity hash is over; the reasons are per parameter in ``test_reconcile_shape.EXPLAINED``);
 the manifest accessors; the conditions of an ARS that may not parse and the wire form of a
-conditions patch (``conditions.py``); ``ars_rules.variant_of`` for a built set; the
+conditions patch (``conditions.py``); ``ars_rules.variant_of`` for a built set; the desired
+runner sets a builder made, kept per ARS version for the comparison (``ars_plan.py``); the
 registrar's parse of an ARS as read (``planning.registration_of`` for a converge,
 ``planning.ars_of`` for an RPC's Actions client). A set's runners, listed on every pass, are
 read through ``runner_set_rules.SetRunner``, a typed view of the cache's documents (parsing
@@ -44,6 +45,7 @@ CEILINGS: dict[str, int] = {
     "reconciler/audit.py": 6,
     "reconciler/controllers/adapter.py": 3,
     "reconciler/controllers/ars_children.py": 8,
+    "reconciler/controllers/ars_plan.py": 1,
     "reconciler/controllers/ars_rules.py": 1,
     "reconciler/controllers/ars_spec.py": 4,
     "reconciler/controllers/base.py": 4,

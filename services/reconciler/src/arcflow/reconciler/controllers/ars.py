@@ -6,7 +6,9 @@ One pass over the parsed ARS (the adapter read and parsed it, ADR 0050): deletin
 terminal error, children untouched: ``ars_spec``) -> finalizer -> server CA condition -> scale
 set id annotations from the registrar's KV records and the URL labels, one patch ->
 outdated sets (``ars_outdated``) -> one EphemeralRunnerSet per variant and exactly one
-AutoscalingListener (``ars_children``) -> status summed over the variants.
+AutoscalingListener (``ars_children``) -> status summed over the variants. What the pass
+derives from the ARS alone (problems, variants, desired children) is kept per version of it
+(``ars_plan``, ADR 0128).
 """
 
 from __future__ import annotations
@@ -14,17 +16,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from arcflow.common.builders import (
-    BuildError,
-    build_autoscaling_listener,
-    desired_runner_sets,
-    listener_scale_sets,
-)
+from arcflow.common.builders import BuildError, build_autoscaling_listener
 from arcflow.common.constants import FINALIZER_ARS, LABEL_VERSION
 from arcflow.common.kube import AUTOSCALING_RUNNER_SET, RESOURCE_QUOTA, NotFoundError
 from arcflow.common.models import AutoscalingRunnerSet, EphemeralRunnerSet, ResourceQuota
 from arcflow.common.models.autoscaling_runner_set import CapacityStatus
-from arcflow.common.validation import summarize, validate_parsed
+from arcflow.common.validation import summarize
 from arcflow.reconciler.audit import Scope
 from arcflow.reconciler.controllers.ars_children import (
     converge_listener,
@@ -34,6 +31,7 @@ from arcflow.reconciler.controllers.ars_children import (
 )
 from arcflow.reconciler.controllers.ars_cleanup import clean_up
 from arcflow.reconciler.controllers.ars_outdated import handle_outdated
+from arcflow.reconciler.controllers.ars_plan import ArsPlans
 from arcflow.reconciler.controllers.ars_rules import (
     annotations_need_patch,
     id_annotations,
@@ -79,6 +77,7 @@ WAIT_FOR_IDS_SECONDS = 5.0
 async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     scope = Scope(ars.namespace, ars.name)
     if ars.is_deleting:
+        ctx.state(ArsPlans).forget(ars.namespace, ars.name)
         return await clean_up(ctx, ars, scope)
 
     label_version = ars.labels.get(LABEL_VERSION, "")
@@ -86,7 +85,8 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
         await delete_for_version(ctx, ars.manifest, scope, label_version)
         return Result.done()
 
-    problems = validate_parsed(ars)
+    plans = ctx.state(ArsPlans)
+    problems = plans.plan(ars).problems
     if problems:
         await refuse_invalid(ctx, ars.manifest, scope, summarize(problems))
     await set_spec_condition(ctx, ars.manifest, scope, valid=True, message="")
@@ -103,7 +103,7 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
         ars = AutoscalingRunnerSet.from_observed(patched)
     ars = await check_server_tls(ctx, ars, scope)
 
-    variants = [v.name for v in ars.spec.effective_variants()]
+    variants = plans.plan(ars).variants
     if ctx.ids is None:
         raise RuntimeError("no scale set id source configured")
     assignments = await ctx.ids.assignments(ars.namespace, ars.name, variants)
@@ -141,8 +141,7 @@ async def reconcile_ars(ctx: Context, ars: AutoscalingRunnerSet) -> Result:
     ids = {v: assignments[v].scale_set_id for v in variants}
     ars = await check_sessions(ctx, ars, scope, ids)
     try:
-        desired = desired_runner_sets(ars, ids, ctx.build)
-        tuples = listener_scale_sets(ars, ids)
+        desired, tuples = plans.children(ars, ids, ctx.build)
         budgeted, quotas = ars, None
         if uses_resource_quota(ars):  # ADR 0062: the quotas come from the watch-fed cache
             listed = await read_list(ctx, RESOURCE_QUOTA, ars.namespace)

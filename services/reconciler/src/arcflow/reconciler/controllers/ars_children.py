@@ -73,8 +73,8 @@ async def runner_sets_of(ctx: Context, namespace: str, name: str) -> list[Manife
 
 
 async def runner_set_models_of(ctx: Context, namespace: str, name: str) -> list[EphemeralRunnerSet]:
-    """:func:`runner_sets_of`, parsed (one per variant: cheap) for the passes that only read
-    them (outdated sets, deletion)."""
+    """:func:`runner_sets_of`, parsed (one per variant), for the ARS deletion that only reads
+    them."""
     return [
         EphemeralRunnerSet.from_observed(doc) for doc in await runner_sets_of(ctx, namespace, name)
     ]

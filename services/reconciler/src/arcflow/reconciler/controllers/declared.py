@@ -35,6 +35,7 @@ from arcflow.common.models import (
 from arcflow.common.reconcile.declare import Controller, Controllers, OnEvent, Watch
 from arcflow.reconciler.controllers.adapter import UnparsableReports, read_primary, warn_unparsable
 from arcflow.reconciler.controllers.ars import reconcile_ars
+from arcflow.reconciler.controllers.ars_plan import ArsPlans
 from arcflow.reconciler.controllers.ars_spec import ars_unparsable
 from arcflow.reconciler.controllers.base import ArsState, RunnerSetState, StatusPacer
 from arcflow.reconciler.controllers.listener import reconcile_listener
@@ -84,7 +85,7 @@ ARS = Controller(
         OnEvent((RegistrationFailed,), ars_of_event, keep=registration_group),
         OnEvent((SessionFailed, SessionOpened), ars_of_event, keep=session_group),
     ),
-    state=(ArsState, StatusPacer),
+    state=(ArsState, StatusPacer, ArsPlans),
     priority=PRIORITY["ars"],
     on_unparsable=ars_unparsable,
 )
