@@ -173,6 +173,24 @@ class Layout:
             out["nats-server"] = process.pid
         return out
 
+    def nats_counts(self) -> dict[str, Any] | None:
+        """The nats-server's message counters (``/varz``) and each stream's last sequence
+        (``/jsz``): their differences over a phase are the messages it carried; ``None``
+        for upstream (no nats-server)."""
+        nats = self.parts.nats
+        if nats is None or self.peer is not None:
+            return None
+        url = nats.monitor_url
+        with urllib.request.urlopen(f"{url}/varz", timeout=5) as r:  # noqa: S310
+            varz = json.load(r)
+        with urllib.request.urlopen(f"{url}/jsz?streams=true", timeout=5) as r:  # noqa: S310
+            jsz = json.load(r)
+        streams: dict[str, int] = {}
+        for account in jsz.get("account_details") or []:
+            for stream in account.get("stream_detail") or []:
+                streams[stream["name"]] = int(stream["state"]["last_seq"])
+        return {"in_msgs": varz["in_msgs"], "out_msgs": varz["out_msgs"], "streams": streams}
+
     def usage(self) -> dict[str, Any]:
         controller = {n: proc_usage(p) for n, p in self.controller_pids().items()}
         assert self.parts.pod_runner is not None
@@ -417,6 +435,7 @@ async def phase(layout: Layout, mode: str, jobs: int, interval: float) -> dict[s
     sim.requests = counter  # type: ignore[assignment]
     seen_pods = {uid for uid, r in runner.records.items() if r.kind == "runner"}
     usage_before = layout.usage()
+    nats_before = layout.nats_counts()
     api_before = apiserver_requests(layout.plane)
     since = time.time()
     queued: dict[str, float] = {}
@@ -432,6 +451,7 @@ async def phase(layout: Layout, mode: str, jobs: int, interval: float) -> dict[s
     until = time.time()
     api_after = apiserver_requests(layout.plane)
     usage_after = layout.usage()
+    nats_after = layout.nats_counts()
     audit = audit_counts(layout.plane.audit_log, since=since, until=until)
     pods = [r for uid, r in runner.records.items() if r.kind == "runner" and uid not in seen_pods]
     pod_of_job = {r.job_id: r.seen_at for r in pods if r.job_id}
@@ -469,7 +489,33 @@ async def phase(layout: Layout, mode: str, jobs: int, interval: float) -> dict[s
             usage_after["controller_cpu_s"] - usage_before["controller_cpu_s"], 2
         ),
         "listener_cpu_s": round(usage_after["listener_cpu_s"] - usage_before["listener_cpu_s"], 2),
+        "controller_cpu_s_by_process": {
+            name: round(
+                used["cpu_s"] - usage_before["controller_by_process"].get(name, {}).get("cpu_s", 0),
+                2,
+            )
+            for name, used in usage_after["controller_by_process"].items()
+        },
+        "nats_messages": _nats_delta(nats_before, nats_after),
         "usage_after": usage_after,
+    }
+
+
+def _nats_delta(
+    before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Messages the nats-server received and sent during a phase, and those each stream
+    stored."""
+    if before is None or after is None:
+        return None
+    return {
+        "in": after["in_msgs"] - before["in_msgs"],
+        "out": after["out_msgs"] - before["out_msgs"],
+        "stored_by_stream": {
+            name: seq - before["streams"].get(name, 0)
+            for name, seq in sorted(after["streams"].items())
+            if seq - before["streams"].get(name, 0)
+        },
     }
 
 
