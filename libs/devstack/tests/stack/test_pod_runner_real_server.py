@@ -149,6 +149,15 @@ async def test_runner_pod_is_bound_and_reports_a_kubelets_status(
             return pod
 
         pod = await eventually(finished, within=60, what="runner pod terminal")
+
+        async def watched_terminal() -> bool:
+            # The watch's event can come after the read above saw the phase: wait for it
+            # before the watch is stopped.
+            phases = [p.get("status", {}).get("phase") for p in seen] or [None]
+            assert phases[-1] in ("Succeeded", "Failed"), f"the watch saw {phases}"
+            return True
+
+        await eventually(watched_terminal, within=30, what="the pod's watch sees it terminal")
     finally:
         await runner.stop()
         watcher.cancel()
