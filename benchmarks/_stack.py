@@ -86,6 +86,21 @@ def nats_in_msgs(stack: Stack) -> int:
         return int(json.load(r)["in_msgs"])
 
 
+def nats_counters(monitor_url: str) -> dict[str, Any]:
+    """A nats-server's message counters (``/varz``: received, sent) and each stream's last
+    sequence (``/jsz``): their differences over a phase are the messages it carried and those
+    each stream stored."""
+    with urllib.request.urlopen(f"{monitor_url}/varz", timeout=5) as r:  # noqa: S310
+        varz = json.load(r)
+    with urllib.request.urlopen(f"{monitor_url}/jsz?streams=true", timeout=5) as r:  # noqa: S310
+        jsz = json.load(r)
+    streams: dict[str, int] = {}
+    for account in jsz.get("account_details") or []:
+        for stream in account.get("stream_detail") or []:
+            streams[stream["name"]] = int(stream["state"]["last_seq"])
+    return {"in_msgs": int(varz["in_msgs"]), "out_msgs": int(varz["out_msgs"]), "streams": streams}
+
+
 def machine() -> dict[str, Any]:
     with open("/proc/loadavg") as handle:
         load = handle.read().split()[:3]

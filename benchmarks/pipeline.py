@@ -47,7 +47,6 @@ import asyncio
 import json
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +69,7 @@ from _stack import (
     Stack,
     loadavg,
     machine,
-    nats_in_msgs,
+    nats_counters,
     spread,
     write_result,
 )
@@ -286,13 +285,7 @@ class Hops:
 
 def varz(stack: Stack) -> dict[str, Any]:
     assert stack.nats is not None
-    with urllib.request.urlopen(f"{stack.nats.monitor_url}/jsz?streams=true", timeout=5) as r:  # noqa: S310
-        jsz = json.load(r)
-    streams: dict[str, int] = {}
-    for account in jsz.get("account_details") or []:
-        for stream in account.get("stream_detail") or []:
-            streams[stream["name"]] = int(stream["state"]["last_seq"])
-    return {"in_msgs": nats_in_msgs(stack), "streams": streams}
+    return nats_counters(stack.nats.monitor_url)
 
 
 #: What the deletion of an ARS must remove (in its namespace and the controller's): the kinds the

@@ -65,6 +65,7 @@ from _report import wait_quiet
 from _stack import (
     loadavg,
     machine,
+    nats_counters,
     proc_usage,
     profiled_services,
     warm_bytecode_cache,
@@ -174,22 +175,11 @@ class Layout:
         return out
 
     def nats_counts(self) -> dict[str, Any] | None:
-        """The nats-server's message counters (``/varz``) and each stream's last sequence
-        (``/jsz``): their differences over a phase are the messages it carried; ``None``
-        for upstream (no nats-server)."""
+        """:func:`nats_counters` of arcflow's nats-server; ``None`` for upstream (none)."""
         nats = self.parts.nats
         if nats is None or self.peer is not None:
             return None
-        url = nats.monitor_url
-        with urllib.request.urlopen(f"{url}/varz", timeout=5) as r:  # noqa: S310
-            varz = json.load(r)
-        with urllib.request.urlopen(f"{url}/jsz?streams=true", timeout=5) as r:  # noqa: S310
-            jsz = json.load(r)
-        streams: dict[str, int] = {}
-        for account in jsz.get("account_details") or []:
-            for stream in account.get("stream_detail") or []:
-                streams[stream["name"]] = int(stream["state"]["last_seq"])
-        return {"in_msgs": varz["in_msgs"], "out_msgs": varz["out_msgs"], "streams": streams}
+        return nats_counters(nats.monitor_url)
 
     def usage(self) -> dict[str, Any]:
         controller = {n: proc_usage(p) for n, p in self.controller_pids().items()}
@@ -508,14 +498,11 @@ def _nats_delta(
     stored."""
     if before is None or after is None:
         return None
+    stored = {n: seq - before["streams"].get(n, 0) for n, seq in sorted(after["streams"].items())}
     return {
         "in": after["in_msgs"] - before["in_msgs"],
         "out": after["out_msgs"] - before["out_msgs"],
-        "stored_by_stream": {
-            name: seq - before["streams"].get(name, 0)
-            for name, seq in sorted(after["streams"].items())
-            if seq - before["streams"].get(name, 0)
-        },
+        "stored_by_stream": {n: count for n, count in stored.items() if count},
     }
 
 

@@ -52,8 +52,8 @@ class ArsPlans:
     """The ARS controller's kept derivations (declared state), one per ARS namespace/name."""
 
     plans: dict[str, ArsPlan] = field(default_factory=dict)
-    #: How many derivations were made (a fresh version, or new ids): what the tests and the
-    #: benchmarks count.
+    #: How many derivations were made (a fresh version, or new ids): what the unit tests
+    #: count.
     derived: int = 0
 
     def plan(self, ars: AutoscalingRunnerSet) -> ArsPlan:
